@@ -1,0 +1,23 @@
+# convlab: the CUDA 2D-convolution lab as a reproducible Snakemake DAG.
+# Run `snakemake --cores 1`; see README.md.
+from snakemake.utils import min_version
+
+min_version("8.0")
+
+
+configfile: "config/config.yaml"
+
+
+report: "workflow/report/workflow.rst"
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/data.smk"
+include: "workflow/rules/cells.smk"
+include: "workflow/rules/aggregate.smk"
+include: "workflow/rules/report.smk"
+
+
+rule all:
+    input:
+        final_outputs(),

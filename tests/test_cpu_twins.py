@@ -1,0 +1,30 @@
+"""Every cpu twin against the float64 reference: strides 1-3, odd and non-square sizes, random weights."""
+
+import importlib
+
+import numpy as np
+import pytest
+from convlab.measure.problem import ConvProblem, to_layout
+from convlab.measure.reference import conv2d_reference
+from convlab.measure.verify import compare
+from convlab.registry import load_registry
+
+TWINS = sorted({spec.cpu_twin: spec for spec in load_registry().values() if spec.cpu_twin}.items())
+
+
+@pytest.mark.parametrize("twin_name,spec", TWINS, ids=[name for name, _ in TWINS])
+@pytest.mark.parametrize("height,width", [(257, 130), (64, 64), (31, 17)])
+@pytest.mark.parametrize("stride", [1, 2, 3])
+@pytest.mark.parametrize("k", [3, 5])
+def test_twin_matches_reference(twin_name, spec, height, width, stride, k):
+    twin = importlib.import_module(f"convlab.cpu_twins.{twin_name}")
+    rng = np.random.default_rng(stride * 7 + k)
+    image = rng.random((height, width, 3), dtype=np.float32)
+    weights = rng.uniform(-1, 1, (3, 3, k, k)).astype(np.float32)
+    problem = ConvProblem(height, width, 3, 3, k, stride, (k - 1) // 2)
+    out = np.full((problem.out_height, problem.out_width, 3), np.nan, dtype=np.float32)
+    twin.convolve(image, twin.weights_from(to_layout(weights, spec.layout["weights"]), spec.layout["weights"]),
+                  problem, out)
+    verdict = compare(out, conv2d_reference(image, weights, problem, np), tolerance=1e-5)
+    assert verdict.passed, verdict.reason
+    assert verdict.max_rel_err < 1e-5

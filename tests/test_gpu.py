@@ -1,0 +1,73 @@
+"""The cuda backend on a real GPU (marker gpu: skipped, with the reason, where none is visible)."""
+
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+from convlab.backends import get_backend, gpu_visible
+from convlab.config import validate_config
+from convlab.grid import build_cells
+from convlab.runner import run_cell
+from convlab.status import BackendUnavailable
+
+
+def write_image(path: Path, height: int, width: int) -> Path:
+    rng = np.random.default_rng(height + width)
+    cv2.imwrite(str(path), rng.integers(0, 256, (height, width, 3), dtype=np.uint8))
+    return path
+
+
+def gpu_cells(kernel: str, size: int, strides, filter_sizes=(3,), extra=None):
+    config = validate_config({
+        "backend": "cuda",
+        "conv2d": {"sizes": [size], "strides": list(strides), "kernels": [kernel], "filter": "random",
+                   "filter_sizes": list(filter_sizes)},
+        "kernels": extra or {},
+        "timing": {"min_reps": 3, "batch": 5, "budget_s": 0.05, "e2e_reps": 1},
+    })
+    return build_cells(config, "cuda")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kernel", ["direct", "cudnn"])
+@pytest.mark.parametrize("size", [64, 257])
+def test_kernel_correct_for_strides_and_filters(tmp_path, kernel, size):
+    image = write_image(tmp_path / "in.png", size, size)
+    cells = gpu_cells(kernel, size, [1, 2, 3], [3, 5, 7])
+    assert cells
+    for cell in cells:
+        row = run_cell(cell, image)
+        assert row["status"] == "ok", (cell.path, row["reason"])
+        assert row["max_rel_err"] < 1e-5, cell.path
+        assert row["kernel_ms"] > 0 and row["device"] and row["compute_capability"]
+
+
+@pytest.mark.gpu
+def test_64x64_block_is_invalid_config_not_a_time(tmp_path):
+    """Seed 001 table 4 reported ~0.003 ms for a 4096-thread block that never ran."""
+    image = write_image(tmp_path / "in.png", 128, 128)
+    (cell,) = gpu_cells("direct", 128, [1], extra={"direct": {"block": [64]}})
+    row = run_cell(cell, image)
+    assert row["status"] == "invalid_config"
+    assert "CUDA_ERROR" in row["reason"] or "invalid" in row["reason"].lower()
+    assert row.get("kernel_ms") is None
+
+
+@pytest.mark.gpu
+def test_cudnn_records_both_engines(tmp_path):
+    image = write_image(tmp_path / "in.png", 256, 256)
+    for cell in gpu_cells("cudnn", 256, [1]):
+        row = run_cell(cell, image)
+        assert row["status"] == "ok", row["reason"]
+        assert row["engine"] and row["engine_heuristic"]
+        assert row["setup_ms"] > 0
+
+
+@pytest.mark.skipif(gpu_visible(), reason="checks the error given where no GPU is visible")
+def test_forcing_cuda_without_a_gpu_is_one_clear_error():
+    with pytest.raises(BackendUnavailable) as error:
+        get_backend("cuda")
+    message = str(error.value)
+    assert "\n" not in message
+    assert "CuPy" in message or "no CUDA GPU" in message

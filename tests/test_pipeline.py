@@ -1,0 +1,98 @@
+"""The real workflow: `snakemake --cores 2` on the tiny cpu config in a temporary copy, then
+incremental behaviour read from Snakemake's dry runs (never from timings)."""
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from convlab.row import COLUMNS
+
+pytestmark = pytest.mark.pipeline
+TINY = "config/tiny-cpu.yaml"
+CELL_OUTPUT = re.compile(r"output: (results/cells/\S+\.csv)")
+
+
+def snakemake(repo: Path, *args: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ)
+    # the jobs' `python` must be the interpreter running the tests
+    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
+    result = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "2", "--configfile", TINY, *args],
+                            cwd=repo, env=env, capture_output=True, text=True, timeout=900)
+    if result.returncode != 0:
+        raise AssertionError(f"snakemake {' '.join(args)} failed:\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}")
+    return result
+
+
+def scheduled_cells(repo: Path, *args: str) -> set[str]:
+    result = snakemake(repo, "--dry-run", *args)
+    return set(CELL_OUTPUT.findall(result.stdout + result.stderr))
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory) -> Path:
+    import shutil
+
+    from conftest import REPO  # noqa: PLC0415
+
+    repo = tmp_path_factory.mktemp("pipeline") / "repo"
+    shutil.copytree(REPO, repo, ignore=shutil.ignore_patterns(
+        ".git", ".snakemake", "results", "data", "__pycache__", ".pytest_cache", ".whl", ".venv"))
+    snakemake(repo)
+    return repo
+
+
+def test_summary_has_one_verified_row_per_cell(built):
+    summary = pd.read_csv(built / "results/summary.csv")
+    assert list(summary.columns) == COLUMNS
+    assert len(summary) == 2 * 2 * 2  # kernels x sizes x strides
+    assert set(summary["status"]) == {"ok"}
+    assert set(summary["backend"]) == {"cpu"}
+    assert (summary["max_rel_err"] < 1e-5).all()
+    assert (summary["kernel_ms"] > 0).all() and (summary["floor_ms"] > 0).all()
+    assert sorted(set(summary["H"])) == [64, 96]
+    by_stride = summary.set_index(["kernel", "H", "stride"])["OH"]
+    assert by_stride[("direct", 96, 2)] == 48  # the stride is honoured, not ignored
+
+
+def test_figures_gallery_and_report(built):
+    for name in ("time_vs_size", "gflops_vs_size", "pct_of_floor_vs_size", "variants", "status"):
+        assert (built / f"results/figures/{name}.png").stat().st_size > 5000, name
+    for name in ("input_96", "direct_96", "cudnn_96"):
+        assert (built / f"results/gallery/{name}.png").stat().st_size > 1000, name
+    snakemake(built, "--report", "results/report.html")
+    report = built / "results/report.html"
+    assert report.stat().st_size > 50_000
+    text = report.read_text(errors="replace")
+    for name in ("time_vs_size.png", "summary.csv", "direct_96.png"):
+        assert name in text
+
+
+def test_nothing_runs_without_a_change(built):
+    result = snakemake(built, "--dry-run")
+    assert "Nothing to be done" in result.stdout + result.stderr
+
+
+def test_editing_a_kernel_reruns_exactly_its_cells(built):
+    source = built / "kernels/direct.cu"
+    source.write_text(source.read_text() + "\n// an edit\n")
+    scheduled = scheduled_cells(built)
+    assert len(scheduled) == 4 and all("kernel~direct/" in path for path in scheduled)
+    snakemake(built)  # bring the results up to date again
+    assert "Nothing to be done" in (lambda r: r.stdout + r.stderr)(snakemake(built, "--dry-run"))
+
+
+def test_changing_one_kernels_settings_reruns_exactly_its_cells(built):
+    scheduled = scheduled_cells(built, "--config", "kernels={'cudnn': {'workspace_limit_mb': 64}}")
+    assert len(scheduled) == 4 and all("kernel~cudnn/" in path for path in scheduled)
+
+
+def test_cuda_grid_dry_run_without_a_gpu(built):
+    """The DAG for a GPU cluster is built on a machine without one (e.g. a login node)."""
+    scheduled = scheduled_cells(built, "--config", "backend=cuda")
+    variants = {Path(p).stem for p in scheduled}
+    assert {"block~8", "block~16", "block~32", "plan~heuristic", "plan~best"} <= variants
+    assert len(scheduled) == 2 * 2 * (3 + 2)  # sizes x strides x (blocks + plans)

@@ -1,0 +1,5 @@
+import sys
+
+from convlab.cli import main
+
+sys.exit(main())

@@ -1,0 +1,69 @@
+"""Backends behind one interface: cuda (CuPy, cuDNN) and cpu (NumPy, OpenCV)."""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+import subprocess
+
+from convlab.backends.base import Backend
+from convlab.status import BackendUnavailable
+
+
+def gpu_visible() -> bool:
+    """True when CuPy is installed and sees at least one CUDA device."""
+    try:
+        import cupy
+    except ImportError:
+        return False
+    try:
+        return cupy.cuda.runtime.getDeviceCount() > 0
+    except Exception:  # no driver, no device: CuPy raises its own runtime errors
+        return False
+
+
+def gpu_visible_quick() -> bool:
+    """gpu_visible() without importing CuPy, for building the DAG fast: CuPy is installed
+    and nvidia-smi lists a GPU (falls back to asking CuPy where nvidia-smi is missing)."""
+    if importlib.util.find_spec("cupy") is None:
+        return False
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return gpu_visible()
+    try:
+        listing = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=20).stdout
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return any(line.startswith("GPU ") for line in listing.splitlines())
+
+
+def resolve_backend(requested: str, quick: bool = False) -> str:
+    """auto -> cuda when a GPU is visible here, else cpu; cuda and cpu stay as they are."""
+    if requested == "auto":
+        return "cuda" if (gpu_visible_quick() if quick else gpu_visible()) else "cpu"
+    return requested
+
+
+def get_backend(name: str) -> Backend:
+    """Instantiate a resolved backend, or raise BackendUnavailable with one clear line."""
+    if name == "cpu":
+        from convlab.backends.cpu import CpuBackend
+
+        return CpuBackend()
+    if name == "cuda":
+        try:
+            import cupy  # noqa: F401
+        except ImportError as error:
+            raise BackendUnavailable(
+                "backend 'cuda' needs CuPy: pip install -r envs/requirements-cuda13.txt "
+                "(or -cuda12.txt for a CUDA 12 driver)"
+            ) from error
+        if not gpu_visible():
+            raise BackendUnavailable(
+                "backend 'cuda' was requested but no CUDA GPU is visible "
+                "(check nvidia-smi and CUDA_VISIBLE_DEVICES, or use backend: cpu)"
+            )
+        from convlab.backends.cuda import CudaBackend
+
+        return CudaBackend()
+    raise BackendUnavailable(f"unknown backend {name!r} (use auto, cuda or cpu)")

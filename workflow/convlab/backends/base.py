@@ -1,0 +1,75 @@
+"""The interface every backend implements (in the spirit of Kernel Tuner's backends)."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from convlab.measure.problem import ConvProblem
+from convlab.registry import KernelSpec
+
+
+@dataclass
+class PreparedKernel:
+    """A kernel bound to its buffers: ``run()`` computes the output once (asynchronously on a GPU)."""
+
+    run: Callable[[], None]
+    info: dict[str, Any] = field(default_factory=dict)  # implementation, engine names, ...
+
+
+@dataclass
+class KernelBuffers:
+    """Device-resident operands in the kernel's layouts."""
+
+    image: Any
+    weights: Any
+    output: Any
+
+
+class Backend(ABC):
+    name: str
+    xp: Any  # the array module: numpy or cupy
+
+    @abstractmethod
+    def device_info(self) -> dict[str, Any]:
+        """Provenance of the device: name, capability, driver/runtime and library versions."""
+
+    @abstractmethod
+    def to_device(self, host: np.ndarray) -> Any: ...
+
+    @abstractmethod
+    def to_host(self, array: Any) -> np.ndarray: ...
+
+    @abstractmethod
+    def synchronize(self) -> None: ...
+
+    @abstractmethod
+    def prepare(self, spec: KernelSpec, cell_tunables: dict, settings: dict,
+                problem: ConvProblem, buffers: KernelBuffers) -> PreparedKernel:
+        """Compile / plan / autotune (the setup time) and return a launcher.
+
+        Raises CellFailure subclasses for the kernel's own failures.
+        """
+
+    @abstractmethod
+    def time_batch(self, run: Callable[[], None], n: int, cold: bool) -> list[float]:
+        """Device time in ms of each of ``n`` back-to-back repeats of ``run``."""
+
+    @abstractmethod
+    def end_to_end_ms(self, run: Callable[[], None], host_image: np.ndarray,
+                      buffers: KernelBuffers, reps: int) -> float:
+        """Median time of host-to-device copy, compute and device-to-host copy."""
+
+    @abstractmethod
+    def copy_bandwidth_gbps(self) -> float:
+        """Device-to-device copy bandwidth, counting bytes read plus bytes written."""
+
+    def guard(self, stage: str):
+        """A context manager that turns this backend's errors into CellFailure subclasses."""
+        from contextlib import nullcontext
+
+        return nullcontext()

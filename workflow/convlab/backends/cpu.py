@@ -1,0 +1,115 @@
+"""The cpu backend: NumPy/OpenCV twins of the kernels, so the whole DAG runs without a GPU."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import platform
+import time
+from collections.abc import Callable
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+
+from convlab.backends.base import Backend, KernelBuffers, PreparedKernel
+from convlab.measure.problem import ConvProblem
+from convlab.registry import KernelSpec
+from convlab.status import DeviceOutOfMemory, UnsupportedCell
+
+FLUSH_BYTES = 64 << 20  # larger than any CPU's last-level cache we expect
+
+
+def _cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as handle:
+            for line in handle:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+class CpuBackend(Backend):
+    name = "cpu"
+    xp = np
+
+    def __init__(self) -> None:
+        self._flush_buffer = None
+
+    def device_info(self) -> dict[str, Any]:
+        import cv2
+
+        return {
+            "device": f"{_cpu_name()} ({os.cpu_count()} cores)",
+            "compute_capability": "",
+            "driver_version": "",
+            "runtime_version": f"numpy {np.__version__}, opencv {cv2.__version__}",
+            "cupy_version": "",
+            "cudnn_version": "",
+        }
+
+    def to_device(self, host: np.ndarray) -> np.ndarray:
+        return np.array(host, copy=True)
+
+    def to_host(self, array: np.ndarray) -> np.ndarray:
+        return np.asarray(array)
+
+    def synchronize(self) -> None:
+        pass
+
+    @contextmanager
+    def guard(self, stage: str):
+        try:
+            yield
+        except MemoryError as error:
+            raise DeviceOutOfMemory(f"{stage}: host memory exhausted ({error})", stage) from error
+
+    def prepare(self, spec: KernelSpec, cell_tunables: dict, settings: dict,
+                problem: ConvProblem, buffers: KernelBuffers) -> PreparedKernel:
+        if not spec.cpu_twin:
+            raise UnsupportedCell(f"kernel {spec.name!r} has no cpu twin", "setup")
+        twin = importlib.import_module(f"convlab.cpu_twins.{spec.cpu_twin}")
+        if spec.layout.get("input") != "hwc" or spec.layout.get("output") != "hwc":
+            raise UnsupportedCell("cpu twins take HWC input and write HWC output", "setup")
+        weights = twin.weights_from(buffers.weights, spec.layout["weights"])
+
+        def run() -> None:
+            twin.convolve(buffers.image, weights, problem, buffers.output)
+
+        return PreparedKernel(run, {"implementation": twin.IMPLEMENTATION})
+
+    def _flush_cache(self) -> None:
+        if self._flush_buffer is None:
+            self._flush_buffer = np.empty(FLUSH_BYTES, dtype=np.uint8)
+        self._flush_buffer.fill(1)
+
+    def time_batch(self, run: Callable[[], None], n: int, cold: bool) -> list[float]:
+        samples = []
+        for _ in range(n):
+            if cold:
+                self._flush_cache()
+            start = time.perf_counter()
+            run()
+            samples.append((time.perf_counter() - start) * 1e3)
+        return samples
+
+    def end_to_end_ms(self, run: Callable[[], None], host_image: np.ndarray,
+                      buffers: KernelBuffers, reps: int) -> float:
+        """Copy in, compute, copy out in host memory: the cpu analogue of the GPU round trip."""
+        host_output = np.empty_like(buffers.output)
+        samples = []
+        for _ in range(reps):
+            start = time.perf_counter()
+            np.copyto(buffers.image, host_image)
+            run()
+            np.copyto(host_output, buffers.output)
+            samples.append((time.perf_counter() - start) * 1e3)
+        return float(np.median(samples))
+
+    def copy_bandwidth_gbps(self) -> float:
+        source = np.ones(64 << 20, dtype=np.float32)  # 256 MiB
+        target = np.empty_like(source)
+        samples = self.time_batch(lambda: np.copyto(target, source), 5, False)
+        return 2 * source.nbytes / (float(np.median(samples)) / 1e3) / 1e9

@@ -1,0 +1,186 @@
+"""The cuda backend: CuPy arrays, .cu kernels compiled with cupy.RawModule, CUDA-event timing."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from contextlib import contextmanager
+from typing import Any
+
+import cupy
+import numpy as np
+
+from convlab.backends.base import Backend, KernelBuffers, PreparedKernel
+from convlab.measure.problem import ConvProblem
+from convlab.registry import KernelSpec
+from convlab.status import DeviceOutOfMemory, KernelFailure, LaunchConfigError
+
+# Occupies the GPU while the host enqueues a batch, so per-repeat event pairs time the
+# kernel alone and not the host's launch gaps. %globaltimer counts nanoseconds.
+SPIN_SOURCE = r"""
+extern "C" __global__ void convlab_spin(unsigned long long ns) {
+    unsigned long long start, now;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+    do { asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now)); } while (now - start < ns);
+}
+"""
+LAUNCH_ERRORS = ("CUDA_ERROR_INVALID_VALUE", "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES",
+                 "cudaErrorInvalidConfiguration", "CUDA_ERROR_INVALID_CONFIGURATION")
+MAX_SPIN_MS = 200.0
+
+
+def _geometry(expr: list, tunables: dict) -> tuple[int, ...]:
+    dims = [int(tunables[v]) if isinstance(v, str) else int(v) for v in expr]
+    return tuple(dims + [1] * (3 - len(dims)))
+
+
+class CudaBackend(Backend):
+    name = "cuda"
+    xp = cupy
+
+    def __init__(self) -> None:
+        self.device = cupy.cuda.Device()
+        self.properties = cupy.cuda.runtime.getDeviceProperties(self.device.id)
+        self._spin = cupy.RawKernel(SPIN_SOURCE, "convlab_spin")
+        self._host_ms_per_rep = 0.05
+        self._flush_buffer = None
+
+    # -- provenance -------------------------------------------------------------------
+    def device_info(self) -> dict[str, Any]:
+        props = self.properties
+        info = {
+            "device": props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"]),
+            "compute_capability": f"{props['major']}.{props['minor']}",
+            "driver_version": cupy.cuda.runtime.driverGetVersion(),
+            "runtime_version": cupy.cuda.runtime.runtimeGetVersion(),
+            "cupy_version": cupy.__version__,
+            "cudnn_version": "",
+            "l2_bytes": int(props.get("l2CacheSize", 0)),
+            "sm_count": int(props.get("multiProcessorCount", 0)),
+        }
+        try:
+            import cudnn
+
+            info["cudnn_version"] = str(cudnn.backend_version())
+        except Exception:  # cuDNN is optional for kernels that do not use it
+            pass
+        return info
+
+    # -- data -------------------------------------------------------------------------
+    def to_device(self, host: np.ndarray) -> Any:
+        return cupy.asarray(host)
+
+    def to_host(self, array: Any) -> np.ndarray:
+        return cupy.asnumpy(array)
+
+    def synchronize(self) -> None:
+        self.device.synchronize()
+
+    @contextmanager
+    def guard(self, stage: str):
+        """Translate CuPy/CUDA errors of the kernel under test into row statuses."""
+        try:
+            yield
+        except cupy.cuda.memory.OutOfMemoryError as error:
+            raise DeviceOutOfMemory(f"{stage}: {error}", stage) from error
+        except cupy.cuda.compiler.CompileException as error:
+            raise KernelFailure(f"compile: {error}", "compile") from error
+        except (cupy.cuda.driver.CUDADriverError, cupy.cuda.runtime.CUDARuntimeError) as error:
+            text = str(error)
+            if stage == "launch" and any(code in text for code in LAUNCH_ERRORS):
+                raise LaunchConfigError(f"launch refused: {text}", stage) from error
+            if "OUT_OF_MEMORY" in text or "MemoryAllocation" in text:
+                raise DeviceOutOfMemory(f"{stage}: {text}", stage) from error
+            raise KernelFailure(f"{stage}: {text}", stage) from error
+
+    # -- kernels ----------------------------------------------------------------------
+    def prepare(self, spec: KernelSpec, cell_tunables: dict, settings: dict,
+                problem: ConvProblem, buffers: KernelBuffers) -> PreparedKernel:
+        if spec.library == "cudnn":
+            from convlab.backends.cudnn_conv import prepare_cudnn
+
+            return prepare_cudnn(self, spec, cell_tunables, settings, problem, buffers)
+        return self._prepare_source_kernel(spec, cell_tunables, problem, buffers)
+
+    def _prepare_source_kernel(self, spec: KernelSpec, tunables: dict, problem: ConvProblem,
+                               buffers: KernelBuffers) -> PreparedKernel:
+        k = problem.filter_size
+        options = (
+            "--std=c++17",
+            f"-DCONV_C={problem.in_channels}",
+            f"-DCONV_K={problem.out_channels}",
+            f"-DCONV_R={k}",
+            f"-DCONV_S={k}",
+        )
+        module = cupy.RawModule(code=spec.source.read_text(), options=options)
+        function = module.get_function(spec.function)  # compiles (or loads CuPy's cache)
+        block = _geometry(spec.launch["block"], tunables)
+        if spec.launch.get("grid") != "output":
+            raise ValueError(f"{spec.description_path}: unknown launch grid {spec.launch.get('grid')!r}")
+        grid = (
+            -(-problem.out_width // block[0]),
+            -(-problem.out_height // block[1]),
+            1,
+        )
+        args = (
+            buffers.image, buffers.weights, buffers.output,
+            np.int32(problem.height), np.int32(problem.width),
+            np.int32(problem.stride), np.int32(problem.padding),
+            np.int32(problem.out_height), np.int32(problem.out_width),
+        )
+
+        def run() -> None:
+            function(grid, block, args)
+
+        return PreparedKernel(run, {
+            "implementation": f"{spec.source.name}:{spec.function}",
+            "block": "x".join(str(b) for b in block[:2]),
+            "grid": "x".join(str(g) for g in grid[:2]),
+            "registers": int(function.num_regs),
+        })
+
+    # -- timing -----------------------------------------------------------------------
+    def _flush_l2(self) -> None:
+        if self._flush_buffer is None:
+            l2 = max(int(self.properties.get("l2CacheSize", 0)), 8 << 20)
+            self._flush_buffer = cupy.empty(2 * l2 // 4, dtype=cupy.float32)
+        self._flush_buffer.fill(1.0)
+
+    def time_batch(self, run: Callable[[], None], n: int, cold: bool) -> list[float]:
+        events = [(cupy.cuda.Event(), cupy.cuda.Event()) for _ in range(n)]
+        spin_ms = min(MAX_SPIN_MS, 0.2 + 1.5 * n * self._host_ms_per_rep)
+        started = time.perf_counter()
+        self._spin((1,), (1,), (np.uint64(int(spin_ms * 1e6)),))
+        for start, end in events:
+            if cold:
+                self._flush_l2()
+            start.record()
+            run()
+            end.record()
+        enqueue_ms = (time.perf_counter() - started) * 1e3
+        events[-1][1].synchronize()
+        self._host_ms_per_rep = enqueue_ms / n
+        return [cupy.cuda.get_elapsed_time(start, end) for start, end in events]
+
+    def end_to_end_ms(self, run: Callable[[], None], host_image: np.ndarray,
+                      buffers: KernelBuffers, reps: int) -> float:
+        host_output = np.empty(buffers.output.shape, dtype=np.float32)
+        samples = []
+        for _ in range(reps):
+            start, end = cupy.cuda.Event(), cupy.cuda.Event()
+            start.record()
+            buffers.image.set(host_image)
+            run()
+            buffers.output.get(out=host_output)
+            end.record()
+            end.synchronize()
+            samples.append(cupy.cuda.get_elapsed_time(start, end))
+        return float(np.median(samples))
+
+    def copy_bandwidth_gbps(self) -> float:
+        source = cupy.ones(256 << 20, dtype=cupy.float32)  # 1 GiB, far above any L2
+        target = cupy.empty_like(source)
+        samples = self.time_batch(lambda: cupy.copyto(target, source), 3, False)
+        samples = self.time_batch(lambda: cupy.copyto(target, source), 20, False)
+        moved = 2 * source.nbytes  # read + write
+        return moved / (float(np.median(samples)) / 1e3) / 1e9

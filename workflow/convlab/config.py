@@ -1,0 +1,65 @@
+"""Load and validate the pipeline configuration (JSON schema with defaults)."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+
+from convlab import SCHEMA_PATH
+
+
+class ConfigError(ValueError):
+    """A configuration mistake, reported with the key it concerns."""
+
+
+def load_schema(path: Path = SCHEMA_PATH) -> dict:
+    with open(path) as handle:
+        return yaml.safe_load(handle)
+
+
+def _fill_defaults(instance: Any, schema: dict) -> None:
+    """Insert schema defaults for missing keys, depth first, without sharing objects."""
+    if not isinstance(instance, dict):
+        return
+    for key, subschema in schema.get("properties", {}).items():
+        if key not in instance and "default" in subschema:
+            instance[key] = copy.deepcopy(subschema["default"])
+        if key in instance:
+            _fill_defaults(instance[key], subschema)
+
+
+def _key_path(error: jsonschema.ValidationError) -> str:
+    return ".".join(str(part) for part in error.absolute_path) or "(top level)"
+
+
+def validate_config(config: dict, source: str = "config", schema: dict | None = None) -> dict:
+    """Return a validated copy of ``config`` with every default filled in.
+
+    Raises ConfigError naming the offending key (and the file) on the first problem.
+    """
+    schema = schema or load_schema()
+    filled = copy.deepcopy(config) if config else {}
+    _fill_defaults(filled, schema)
+    validator = jsonschema.Draft202012Validator(schema)
+    errors = sorted(validator.iter_errors(filled), key=lambda e: list(e.absolute_path))
+    if errors:
+        lines = [f"{source}: {_key_path(e)}: {e.message}" for e in errors]
+        raise ConfigError("invalid configuration\n  " + "\n  ".join(lines))
+    return filled
+
+
+def load_config(path: str | Path, overrides: dict | None = None) -> dict:
+    """Read a YAML config file, apply overrides (top-level merge), validate."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"config file not found: {path}")
+    with open(path) as handle:
+        raw = yaml.safe_load(handle) or {}
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: the top level must be a mapping of keys to values")
+    raw.update(overrides or {})
+    return validate_config(raw, source=str(path))

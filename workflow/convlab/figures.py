@@ -1,0 +1,321 @@
+"""Figures and the failed-cell table of the Snakemake report, drawn from the summary CSV."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable
+from pathlib import Path
+
+import pandas as pd
+import seaborn as sns
+from matplotlib.axes import Axes
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.ticker import FuncFormatter, NullFormatter, NullLocator
+
+from convlab.status import ERROR, INVALID_CONFIG, OK, OOM, STATUSES, UNSUPPORTED, WRONG
+
+DPI = 120
+TIMED = (OK, WRONG)  # the only statuses that carry a kernel time
+NUMERIC = ("H", "stride", "filter_size", "kernel_ms", "gflops", "pct_of_floor")
+STATUS_COLORS = {
+    OK: "#2a9d4b", WRONG: "#d62728", INVALID_CONFIG: "#ff7f0e",
+    OOM: "#9467bd", UNSUPPORTED: "#8c8c8c", ERROR: "#3b3b3b",
+}
+TIME_LABEL = "kernel time (ms, median)"
+SIZE_LABEL = "image size (pixels per side)"
+WRONG_LABEL = "wrong result (failed float64 check)"
+NO_ROWS = "no rows"
+
+
+def _load(summary_csv: str | Path) -> pd.DataFrame:
+    frame = pd.read_csv(summary_csv, dtype=str, keep_default_na=False)
+    for column in NUMERIC:
+        frame[column] = pd.to_numeric(frame[column], errors="coerce")
+    return frame
+
+
+def _figure(nrows: int, ncols: int, width: float = 4.4, height: float = 3.6,
+            legend_width: float = 0.0) -> tuple[Figure, list[list[Axes]]]:
+    # A bare Agg figure, not pyplot: nothing is registered globally, so nothing is left open.
+    figure = Figure(figsize=(width * ncols + legend_width, height * nrows), dpi=DPI)
+    FigureCanvasAgg(figure)
+    axes = figure.subplots(nrows, ncols, squeeze=False, sharex=True, sharey="row")
+    return figure, [list(row) for row in axes]
+
+
+def _save(figure: Figure, path: Path) -> Path:
+    figure.tight_layout()
+    figure.savefig(path, dpi=DPI, bbox_inches="tight")
+    return path
+
+
+def _note(ax: Axes, text: str) -> None:
+    ax.text(0.5, 0.5, text, transform=ax.transAxes, ha="center", va="center", fontsize=12, color="0.35")
+
+
+def _note_figure(path: Path, title: str, text: str) -> Path:
+    with sns.axes_style("white"):
+        figure, axes = _figure(1, 1, width=6.0, height=3.0)
+    ax = axes[0][0]
+    _note(ax, text)
+    ax.set_axis_off()
+    figure.suptitle(title)
+    return _save(figure, path)
+
+
+def _title(frame: pd.DataFrame, what: str) -> str:
+    first = frame.iloc[0]
+    device = first["device"] or "unknown device"
+    mode = f", {first['timing_mode']} timing" if first["timing_mode"] else ""
+    return f"{what}\n{device} (backend {first['backend'] or '?'}{mode})"
+
+
+def _with_filter(frame: pd.DataFrame, labels: pd.Series) -> pd.Series:
+    # Only name the filter when the run swept several, so the common case stays short.
+    if frame["filter_size"].nunique() <= 1:
+        return labels
+    size = frame["filter_size"].astype("Int64").astype(str)
+    return labels + ", " + size + "x" + size
+
+
+def _best_variants(frame: pd.DataFrame) -> pd.DataFrame:
+    """One timed row per kernel, filter, size and stride: its fastest variant, labelled for the legend.
+
+    A correct variant beats a faster wrong one (a wrong answer is not a speed); a point is only
+    wrong when every timed variant there is wrong.
+    """
+    variants = frame.groupby("kernel")["variant"].nunique()
+    timed = frame[frame["status"].isin(TIMED) & frame["kernel_ms"].notna()].copy()
+    timed["_wrong"] = timed["status"] == WRONG
+    keys = ["kernel", "filter_size", "H", "stride"]
+    best = timed.sort_values(["_wrong", "kernel_ms"]).drop_duplicates(keys).sort_values(keys)
+    several = best["kernel"].map(variants) > 1
+    best["label"] = _with_filter(best, best["kernel"].where(~several, best["kernel"] + " (best variant)"))
+    return best
+
+
+def _natural(labels: Iterable[str]) -> list[str]:
+    # block~8 before block~16: compare the digit runs as numbers.
+    return sorted(set(labels), key=lambda t: [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", t)])
+
+
+def _natural_column(column: pd.Series) -> pd.Series:
+    # The same order for a sort_values key: zero-pad digit runs so text order is numeric order.
+    return column.str.replace(r"\d+", lambda m: m.group().zfill(12), regex=True)
+
+
+def _plain(value: float, _position: object = None) -> str:
+    return f"{value:g}"
+
+
+def _log_y(ax: Axes) -> None:
+    """Log y with plain numbers (0.01, not 10^-2), labelling more minor ticks the fewer decades show."""
+    ax.set_yscale("log")
+    ax.yaxis.set_major_formatter(FuncFormatter(_plain))
+    low, high = ax.get_ylim()
+    decades = math.log10(high / low) if low > 0 else math.inf
+    # Leading digits of the labelled minor ticks: enough to read a value, too few to collide.
+    digits = "2345678" if decades < 0.5 else "23457" if decades < 1 else "25" if decades < 3 else ""
+    if digits:
+        ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: _plain(v) if f"{v:.0e}"[0] in digits else ""))
+        ax.grid(True, which="minor", axis="y", linewidth=0.5, alpha=0.5)
+    else:
+        ax.yaxis.set_minor_formatter(NullFormatter())
+
+
+def _size_axis(ax: Axes, sizes: list[float]) -> None:
+    ax.set_xscale("log", base=2)
+    if sizes:
+        ax.set_xticks(sizes, labels=[str(int(s)) for s in sizes])
+        ax.set_xlim(min(sizes) / 1.25, max(sizes) * 1.25)
+    ax.xaxis.set_minor_locator(NullLocator())
+
+
+def _hide_y_ticks(axes: list[Axes]) -> None:
+    # Without data the autoscaled y range is made up: show no numbers rather than false ones.
+    for ax in axes:
+        ax.tick_params(axis="y", which="both", labelleft=False)
+
+
+def _lines(ax: Axes, data: pd.DataFrame, y: str, palette: dict) -> bool:
+    """One line per label, wrong points overdrawn with a large X; True when any point is wrong."""
+    data = data[data[y].notna()]
+    if data.empty:
+        return False
+    sns.lineplot(data=data, x="H", y=y, hue="label", palette=palette, estimator=None, sort=True,
+                 marker="o", markersize=6, legend=False, ax=ax)
+    wrong = data[data["status"] == WRONG]
+    if not wrong.empty:
+        sns.scatterplot(data=wrong, x="H", y=y, hue="label", palette=palette, marker="X", s=160,
+                        edgecolor="black", linewidth=1.2, legend=False, ax=ax, zorder=5)
+    return not wrong.empty
+
+
+def _legend_handles(palette: dict, any_wrong: bool) -> list[Line2D]:
+    handles = [Line2D([], [], color=color, marker="o", label=label) for label, color in palette.items()]
+    if any_wrong:
+        handles.append(Line2D([], [], color="0.4", marker="X", markersize=11, markeredgecolor="black",
+                              linestyle="none", label=WRONG_LABEL))
+    return handles
+
+
+def _by_stride(frame: pd.DataFrame, path: Path, what: str, y: str, ylabel: str,
+               logy: bool, floor_line: bool = False) -> Path:
+    """The shared layout of the three headline figures: one column per stride, one line per kernel."""
+    if frame.empty:
+        return _note_figure(path, what, NO_ROWS)
+    best = _best_variants(frame)
+    strides = sorted(frame["stride"].dropna().unique())
+    sizes = sorted(frame["H"].dropna().unique())
+    labels = _natural(best["label"])
+    palette = dict(zip(labels, sns.color_palette("colorblind", len(labels))))
+    figure, axes = _figure(1, len(strides))
+    any_wrong = False
+    for ax, stride in zip(axes[0], strides):
+        part = best[(best["stride"] == stride) & best[y].notna()]
+        any_wrong |= _lines(ax, part, y, palette)
+        if part.empty:
+            _note(ax, "no timed cells\n(every cell failed)")
+        _size_axis(ax, sizes)
+        if floor_line:
+            ax.axhline(100, color="0.3", linestyle="--", linewidth=1.2)
+            top = max(110.0, float(best[y].max()) * 1.08) if best[y].notna().any() else 110.0
+            ax.set_ylim(0, top)
+        ax.set_title(f"stride {int(stride)}")
+        ax.set_xlabel(SIZE_LABEL)
+        ax.set_ylabel(ylabel if ax is axes[0][0] else "")
+    if logy:  # after every panel is drawn: the shared limits decide which ticks get labels
+        for ax in axes[0]:
+            _log_y(ax)
+    if best[y].isna().all() and not floor_line:  # the floor figure fixes its own 0-110 range
+        _hide_y_ticks(axes[0])
+    figure.suptitle(_title(frame, what))
+    handles = _legend_handles(palette, any_wrong)
+    if floor_line:
+        handles.append(Line2D([], [], color="0.3", linestyle="--", label="memory-bandwidth floor"))
+    if handles:
+        figure.legend(handles=handles, loc="center left", bbox_to_anchor=(1.0, 0.5), frameon=False)
+    return _save(figure, path)
+
+
+def _variants(frame: pd.DataFrame, path: Path) -> Path:
+    """Every variant of each kernel that has several: does the tunable matter, and where?"""
+    what = "Kernel time of every variant"
+    if frame.empty:
+        return _note_figure(path, what, NO_ROWS)
+    counts = frame.groupby("kernel")["variant"].nunique()
+    kernels = sorted(counts[counts > 1].index)
+    if not kernels:
+        return _note_figure(path, _title(frame, what), "no kernel with several variants in this run")
+    strides = sorted(frame["stride"].dropna().unique())
+    sizes = sorted(frame["H"].dropna().unique())
+    timed = frame[frame["status"].isin(TIMED) & frame["kernel_ms"].notna()].copy()
+    timed["label"] = _with_filter(timed, timed["variant"])
+    # Room for the per-row legends, which tight_layout would otherwise take from the panels.
+    figure, axes = _figure(len(kernels), len(strides), legend_width=3.2)
+    for row, kernel in zip(axes, kernels):
+        mine = timed[timed["kernel"] == kernel]
+        all_labels = _natural(_with_filter(frame, frame["variant"])[frame["kernel"] == kernel])
+        palette = dict(zip(all_labels, sns.color_palette("colorblind", len(all_labels))))
+        any_wrong = False
+        for ax, stride in zip(row, strides):
+            part = mine[mine["stride"] == stride]
+            any_wrong |= _lines(ax, part, "kernel_ms", palette)
+            if part.empty:
+                _note(ax, "no timed cells\n(every cell failed)")
+            _size_axis(ax, sizes)
+            ax.set_title(f"{kernel}, stride {int(stride)}")
+            ax.set_xlabel(SIZE_LABEL)
+            ax.set_ylabel(TIME_LABEL if ax is row[0] else "")
+        for ax in row:
+            _log_y(ax)
+        if mine.empty:
+            _hide_y_ticks(row)
+        # Variants that never produced a time still get a legend entry, marked as such.
+        handles = _legend_handles(palette, any_wrong)
+        for handle in handles:
+            label = handle.get_label()
+            if label in palette and mine[mine["label"] == label].empty:
+                handle.set_label(f"{label} (no timed cell)")
+        row[-1].legend(handles=handles, title=f"{kernel} ({counts[kernel]} variants)",
+                       loc="center left", bbox_to_anchor=(1.02, 0.5), frameon=False)
+    figure.suptitle(_title(frame, what))
+    return _save(figure, path)
+
+
+def _status(frame: pd.DataFrame, path: Path) -> Path:
+    what = "Outcome of every cell, per kernel"
+    if frame.empty:
+        return _note_figure(path, what, NO_ROWS)
+    counts = frame.groupby(["kernel", "status"]).size().rename("cells").reset_index()
+    order = [s for s in STATUSES if s in set(counts["status"])]
+    order += sorted(set(counts["status"]) - set(order))  # an unexpected status still shows up
+    palette = {s: STATUS_COLORS.get(s, "#17becf") for s in order}
+    kernels = sorted(counts["kernel"].unique())
+    figure, axes = _figure(1, 1, width=max(5.5, 1.1 * len(kernels) * len(order) ** 0.5 + 2.5), height=4.0)
+    ax = axes[0][0]
+    sns.barplot(data=counts, x="kernel", y="cells", hue="status", order=kernels, hue_order=order,
+                palette=palette, ax=ax)
+    for container in ax.containers:
+        ax.bar_label(container, fontsize=9, padding=2)
+    ax.margins(y=0.12)
+    totals = counts.groupby("kernel")["cells"].sum()
+    ax.set_xticks(range(len(kernels)), labels=[f"{k}\n({totals[k]} cells)" for k in kernels])
+    ax.set_xlabel("kernel")
+    ax.set_ylabel("cells (count)")
+    ax.set_title(_title(frame, what))
+    ax.legend(title="status", loc="center left", bbox_to_anchor=(1.02, 0.5), frameon=False)
+    return _save(figure, path)
+
+
+def render_figures(summary_csv: str | Path, outdir: str | Path) -> list[Path]:
+    """Write the report's five PNGs into ``outdir`` and return their paths.
+
+    Works on any summary, including a header-only one or one where every cell failed.
+    """
+    frame = _load(summary_csv)
+    outdir = Path(outdir)
+    outdir.mkdir(parents=True, exist_ok=True)
+    # Scoped style instead of sns.set_theme(): rendering leaves matplotlib's global state alone.
+    with sns.axes_style("whitegrid"), sns.plotting_context("notebook"):
+        return [
+            _by_stride(frame, outdir / "time_vs_size.png", "Kernel time vs image size", "kernel_ms",
+                       TIME_LABEL, logy=True),
+            _by_stride(frame, outdir / "gflops_vs_size.png", "Throughput vs image size", "gflops",
+                       "throughput (GFLOP/s)", logy=True),
+            _by_stride(frame, outdir / "pct_of_floor_vs_size.png", "Distance from the memory floor",
+                       "pct_of_floor", "% of memory-bandwidth floor\n(100 = at floor)", logy=False,
+                       floor_line=True),
+            _variants(frame, outdir / "variants.png"),
+            _status(frame, outdir / "status.png"),
+        ]
+
+
+def status_table_html(summary_csv: str | Path, out_html: str | Path) -> Path:
+    """Write a standalone HTML page listing every cell whose status is not ok."""
+    frame = _load(summary_csv)
+    failed = frame[frame["status"] != OK]
+    if frame.empty:
+        body = "<p>The summary has no rows: no cell was run.</p>"
+    elif failed.empty:
+        body = f"<p>All {len(frame)} cells passed verification.</p>"
+    else:
+        order = ["kernel", "variant", "H", "stride"]
+        table = failed.sort_values(order, key=lambda c: _natural_column(c) if c.name == "variant" else c)[
+            ["kernel", "variant", "H", "stride", "status", "reason"]
+        ].astype({"H": "Int64", "stride": "Int64"})
+        body = (f"<p>{len(failed)} of {len(frame)} cells did not pass.</p>\n"
+                + table.to_html(index=False, escape=True, border=0, na_rep=""))
+    out_html = Path(out_html)
+    out_html.parent.mkdir(parents=True, exist_ok=True)
+    out_html.write_text(
+        "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\">"
+        "<title>Cells that did not pass</title>\n<style>"
+        "body{font-family:sans-serif;margin:1.5em}table{border-collapse:collapse}"
+        "th,td{border:1px solid #ccc;padding:4px 8px;text-align:left}th{background:#f0f0f0}"
+        "</style></head>\n<body>\n<h2>Cells that did not pass</h2>\n" + body + "\n</body></html>\n"
+    )
+    return out_html

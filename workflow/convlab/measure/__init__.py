@@ -1,0 +1,1 @@
+"""Measurement, separate from kernels: problem data, timing, verification, metrics, provenance."""

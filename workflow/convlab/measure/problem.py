@@ -1,0 +1,111 @@
+"""The convolution problem of a cell: its geometry, input image and filter weights."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+FLOAT32_BYTES = 4
+
+
+@dataclass(frozen=True)
+class ConvProblem:
+    height: int
+    width: int
+    in_channels: int
+    out_channels: int
+    filter_size: int
+    stride: int
+    padding: int
+
+    @property
+    def out_height(self) -> int:
+        return (self.height + 2 * self.padding - self.filter_size) // self.stride + 1
+
+    @property
+    def out_width(self) -> int:
+        return (self.width + 2 * self.padding - self.filter_size) // self.stride + 1
+
+    @property
+    def flops(self) -> int:
+        """Multiply-adds counted as two operations, output positions only (stride honoured)."""
+        k = self.filter_size
+        return 2 * self.out_height * self.out_width * self.out_channels * self.in_channels * k * k
+
+    @property
+    def bytes_moved(self) -> int:
+        """The fewest bytes a kernel must move: input, weights and output, each once."""
+        k = self.filter_size
+        elements = (
+            self.height * self.width * self.in_channels
+            + self.out_channels * self.in_channels * k * k
+            + self.out_height * self.out_width * self.out_channels
+        )
+        return elements * FLOAT32_BYTES
+
+
+class ImageError(ValueError):
+    """The input image cannot be used as a cell's input."""
+
+
+def load_image(path: str | Path) -> np.ndarray:
+    """Read an 8-bit RGB(BGR) image as float32 HWC in [0, 1], as OpenCV lays it out."""
+    import cv2
+
+    path = Path(path)
+    if not path.is_file():
+        raise ImageError(f"image not found: {path}")
+    pixels = cv2.imread(str(path), cv2.IMREAD_COLOR)
+    if pixels is None:
+        raise ImageError(f"{path}: OpenCV could not decode this file (truncated or not an image?)")
+    return np.ascontiguousarray(pixels, dtype=np.float32) / np.float32(255.0)
+
+
+def make_weights(kind: str, out_channels: int, in_channels: int, size: int, seed: int) -> np.ndarray:
+    """Filter weights in OIHW order.
+
+    laplacian: the seed's edge filter (all ones, centre 1 - size*size) for every
+    output/input channel pair; random: uniform [-1, 1) from ``seed``.
+    """
+    if kind == "laplacian":
+        tap = np.ones((size, size), dtype=np.float32)
+        tap[size // 2, size // 2] = 1.0 - size * size
+        return np.ascontiguousarray(np.broadcast_to(tap, (out_channels, in_channels, size, size)))
+    if kind == "random":
+        rng = np.random.default_rng(seed)
+        return rng.uniform(-1.0, 1.0, (out_channels, in_channels, size, size)).astype(np.float32)
+    raise ValueError(f"unknown filter kind {kind!r}")
+
+
+def to_layout(weights_oihw: np.ndarray, layout: str) -> np.ndarray:
+    """Reorder OIHW weights into the layout a kernel declares."""
+    if layout == "oihw":
+        return np.ascontiguousarray(weights_oihw)
+    if layout == "ohwi":
+        return np.ascontiguousarray(weights_oihw.transpose(0, 2, 3, 1))
+    raise ValueError(f"unknown weight layout {layout!r}")
+
+
+def image_to_layout(image_hwc: np.ndarray, layout: str) -> np.ndarray:
+    """The input image in a kernel's input layout (hwc as loaded, or chw)."""
+    if layout == "hwc":
+        return np.ascontiguousarray(image_hwc)
+    if layout == "chw":
+        return np.ascontiguousarray(image_hwc.transpose(2, 0, 1))
+    raise ValueError(f"unknown image layout {layout!r}")
+
+
+def output_shape(problem: ConvProblem, layout: str) -> tuple[int, int, int]:
+    oh, ow, k = problem.out_height, problem.out_width, problem.out_channels
+    if layout == "hwc":
+        return (oh, ow, k)
+    if layout == "chw":
+        return (k, oh, ow)
+    raise ValueError(f"unknown output layout {layout!r}")
+
+
+def output_to_hwc(output, layout: str):
+    """A kernel's output viewed as HWC for comparison with the reference (any array module)."""
+    return output if layout == "hwc" else output.transpose(1, 2, 0)

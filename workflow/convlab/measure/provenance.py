@@ -1,0 +1,31 @@
+"""Where and with what a row was measured."""
+
+from __future__ import annotations
+
+import datetime as dt
+import socket
+import subprocess
+from functools import lru_cache
+
+from convlab import REPO_ROOT, __version__
+
+
+@lru_cache(maxsize=1)
+def git_commit() -> str:
+    """The pipeline's commit, '+dirty' when tracked files differ; 'unknown' outside a checkout."""
+    try:
+        commit = subprocess.run(["git", "-C", str(REPO_ROOT), "rev-parse", "--short=12", "HEAD"],
+                                capture_output=True, text=True, timeout=10, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(REPO_ROOT), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=10, check=True).stdout.strip()
+        return commit + ("+dirty" if dirty else "")
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def now_utc() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="microseconds")
+
+
+def host_provenance() -> dict[str, str]:
+    return {"host": socket.gethostname(), "git_commit": git_commit(), "convlab_version": __version__}

@@ -1,0 +1,39 @@
+# One job per cell. A cell's inputs are its image and its kernel's own files, and its
+# params are its full settings, so Snakemake re-runs exactly the cells a change touches.
+
+
+rule copy_bandwidth:
+    output:
+        BANDWIDTH,
+    log:
+        f"results/logs/device/{BACKEND}_copy_bandwidth.log",
+    conda:
+        "../../envs/convlab.yaml"
+    resources:
+        gpu=GPU_JOB,
+    params:
+        runner=RUNNER,
+        backend=BACKEND,
+    shell:
+        "{params.runner} bandwidth --backend {params.backend} --out {output} > {log} 2>&1"
+
+
+rule cell:
+    input:
+        image="data/input_{size}.png",
+        kernel=kernel_files,
+        bandwidth=BANDWIDTH,
+    output:
+        row=CELL_PATH,
+    log:
+        "results/logs/cells/{backend}/{experiment}/kernel~{kernel}/size~{size}/stride~{stride}/filter~{filter_size}/{variant}.log",
+    conda:
+        "../../envs/convlab.yaml"
+    resources:
+        gpu=GPU_JOB,
+    params:
+        runner=RUNNER,
+        spec=cell_spec,
+    shell:
+        "{params.runner} cell --spec {params.spec:q} --image {input.image} "
+        "--bandwidth {input.bandwidth} --out {output.row} > {log} 2>&1"

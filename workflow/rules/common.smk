@@ -1,0 +1,91 @@
+# Configuration, backend and the cell grid. Everything here runs when the DAG is built.
+import os
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(workflow.basedir) / "workflow"))
+
+from convlab.backends import resolve_backend
+from convlab.config import ConfigError, validate_config
+from convlab.grid import CELL_PATH, build_cells, gallery_size, image_sizes
+from convlab.registry import load_registry, relative
+
+# Jobs run the package from this checkout, whatever else is on PYTHONPATH. The path is
+# relative to the working directory so that moving the checkout re-runs nothing.
+RUNNER = (
+    f"PYTHONPATH={os.path.relpath(Path(workflow.basedir) / 'workflow')}"
+    "${PYTHONPATH:+:$PYTHONPATH} python -m convlab"
+)
+
+try:
+    config = validate_config(config, source="config (config/config.yaml and --config)")
+    BACKEND = resolve_backend(config["backend"], quick=True)
+    CELLS = build_cells(config, BACKEND)
+except ConfigError as error:
+    sys.exit(f"error: {error}")
+
+CELLS_BY_PATH = {cell.path: cell for cell in CELLS}
+KERNELS = load_registry()
+SIZES = image_sizes(config, BACKEND)
+GALLERY_SIZE = gallery_size(config, BACKEND)
+BANDWIDTH = f"results/device/{BACKEND}_copy_bandwidth.json"
+GPU_JOB = 1 if BACKEND == "cuda" else 0
+
+
+wildcard_constraints:
+    backend="cuda|cpu",
+    size=r"\d+",
+    stride=r"\d+",
+    filter_size=r"\d+",
+    kernel="|".join(sorted(KERNELS)),
+
+
+def cell_spec(wildcards):
+    """The cell's full settings as JSON. A function of the wildcards (not of the output),
+    so that Snakemake's params trigger sees it and re-runs a cell whose settings change.
+    """
+    path = CELL_PATH.format(**wildcards)
+    if path not in CELLS_BY_PATH:
+        raise ValueError(f"{path} is not a cell of the configured grid")
+    return CELLS_BY_PATH[path].to_json()
+
+
+def files_of(kernel, backend):
+    """A kernel's own files: editing one kernel re-runs only the jobs that use it."""
+    return [relative(p) for p in KERNELS[kernel].files(backend)]
+
+
+def kernel_files(wildcards):
+    return files_of(wildcards.kernel, wildcards.backend)
+
+
+def gallery_kernel_files(wildcards):
+    return files_of(wildcards.kernel, BACKEND)
+
+
+def figure(name, title):
+    """A report figure of the conv2d experiment, captioned by workflow/report/<name>.rst."""
+    return report(
+        f"results/figures/{name}.png",
+        caption=f"../report/{name}.rst",
+        category="conv2d",
+        subcategory="Figures",
+        labels={"figure": title, "backend": BACKEND},
+    )
+
+
+def gallery_cells():
+    """One cell per kernel at the gallery size, stride 1: the edge maps a person looks at."""
+    chosen = {}
+    for cell in CELLS:
+        if cell.size == GALLERY_SIZE and cell.stride == 1:
+            chosen.setdefault(cell.kernel, cell)
+    return chosen
+
+
+def final_outputs():
+    outputs = ["results/summary.csv", "results/figures/time_vs_size.png"]
+    outputs += [
+        f"results/gallery/{kernel}_{GALLERY_SIZE}.png" for kernel in gallery_cells()
+    ]
+    return outputs
