@@ -55,6 +55,17 @@ def test_64x64_block_is_invalid_config_not_a_time(tmp_path):
 
 
 @pytest.mark.gpu
+def test_cold_mode_runs_and_is_recorded(tmp_path):
+    image = write_image(tmp_path / "in.png", 512, 512)
+    (cell,) = gpu_cells("direct", 512, [1], extra={"direct": {"block": [16]}})
+    warm = run_cell(cell, image)
+    cold = run_cell(type(cell)(**{**cell.__dict__, "timing": {**cell.timing, "mode": "cold"}}), image)
+    assert warm["status"] == cold["status"] == "ok"
+    assert warm["timing_mode"] == "warm" and cold["timing_mode"] == "cold"
+    assert cold["reps"] >= 3 and cold["kernel_ms"] > 0
+
+
+@pytest.mark.gpu
 def test_cudnn_records_both_engines(tmp_path):
     image = write_image(tmp_path / "in.png", 256, 256)
     for cell in gpu_cells("cudnn", 256, [1]):

@@ -58,6 +58,14 @@ def test_summary_has_one_verified_row_per_cell(built):
     assert by_stride[("direct", 96, 2)] == 48  # the stride is honoured, not ignored
 
 
+def test_cells_never_overlap_even_with_two_cores(built):
+    """The run used --cores 2; the device lock keeps measurements one at a time."""
+    summary = pd.read_csv(built / "results/summary.csv")
+    spans = sorted(zip(pd.to_datetime(summary["started_at"]), pd.to_datetime(summary["finished_at"])))
+    for (_, end), (start, _) in zip(spans, spans[1:]):
+        assert start >= end
+
+
 def test_figures_gallery_and_report(built):
     for name in ("time_vs_size", "gflops_vs_size", "pct_of_floor_vs_size", "variants", "status"):
         assert (built / f"results/figures/{name}.png").stat().st_size > 5000, name

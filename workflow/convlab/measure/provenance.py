@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import os
 import socket
 import subprocess
 from functools import lru_cache
@@ -12,7 +13,8 @@ from convlab import REPO_ROOT, __version__
 
 @lru_cache(maxsize=1)
 def git_commit() -> str:
-    """The pipeline's commit, '+dirty' when tracked files differ; 'unknown' outside a checkout."""
+    """The pipeline's commit, '+dirty' when tracked files differ. Outside a checkout (a copied
+    tree on a GPU node, say) CONVLAB_GIT_COMMIT names it, else 'unknown'."""
     try:
         commit = subprocess.run(["git", "-C", str(REPO_ROOT), "rev-parse", "--short=12", "HEAD"],
                                 capture_output=True, text=True, timeout=10, check=True).stdout.strip()
@@ -20,7 +22,7 @@ def git_commit() -> str:
                                capture_output=True, text=True, timeout=10, check=True).stdout.strip()
         return commit + ("+dirty" if dirty else "")
     except (OSError, subprocess.SubprocessError):
-        return "unknown"
+        return os.environ.get("CONVLAB_GIT_COMMIT", "unknown")
 
 
 def now_utc() -> str:
