@@ -1,5 +1,6 @@
 # Configuration, backend and the cell grid. Everything here runs when the DAG is built.
 import os
+import shlex
 import sys
 from pathlib import Path
 

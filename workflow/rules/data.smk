@@ -15,7 +15,9 @@ rule source_image:
         runner=RUNNER,
         size=config["source_size"],
         user_image=(
-            f"--user-image {config['source_image']}" if config["source_image"] else ""
+            f"--user-image {shlex.quote(config['source_image'])}"
+            if config["source_image"]
+            else ""
         ),
     shell:
         "{params.runner} source --size {params.size} {params.user_image} --out {output} > {log} 2>&1"
