@@ -8,6 +8,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 import pytest
+
 from convlab.backends import gpu_visible
 
 REPO = Path(__file__).resolve().parents[1]

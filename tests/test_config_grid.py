@@ -2,6 +2,7 @@
 
 import pytest
 import yaml
+
 from convlab import DEFAULT_CONFIG
 from convlab.config import ConfigError, load_config, validate_config
 from convlab.grid import build_cells, gallery_size

@@ -5,6 +5,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 import pytest
+
 from convlab.backends import get_backend, gpu_visible
 from convlab.config import validate_config
 from convlab.grid import build_cells

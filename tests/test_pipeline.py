@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+
 from convlab.row import COLUMNS
 
 pytestmark = pytest.mark.pipeline

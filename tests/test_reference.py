@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+
 from convlab.measure.problem import ConvProblem
 from convlab.measure.reference import conv2d_reference
 

@@ -7,6 +7,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 import pytest
+
 from convlab.backends.base import PreparedKernel
 from convlab.backends.cpu import CpuBackend
 from convlab.config import validate_config

@@ -3,6 +3,7 @@
 import itertools
 
 import pytest
+
 from convlab.measure.timing import measure
 
 SETTINGS = {"mode": "warm", "warmup": 2, "min_reps": 10, "max_reps": 200, "batch": 5,

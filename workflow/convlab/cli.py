@@ -22,11 +22,12 @@ def _cmd_cell(args: argparse.Namespace) -> int:
     from convlab.devicelock import exclusive_device
     from convlab.grid import Cell
     from convlab.row import write_row_atomically
-    from convlab.runner import run_cell
+    from convlab.runner import load_inputs, measure_cell
 
     cell = Cell.from_json(args.spec)
+    inputs = load_inputs(cell, args.image)  # host work, before taking the device
     with exclusive_device(cell.backend):
-        row = run_cell(cell, args.image, args.bandwidth)
+        row = measure_cell(inputs, args.bandwidth)
     write_row_atomically(row, args.out)
     print(f"{cell.path}: {row['status']} {row.get('kernel_ms') or ''} {row.get('reason') or ''}".rstrip())
     return 0

@@ -11,7 +11,7 @@ from convlab.backends.base import KernelBuffers
 from convlab.grid import Cell
 from convlab.measure import problem as problem_mod
 from convlab.registry import get_kernel
-from convlab.runner import _problem
+from convlab.runner import problem_of
 
 
 def to_edge_image(output_hwc: np.ndarray) -> np.ndarray:
@@ -25,22 +25,23 @@ def render_edge_map(cell: Cell, image_path: str | Path, out: str | Path) -> None
     import cv2
 
     spec = get_kernel(cell.kernel)
-    problem = _problem(cell)
+    problem = problem_of(cell)
     image = problem_mod.load_image(image_path)
     weights = problem_mod.make_weights(cell.filter, problem.out_channels, problem.in_channels,
                                        problem.filter_size, cell.verify["seed"])
     backend = get_backend(cell.backend)
+    layout = backend.layout_for(spec)
     xp = backend.xp
     with backend.guard("gallery"):
         buffers = KernelBuffers(
-            image=backend.to_device(problem_mod.image_to_layout(image, spec.layout["input"])),
-            weights=backend.to_device(problem_mod.to_layout(weights, spec.layout["weights"])),
-            output=xp.full(problem_mod.output_shape(problem, spec.layout["output"]), np.nan, dtype=xp.float32),
+            image=backend.to_device(problem_mod.image_to_layout(image, layout["input"])),
+            weights=backend.to_device(problem_mod.to_layout(weights, layout["weights"])),
+            output=xp.full(problem_mod.output_shape(problem, layout["output"]), np.nan, dtype=xp.float32),
         )
         prepared = backend.prepare(spec, cell.tunables, cell.settings, problem, buffers)
         prepared.run()
         backend.synchronize()
-    output = problem_mod.output_to_hwc(backend.to_host(buffers.output), spec.layout["output"])
+    output = problem_mod.output_to_hwc(backend.to_host(buffers.output), layout["output"])
     Path(out).parent.mkdir(parents=True, exist_ok=True)
     if not cv2.imwrite(str(out), to_edge_image(output)):
         raise OSError(f"could not write {out}")

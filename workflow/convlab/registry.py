@@ -1,4 +1,7 @@
-"""The kernel registry: kernels/registry.yaml names each kernel's launch description."""
+"""The kernel registry: kernels/registry.yaml names each kernel's launch description.
+
+The description format is documented in kernels/README.md.
+"""
 
 from __future__ import annotations
 
@@ -11,8 +14,18 @@ import yaml
 
 from convlab import KERNELS_DIR, REPO_ROOT
 
-CPU_TWINS_DIR = Path(__file__).resolve().parent / "cpu_twins"
-LIBRARY_MODULES = {"cudnn": Path(__file__).resolve().parent / "backends" / "cudnn_conv.py"}
+PACKAGE_DIR = Path(__file__).resolve().parent
+CPU_TWINS_DIR = PACKAGE_DIR / "cpu_twins"
+# library name -> (module, prepare function) in convlab.backends
+LIBRARIES = {
+    "cudnn": ("cudnn_conv", "prepare_cudnn"),
+    "cupy_fft": ("fft_conv", "prepare_fft"),
+    "ndimage": ("ndimage_conv", "prepare_ndimage"),
+}
+LAYOUTS = {"input": ("hwc", "chw"), "weights": ("oihw", "ohwi"), "output": ("hwc", "chw")}
+KNOWN_KEYS = {"name", "summary", "source", "library", "layout", "precision", "tunables", "settings",
+              "supports", "defines", "scratch", "constants", "stages", "cpu_twin"}
+SUPPORT_KEYS = {"stride", "filter_size"}
 
 
 class RegistryError(ValueError):
@@ -30,21 +43,29 @@ class KernelSpec:
     precision: str
     tunables: dict[str, list[Any]] = field(default_factory=dict)
     settings: dict[str, Any] = field(default_factory=dict)
+    supports: dict[str, list[int]] = field(default_factory=dict)
+    defines: dict[str, Any] = field(default_factory=dict)
+    scratch: dict[str, Any] = field(default_factory=dict)
+    constants: dict[str, str] = field(default_factory=dict)
+    stages: list[dict[str, Any]] = field(default_factory=list)
     source: Path | None = None  # the .cu file, for kernels we write
-    function: str | None = None
-    launch: dict[str, Any] = field(default_factory=dict)
-    library: str | None = None  # e.g. cudnn, for vendor-library kernels
+    library: str | None = None  # cudnn, cupy_fft, ndimage
     cpu_twin: str | None = None
 
     def backends(self) -> list[str]:
-        names = ["cuda"]
-        if self.cpu_twin:
-            names.append("cpu")
-        return names
+        return ["cuda", "cpu"] if self.cpu_twin else ["cuda"]
 
     def tunables_for(self, backend: str) -> dict[str, list[Any]]:
         """Launch tunables apply on the GPU only; a cpu twin has none."""
         return dict(self.tunables) if backend == "cuda" else {}
+
+    def unsupported_reason(self, stride: int, filter_size: int) -> str | None:
+        """Why this kernel has no code for the problem, or None when it has."""
+        for key, value in (("stride", stride), ("filter_size", filter_size)):
+            allowed = self.supports.get(key)
+            if allowed is not None and value not in allowed:
+                return f"{self.name} implements {key} in {allowed} only, not {value}"
+        return None
 
     def files(self, backend: str) -> list[Path]:
         """The files whose change must re-run this kernel's cells on ``backend``."""
@@ -52,28 +73,60 @@ class KernelSpec:
         if self.source is not None:
             paths.append(self.source)
         if backend == "cuda" and self.library:
-            paths.append(LIBRARY_MODULES[self.library])
+            paths.append(PACKAGE_DIR / "backends" / f"{LIBRARIES[self.library][0]}.py")
         if backend == "cpu" and self.cpu_twin:
             paths.append(CPU_TWINS_DIR / f"{self.cpu_twin}.py")
         return paths
 
 
+def _check_stage(path: Path, index: int, stage: dict) -> None:
+    where = f"{path}: stages[{index}]"
+    if not isinstance(stage, dict) or "name" not in stage:
+        raise RegistryError(f"{where}: each stage needs a name")
+    if ("function" in stage) == ("op" in stage):
+        raise RegistryError(f"{where}: give exactly one of 'function' (an entry point) or 'op'")
+    if "function" in stage:
+        for key in ("block", "grid", "args"):
+            if key not in stage:
+                raise RegistryError(f"{where}: a function stage needs '{key}'")
+    elif stage["op"] == "matmul":
+        for key in ("a", "b", "out"):
+            if not (isinstance(stage.get(key), list) and len(stage[key]) == 3):
+                raise RegistryError(f"{where}: matmul needs '{key}: [buffer, rows, cols]'")
+    else:
+        raise RegistryError(f"{where}: unknown op {stage['op']!r} (known: matmul)")
+
+
 def _parse(name: str, path: Path) -> KernelSpec:
     with open(path) as handle:
         raw = yaml.safe_load(handle) or {}
+    unknown = set(raw) - KNOWN_KEYS
+    if unknown:
+        raise RegistryError(f"{path}: unknown keys {sorted(unknown)} (see kernels/README.md)")
     if raw.get("name") != name:
         raise RegistryError(f"{path}: name is {raw.get('name')!r}, the registry calls it {name!r}")
-    source = raw.get("source")
-    library = raw.get("library")
+    source, library = raw.get("source"), raw.get("library")
     if bool(source) == bool(library):
         raise RegistryError(f"{path}: give exactly one of 'source' (a .cu file) or 'library'")
-    if library and library not in LIBRARY_MODULES:
-        raise RegistryError(f"{path}: unknown library {library!r} (known: {sorted(LIBRARY_MODULES)})")
-    if source and not raw.get("function"):
-        raise RegistryError(f"{path}: a .cu kernel needs 'function', its entry point")
+    if library and library not in LIBRARIES:
+        raise RegistryError(f"{path}: unknown library {library!r} (known: {sorted(LIBRARIES)})")
     source_path = (path.parent / source) if source else None
     if source_path is not None and not source_path.is_file():
         raise RegistryError(f"{path}: source {source_path} does not exist")
+    stages = list(raw.get("stages") or [])
+    if source and not stages:
+        raise RegistryError(f"{path}: a .cu kernel needs 'stages' (see kernels/README.md)")
+    for index, stage in enumerate(stages):
+        _check_stage(path, index, stage)
+    layout = dict(raw.get("layout") or {})
+    for key, allowed in LAYOUTS.items():
+        if layout.get(key) not in allowed:
+            raise RegistryError(f"{path}: layout.{key} must be one of {allowed}, got {layout.get(key)!r}")
+    if raw.get("precision", "fp32") not in ("fp32", "tf32"):
+        raise RegistryError(f"{path}: precision must be fp32 or tf32")
+    supports = dict(raw.get("supports") or {})
+    if set(supports) - SUPPORT_KEYS:
+        raise RegistryError(f"{path}: supports takes {sorted(SUPPORT_KEYS)} only")
     twin = raw.get("cpu_twin")
     if twin and not (CPU_TWINS_DIR / f"{twin}.py").is_file():
         raise RegistryError(f"{path}: cpu_twin {twin!r} has no module {CPU_TWINS_DIR / (twin + '.py')}")
@@ -81,13 +134,16 @@ def _parse(name: str, path: Path) -> KernelSpec:
         name=name,
         summary=raw.get("summary", ""),
         description_path=path,
-        layout=dict(raw.get("layout", {})),
+        layout=layout,
         precision=raw.get("precision", "fp32"),
         tunables={k: list(v) for k, v in (raw.get("tunables") or {}).items()},
         settings=dict(raw.get("settings") or {}),
+        supports={k: list(v) for k, v in supports.items()},
+        defines=dict(raw.get("defines") or {}),
+        scratch=dict(raw.get("scratch") or {}),
+        constants=dict(raw.get("constants") or {}),
+        stages=stages,
         source=source_path,
-        function=raw.get("function"),
-        launch=dict(raw.get("launch") or {}),
         library=library,
         cpu_twin=twin,
     )

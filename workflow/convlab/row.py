@@ -15,12 +15,12 @@ COLUMNS = [
     # what was measured
     "experiment", "kernel", "variant", "backend", "implementation", "layout",
     "H", "W", "C_in", "C_out", "filter_size", "stride", "padding", "OH", "OW", "block",
-    "engine", "engine_heuristic",
+    "engine", "engine_heuristic", "launch",
     # outcome
     "status", "reason",
     # timing (ms)
     "timing_mode", "kernel_ms", "kernel_ms_min", "kernel_ms_max", "kernel_ms_iqr", "reps", "timing_stop",
-    "setup_ms", "e2e_ms",
+    "stage_ms", "setup_ms", "e2e_ms",
     # derived
     "flops", "bytes", "gflops", "gbps", "copy_gbps", "floor_ms", "pct_of_floor",
     # verification against the float64 reference

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,10 +24,24 @@ from convlab.measure.reference import conv2d_reference
 from convlab.measure.timing import measure
 from convlab.measure.verify import compare
 from convlab.registry import KernelSpec, get_kernel
-from convlab.status import OK, WRONG, CellFailure
+from convlab.status import OK, UNSUPPORTED, WRONG, CellFailure
+
+DEVICE_COLUMNS = ("device", "compute_capability", "driver_version", "runtime_version", "cupy_version",
+                  "cudnn_version")
 
 
-def _problem(cell: Cell) -> problem_mod.ConvProblem:
+@dataclass(frozen=True)
+class CellInputs:
+    """What a cell needs before it touches the device: its kernel, problem, image and filter."""
+
+    cell: Cell
+    spec: KernelSpec
+    problem: problem_mod.ConvProblem
+    image: np.ndarray  # HWC float32 in [0, 1], as OpenCV reads it
+    weights: np.ndarray  # OIHW float32
+
+
+def problem_of(cell: Cell) -> problem_mod.ConvProblem:
     return problem_mod.ConvProblem(
         height=cell.size, width=cell.size, in_channels=cell.in_channels,
         out_channels=cell.out_channels, filter_size=cell.filter_size,
@@ -34,8 +49,15 @@ def _problem(cell: Cell) -> problem_mod.ConvProblem:
     )
 
 
-def _precision(spec: KernelSpec, settings: dict) -> str:
-    return "tf32" if settings.get("math") == "tf32" else spec.precision
+def load_inputs(cell: Cell, image_path: str | Path) -> CellInputs:
+    """Step 1, host only: the image as OpenCV reads it and the filter weights."""
+    problem = problem_of(cell)
+    image = problem_mod.load_image(image_path)
+    if image.shape[:2] != (problem.height, problem.width):
+        raise ValueError(f"{image_path} is {image.shape[1]}x{image.shape[0]}, the cell needs {cell.size}x{cell.size}")
+    weights = problem_mod.make_weights(cell.filter, problem.out_channels, problem.in_channels,
+                                       problem.filter_size, cell.verify["seed"])
+    return CellInputs(cell, get_kernel(cell.kernel), problem, image, weights)
 
 
 def copy_bandwidth(backend: Backend, device: str, bandwidth_path: str | Path | None) -> float:
@@ -48,10 +70,11 @@ def copy_bandwidth(backend: Backend, device: str, bandwidth_path: str | Path | N
     return backend.copy_bandwidth_gbps()
 
 
-def describe(cell: Cell, spec: KernelSpec, problem: problem_mod.ConvProblem) -> dict[str, Any]:
+def describe(inputs: CellInputs, layout: dict[str, str]) -> dict[str, Any]:
+    cell, problem = inputs.cell, inputs.problem
     return {
         "experiment": cell.experiment, "kernel": cell.kernel, "variant": cell.variant,
-        "backend": cell.backend, "layout": spec.layout.get("input", ""),
+        "backend": cell.backend, "layout": layout["input"],
         "H": problem.height, "W": problem.width, "C_in": problem.in_channels,
         "C_out": problem.out_channels, "filter_size": problem.filter_size,
         "stride": problem.stride, "padding": problem.padding,
@@ -62,34 +85,40 @@ def describe(cell: Cell, spec: KernelSpec, problem: problem_mod.ConvProblem) -> 
     }
 
 
-def run_cell(cell: Cell, image_path: str | Path, bandwidth_path: str | Path | None = None,
-             backend: Backend | None = None) -> dict[str, Any]:
-    spec = get_kernel(cell.kernel)
-    problem = _problem(cell)
-    row = describe(cell, spec, problem)
+def _tolerance(inputs: CellInputs) -> float:
+    precision = "tf32" if inputs.cell.settings.get("math") == "tf32" else inputs.spec.precision
+    return inputs.cell.verify["tolerance"][precision]
+
+
+def _stage_times(stages, backend: Backend, timing: dict) -> str:
+    """Each stage of a multi-stage kernel timed alone (e.g. im2col=0.12;gemm=0.31)."""
+    parts = [f"{name}={measure(run, backend.time_batch, timing).median_ms:.6g}" for name, run in stages]
+    return ";".join(parts)
+
+
+def measure_cell(inputs: CellInputs, bandwidth_path: str | Path | None = None,
+                 backend: Backend | None = None) -> dict[str, Any]:
+    cell, spec, problem = inputs.cell, inputs.spec, inputs.problem
+    backend = backend or get_backend(cell.backend)
+    layout = backend.layout_for(spec)
+    row = describe(inputs, layout)
     row["started_at"] = provenance.now_utc()
     row.update(provenance.host_provenance())
-
-    # 1. load: the image as OpenCV reads it (HWC, float32 in [0, 1]) and the filter
-    image = problem_mod.load_image(image_path)
-    if image.shape[:2] != (problem.height, problem.width):
-        raise ValueError(f"{image_path} is {image.shape[1]}x{image.shape[0]}, the cell needs {cell.size}x{cell.size}")
-    weights = problem_mod.make_weights(cell.filter, problem.out_channels, problem.in_channels,
-                                       problem.filter_size, cell.verify["seed"])
-
-    backend = backend or get_backend(cell.backend)
     device = backend.device_info()
-    row.update({k: v for k, v in device.items() if k in ("device", "compute_capability", "driver_version",
-                                                         "runtime_version", "cupy_version", "cudnn_version")})
+    row.update({k: v for k, v in device.items() if k in DEVICE_COLUMNS})
+    unsupported = spec.unsupported_reason(problem.stride, problem.filter_size)
+    if unsupported:
+        row.update(status=UNSUPPORTED, reason=unsupported, finished_at=provenance.now_utc())
+        return row
     xp = backend.xp
     try:
         # 2. place on device, in the layouts the kernel declares
-        host_image = problem_mod.image_to_layout(image, spec.layout["input"])
+        host_image = problem_mod.image_to_layout(inputs.image, layout["input"])
         with backend.guard("place"):
             buffers = KernelBuffers(
                 image=backend.to_device(host_image),
-                weights=backend.to_device(problem_mod.to_layout(weights, spec.layout["weights"])),
-                output=xp.full(problem_mod.output_shape(problem, spec.layout["output"]), np.nan, dtype=xp.float32),
+                weights=backend.to_device(problem_mod.to_layout(inputs.weights, layout["weights"])),
+                output=xp.full(problem_mod.output_shape(problem, layout["output"]), np.nan, dtype=xp.float32),
             )
         # 3. set up: compile, plan build, autotune -- timed apart from the kernel
         started = time.perf_counter()
@@ -97,9 +126,8 @@ def run_cell(cell: Cell, image_path: str | Path, bandwidth_path: str | Path | No
             prepared = backend.prepare(spec, cell.tunables, cell.settings, problem, buffers)
             backend.synchronize()
         row["setup_ms"] = (time.perf_counter() - started) * 1e3
-        row["implementation"] = prepared.info.get("implementation", "")
-        row["engine"] = prepared.info.get("engine")
-        row["engine_heuristic"] = prepared.info.get("engine_heuristic")
+        for key in ("implementation", "engine", "engine_heuristic", "launch"):
+            row[key] = prepared.info.get(key)
         # 4. one launch on its own: a refused launch is invalid_config, never a time
         with backend.guard("launch"):
             prepared.run()
@@ -107,20 +135,21 @@ def run_cell(cell: Cell, image_path: str | Path, bandwidth_path: str | Path | No
         # 5. time: warm-up, then repeats until the median is stable or the budget ends
         with backend.guard("timing"):
             timing = measure(prepared.run, backend.time_batch, cell.timing)
+            if prepared.stages:
+                row["stage_ms"] = _stage_times(prepared.stages, backend, cell.timing)
             e2e_ms = backend.end_to_end_ms(prepared.run, host_image, buffers, cell.timing["e2e_reps"])
         # 6. verify: NaN-poisoned output, one run, compare with the float64 reference
         with backend.guard("verify"):
             buffers.output.fill(np.nan)
             prepared.run()
             backend.synchronize()
-            output_hwc = problem_mod.output_to_hwc(buffers.output, spec.layout["output"])
-            reference = conv2d_reference(backend.to_device(image), backend.to_device(weights), problem, xp)
-            tolerance = cell.verify["tolerance"][_precision(spec, cell.settings)]
-            verdict = compare(output_hwc, reference, tolerance, xp)
+            output_hwc = problem_mod.output_to_hwc(buffers.output, layout["output"])
+            reference = conv2d_reference(backend.to_device(inputs.image), backend.to_device(inputs.weights),
+                                         problem, xp)
+            verdict = compare(output_hwc, reference, _tolerance(inputs), xp)
         copy_gbps = copy_bandwidth(backend, device["device"], bandwidth_path)
     except CellFailure as failure:
-        row.update(status=failure.status, reason=failure.reason[:2000])
-        row["finished_at"] = provenance.now_utc()
+        row.update(status=failure.status, reason=failure.reason[:2000], finished_at=provenance.now_utc())
         return row
 
     # 7. one row
@@ -136,3 +165,9 @@ def run_cell(cell: Cell, image_path: str | Path, bandwidth_path: str | Path | No
     )
     row["finished_at"] = provenance.now_utc()
     return row
+
+
+def run_cell(cell: Cell, image_path: str | Path, bandwidth_path: str | Path | None = None,
+             backend: Backend | None = None) -> dict[str, Any]:
+    """Load, then measure: the whole cell in one call."""
+    return measure_cell(load_inputs(cell, image_path), bandwidth_path, backend)

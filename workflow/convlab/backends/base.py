@@ -19,6 +19,8 @@ class PreparedKernel:
 
     run: Callable[[], None]
     info: dict[str, Any] = field(default_factory=dict)  # implementation, engine names, ...
+    # (name, run) per stage when the kernel has several (im2col, gemm): each is also timed alone
+    stages: list[tuple[str, Callable[[], None]]] = field(default_factory=list)
 
 
 @dataclass
@@ -37,6 +39,10 @@ class Backend(ABC):
     @abstractmethod
     def device_info(self) -> dict[str, Any]:
         """Provenance of the device: name, capability, driver/runtime and library versions."""
+
+    def layout_for(self, spec: KernelSpec) -> dict[str, str]:
+        """The layouts the kernel's buffers are placed in on this backend."""
+        return dict(spec.layout)
 
     @abstractmethod
     def to_device(self, host: np.ndarray) -> Any: ...

@@ -17,6 +17,7 @@ from convlab.measure.problem import ConvProblem
 from convlab.registry import KernelSpec
 from convlab.status import DeviceOutOfMemory, UnsupportedCell
 
+TWIN_LAYOUT = {"input": "hwc", "weights": "oihw", "output": "hwc"}
 FLUSH_BYTES = 64 << 20  # larger than any CPU's last-level cache we expect
 
 
@@ -50,6 +51,10 @@ class CpuBackend(Backend):
             "cudnn_version": "",
         }
 
+    def layout_for(self, spec: KernelSpec) -> dict[str, str]:
+        """Twins take HWC images and OIHW weights whatever the GPU kernel's layout."""
+        return TWIN_LAYOUT
+
     def to_device(self, host: np.ndarray) -> np.ndarray:
         return np.array(host, copy=True)
 
@@ -71,12 +76,9 @@ class CpuBackend(Backend):
         if not spec.cpu_twin:
             raise UnsupportedCell(f"kernel {spec.name!r} has no cpu twin", "setup")
         twin = importlib.import_module(f"convlab.cpu_twins.{spec.cpu_twin}")
-        if spec.layout.get("input") != "hwc" or spec.layout.get("output") != "hwc":
-            raise UnsupportedCell("cpu twins take HWC input and write HWC output", "setup")
-        weights = twin.weights_from(buffers.weights, spec.layout["weights"])
 
         def run() -> None:
-            twin.convolve(buffers.image, weights, problem, buffers.output)
+            twin.convolve(buffers.image, buffers.weights, problem, buffers.output)
 
         return PreparedKernel(run, {"implementation": twin.IMPLEMENTATION})
 

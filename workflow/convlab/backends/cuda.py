@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import importlib
+import os
 import time
 from collections.abc import Callable
 from contextlib import contextmanager
+from functools import partial
 from typing import Any
 
 import cupy
 import numpy as np
 
 from convlab.backends.base import Backend, KernelBuffers, PreparedKernel
+from convlab.launch import dims, evaluate, problem_names
 from convlab.measure.problem import ConvProblem
-from convlab.registry import KernelSpec
+from convlab.registry import LIBRARIES, KernelSpec
 from convlab.status import DeviceOutOfMemory, KernelFailure, LaunchConfigError
 
 # Occupies the GPU while the host enqueues a batch, so per-repeat event pairs time the
@@ -29,9 +33,30 @@ LAUNCH_ERRORS = ("CUDA_ERROR_INVALID_VALUE", "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES
 MAX_SPIN_MS = 200.0
 
 
-def _geometry(expr: list, tunables: dict) -> tuple[int, ...]:
-    dims = [int(tunables[v]) if isinstance(v, str) else int(v) for v in expr]
-    return tuple(dims + [1] * (3 - len(dims)))
+def _text(dims3: tuple[int, int, int]) -> str:
+    return "x".join(str(d) for d in dims3)
+
+
+def _fill_constant(module: cupy.RawModule, symbol: str, buffer: cupy.ndarray) -> None:
+    """Copy a buffer into a __constant__ array of the module (setup time)."""
+    pointer = module.get_global(symbol)
+    if pointer.mem.size < buffer.nbytes:
+        raise KernelFailure(f"__constant__ {symbol} holds {pointer.mem.size} bytes, needs {buffer.nbytes}", "setup")
+    pointer.copy_from_device(buffer.data, buffer.nbytes)
+
+
+def _matmul(stage: dict, operands: dict, names: dict) -> Callable[[], None]:
+    """out = a @ b on views of the operands (no copies), through cuBLAS."""
+
+    def view(spec: list) -> cupy.ndarray:
+        buffer, rows, cols = spec
+        shaped = operands[buffer].reshape(evaluate(rows, names), evaluate(cols, names))
+        if not shaped.flags.c_contiguous:
+            raise ValueError(f"matmul operand {buffer} is not contiguous")
+        return shaped
+
+    a, b, out = view(stage["a"]), view(stage["b"]), view(stage["out"])
+    return partial(cupy.matmul, a, b, out=out)
 
 
 class CudaBackend(Backend):
@@ -96,48 +121,48 @@ class CudaBackend(Backend):
     # -- kernels ----------------------------------------------------------------------
     def prepare(self, spec: KernelSpec, cell_tunables: dict, settings: dict,
                 problem: ConvProblem, buffers: KernelBuffers) -> PreparedKernel:
-        if spec.library == "cudnn":
-            from convlab.backends.cudnn_conv import prepare_cudnn
-
-            return prepare_cudnn(self, spec, cell_tunables, settings, problem, buffers)
+        if spec.library:
+            module_name, function_name = LIBRARIES[spec.library]
+            module = importlib.import_module(f"convlab.backends.{module_name}")
+            return getattr(module, function_name)(self, spec, cell_tunables, settings, problem, buffers)
         return self._prepare_source_kernel(spec, cell_tunables, problem, buffers)
 
     def _prepare_source_kernel(self, spec: KernelSpec, tunables: dict, problem: ConvProblem,
                                buffers: KernelBuffers) -> PreparedKernel:
-        k = problem.filter_size
-        options = (
-            "--std=c++17",
-            f"-DCONV_C={problem.in_channels}",
-            f"-DCONV_K={problem.out_channels}",
-            f"-DCONV_R={k}",
-            f"-DCONV_S={k}",
-        )
+        names = problem_names(problem, tunables)
+        defines = {"CONV_C": problem.in_channels, "CONV_K": problem.out_channels,
+                   "CONV_R": problem.filter_size, "CONV_S": problem.filter_size}
+        defines.update({key: evaluate(value, names) for key, value in spec.defines.items()})
+        options = ("--std=c++17", *(f"-D{key}={value}" for key, value in defines.items()))
         module = cupy.RawModule(code=spec.source.read_text(), options=options)
-        function = module.get_function(spec.function)  # compiles (or loads CuPy's cache)
-        block = _geometry(spec.launch["block"], tunables)
-        if spec.launch.get("grid") != "output":
-            raise ValueError(f"{spec.description_path}: unknown launch grid {spec.launch.get('grid')!r}")
-        grid = (
-            -(-problem.out_width // block[0]),
-            -(-problem.out_height // block[1]),
-            1,
-        )
-        args = (
-            buffers.image, buffers.weights, buffers.output,
-            np.int32(problem.height), np.int32(problem.width),
-            np.int32(problem.stride), np.int32(problem.padding),
-            np.int32(problem.out_height), np.int32(problem.out_width),
-        )
+        operands = {"input": buffers.image, "weights": buffers.weights, "output": buffers.output}
+        for name, size in spec.scratch.items():
+            operands[name] = cupy.empty(evaluate(size, names), dtype=cupy.float32)
+        for symbol, buffer_name in spec.constants.items():
+            _fill_constant(module, symbol, operands[buffer_name])
+
+        launches, info, geometry = [], {"implementation": spec.source.name}, []
+        for stage in spec.stages:
+            if "op" in stage:
+                launches.append((stage["name"], _matmul(stage, operands, names)))
+                info["implementation"] += " + cupy.matmul (cuBLAS SGEMM, TF32 " + (
+                    "on)" if os.environ.get("CUPY_TF32") == "1" else "off)")
+                continue
+            function = module.get_function(stage["function"])  # compiles, or loads CuPy's cache
+            block, grid = dims(stage["block"], names), dims(stage["grid"], names)
+            shared = evaluate(stage.get("shared_bytes", 0), names)
+            args = tuple(operands[a] if isinstance(a, str) and a in operands else np.int32(evaluate(a, names))
+                         for a in stage["args"])
+            launches.append((stage["name"], partial(function, grid, block, args, shared_mem=shared)))
+            geometry.append(f"{stage['name']}: grid {_text(grid)} block {_text(block)} smem {shared} "
+                            f"regs {getattr(function, 'num_regs', '?')}")
+        info["launch"] = "; ".join(geometry)
 
         def run() -> None:
-            function(grid, block, args)
+            for _, launch in launches:
+                launch()
 
-        return PreparedKernel(run, {
-            "implementation": f"{spec.source.name}:{spec.function}",
-            "block": "x".join(str(b) for b in block[:2]),
-            "grid": "x".join(str(g) for g in grid[:2]),
-            "registers": int(function.num_regs),
-        })
+        return PreparedKernel(run, info, stages=launches if len(launches) > 1 else [])
 
     # -- timing -----------------------------------------------------------------------
     def _flush_l2(self) -> None:

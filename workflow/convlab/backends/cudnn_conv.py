@@ -66,6 +66,8 @@ def _build_graph(cudnn, handle, spec: KernelSpec, settings: dict, problem: ConvP
     graph.validate()
     graph.build_operation_graph()
     graph.create_execution_plans([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
+    if settings.get("math", "strict") not in ("strict", "tf32"):
+        raise ValueError(f"cuDNN math must be strict or tf32, got {settings.get('math')!r}")
     if settings.get("math", "strict") == "strict":
         graph.deselect_numeric_notes([cudnn.numerical_note.TENSOR_CORE,
                                       cudnn.numerical_note.REDUCED_PRECISION_REDUCTION])

@@ -10,18 +10,12 @@ from convlab.measure.problem import ConvProblem
 IMPLEMENTATION = "numpy sliding-window (cpu twin of direct)"
 
 
-def weights_from(weights: np.ndarray, layout: str) -> np.ndarray:
-    """OIHW weights as (R, S, C_in, C_out) for the window contraction."""
-    if layout != "oihw":
-        raise ValueError(f"direct_hwc expects oihw weights, got {layout}")
-    return np.ascontiguousarray(weights.transpose(2, 3, 1, 0))
-
-
 def convolve(image: np.ndarray, weights: np.ndarray, problem: ConvProblem, out: np.ndarray) -> None:
+    """image HWC, weights OIHW, out HWC."""
     p, s = problem.padding, problem.stride
     r = problem.filter_size
     padded = np.pad(image, ((p, p), (p, p), (0, 0)))
     # windows[y, x, c, i, j] is input (y + i, x + j, c); keep every stride-th window only.
     windows = sliding_window_view(padded, (r, r), axis=(0, 1))[::s, ::s]
     windows = windows[: problem.out_height, : problem.out_width]
-    np.einsum("yxcij,ijck->yxk", windows, weights, out=out, optimize=True)
+    np.einsum("yxcij,kcij->yxk", windows, weights, out=out, optimize=True)

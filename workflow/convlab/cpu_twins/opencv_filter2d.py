@@ -14,16 +14,8 @@ from convlab.measure.problem import ConvProblem
 IMPLEMENTATION = "OpenCV filter2D per channel pair, full resolution then strided slice (cpu twin)"
 
 
-def weights_from(weights: np.ndarray, layout: str) -> np.ndarray:
-    """Any declared layout, as OIHW."""
-    if layout == "oihw":
-        return np.ascontiguousarray(weights)
-    if layout == "ohwi":
-        return np.ascontiguousarray(weights.transpose(0, 3, 1, 2))
-    raise ValueError(f"opencv_filter2d cannot read {layout} weights")
-
-
 def convolve(image: np.ndarray, weights: np.ndarray, problem: ConvProblem, out: np.ndarray) -> None:
+    """image HWC, weights OIHW, out HWC."""
     p, s = problem.padding, problem.stride
     padded = cv2.copyMakeBorder(image, p, p, p, p, cv2.BORDER_CONSTANT, value=0)
     # With the anchor at (0, 0), result[y, x] = sum of padded[y + i, x + j] * w[i, j]: a valid

@@ -1,0 +1,104 @@
+"""Every registered kernel on the GPU against the float64 reference (marker gpu).
+
+Non-square and odd sizes, strides 1-3, filters 3/5/7, random weights, every tunable value.
+A launch is allowed to be refused (invalid_config) only where its geometry exceeds CUDA's
+limits (over 1024 threads, or over 48 KiB of dynamic shared memory); anything else must be ok.
+"""
+
+import numpy as np
+import pytest
+
+from convlab.grid import Cell
+from convlab.launch import dims, evaluate, problem_names
+from convlab.measure.problem import ConvProblem, make_weights
+from convlab.registry import load_registry
+from convlab.runner import CellInputs, measure_cell
+
+MAX_THREADS = 1024
+MAX_DEFAULT_SHARED = 48 * 1024
+TIMING = {"mode": "warm", "warmup": 1, "min_reps": 3, "max_reps": 6, "batch": 3, "stable_rel": 0.5,
+          "budget_s": 0.01, "e2e_reps": 1}
+VERIFY = {"seed": 0, "tolerance": {"fp32": 1e-5, "tf32": 5e-3}}
+PROBLEMS = [(257, 130), (31, 17)]
+CUDA_KERNELS = sorted(name for name, spec in load_registry().items() if "cuda" in spec.backends())
+
+
+@pytest.fixture(scope="module")
+def backend():
+    from convlab.backends import get_backend
+
+    return get_backend("cuda")
+
+
+def variants(spec):
+    keys = sorted(spec.tunables)
+    if not keys:
+        return [{}]
+    import itertools
+
+    return [dict(zip(keys, values)) for values in itertools.product(*(spec.tunables[k] for k in keys))]
+
+
+def make_cell(spec, size, stride, k, out_channels, tunables) -> Cell:
+    return Cell(experiment="conv2d", backend="cuda", kernel=spec.name, size=size, stride=stride, filter_size=k,
+                padding=(k - 1) // 2, in_channels=3, out_channels=out_channels, filter="random",
+                tunables=tunables, settings=dict(spec.settings), timing=TIMING, verify=VERIFY)
+
+
+def beyond_limits(spec, tunables, problem) -> bool:
+    names = problem_names(problem, tunables)
+    for stage in spec.stages:
+        if "function" not in stage:
+            continue
+        block = dims(stage["block"], names)
+        if block[0] * block[1] * block[2] > MAX_THREADS:
+            return True
+        if evaluate(stage.get("shared_bytes", 0), names) > MAX_DEFAULT_SHARED:
+            return True
+    return False
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kernel", CUDA_KERNELS)
+def test_kernel_matches_float64_everywhere(backend, kernel):
+    spec = load_registry()[kernel]
+    rng = np.random.default_rng(7)
+    failures = []
+    for height, width in PROBLEMS:
+        image = rng.random((height, width, 3), dtype=np.float32)
+        for k in (3, 5, 7):
+            weights = make_weights("random", 3, 3, k, seed=k)
+            for stride in (1, 2, 3):
+                problem = ConvProblem(height, width, 3, 3, k, stride, (k - 1) // 2)
+                for tunables in variants(spec):
+                    cell = make_cell(spec, height, stride, k, 3, tunables)
+                    row = measure_cell(CellInputs(cell, spec, problem, image, weights), backend=backend)
+                    where = f"{kernel} {tunables} {height}x{width} k{k} s{stride}"
+                    if spec.unsupported_reason(stride, k):
+                        expected = "unsupported"
+                    elif beyond_limits(spec, tunables, problem):
+                        expected = "invalid_config"
+                    else:
+                        expected = "ok"
+                    if row["status"] != expected:
+                        failures.append(f"{where}: {row['status']} (expected {expected}) {row.get('reason')}")
+    assert not failures, "\n".join(failures[:20]) + f"\n({len(failures)} failures)"
+
+
+@pytest.mark.gpu
+def test_more_output_channels(backend):
+    """K = 8 output channels: kernels must not assume the seed's 3."""
+    rng = np.random.default_rng(1)
+    image = rng.random((40, 33, 3), dtype=np.float32)
+    weights = make_weights("random", 8, 3, 3, seed=1)
+    problem = ConvProblem(40, 33, 3, 8, 3, 1, 1)
+    failures = []
+    for kernel in CUDA_KERNELS:
+        spec = load_registry()[kernel]
+        for tunables in variants(spec)[:1]:
+            cell = make_cell(spec, 40, 1, 3, 8, tunables)
+            row = measure_cell(CellInputs(cell, spec, problem, image, weights), backend=backend)
+            if row["status"] != "ok":
+                failures.append(f"{kernel} {tunables}: {row['status']} {row.get('reason')}")
+    assert not failures, "\n".join(failures)
+
