@@ -47,7 +47,7 @@ typedef long long i64;
 // thread writes its column's C*R*S entries; consecutive threads write consecutive addresses of
 // each row of col, so the writes are coalesced. Reads follow HWC: the C channels of a pixel are
 // adjacent.
-extern "C" __global__ void __launch_bounds__(1024)
+extern "C" __global__ void __launch_bounds__(256)  // its descriptions launch 256 threads
 im2col_hwc(const float* __restrict__ input, float* __restrict__ col,
            int H, int W, int stride, int pad, int OH, int OW) {
     const int N = OH * OW;

@@ -6,6 +6,7 @@ import yaml
 from convlab import DEFAULT_CONFIG
 from convlab.config import ConfigError, load_config, validate_config
 from convlab.grid import build_cells, gallery_size
+from convlab.registry import load_registry
 
 
 def test_defaults_fill_every_section():
@@ -16,9 +17,12 @@ def test_defaults_fill_every_section():
     assert config["verify"]["tolerance"]["fp32"] == pytest.approx(1e-5)
 
 
-def test_shipped_config_is_valid():
+def test_shipped_config_runs_every_registered_kernel():
     config = load_config(DEFAULT_CONFIG)
-    assert config["conv2d"]["kernels"] == ["direct", "cudnn"]
+    assert config["conv2d"]["kernels"] == "all"
+    assert {c.kernel for c in build_cells(config, "cuda")} == set(load_registry())
+    cpu_kernels = {c.kernel for c in build_cells(config, "cpu")}
+    assert cpu_kernels == {name for name, spec in load_registry().items() if spec.cpu_twin}
 
 
 @pytest.mark.parametrize("raw,names", [
@@ -71,8 +75,8 @@ def test_kernel_override_changes_only_that_kernels_cells():
     changed = {c.path: c.to_json() for c in build_cells(
         validate_config({"kernels": {"cudnn": {"workspace_limit_mb": 64}}}), "cuda")}
     differing = {path for path in base if base[path] != changed[path]}
-    assert differing and all("kernel~cudnn" in path for path in differing)
-    assert len(differing) == sum("kernel~cudnn" in p for p in base)
+    assert differing and all("kernel~cudnn/" in path for path in differing)
+    assert len(differing) == sum("kernel~cudnn/" in p for p in base)
 
 
 def test_gallery_size_falls_back_to_a_size_in_the_grid():

@@ -26,6 +26,8 @@ def _cmd_cell(args: argparse.Namespace) -> int:
 
     cell = Cell.from_json(args.spec)
     inputs = load_inputs(cell, args.image)  # host work, before taking the device
+    if cell.backend == "cuda":
+        import cupy  # noqa: F401  (importing creates no CUDA context: done outside the lock)
     with exclusive_device(cell.backend):
         row = measure_cell(inputs, args.bandwidth)
     write_row_atomically(row, args.out)

@@ -101,7 +101,8 @@ def conv2d_cells(config: dict, backend: str) -> list[Cell]:
                     f"conv2d.filter_sizes: a {k}x{k} filter is larger than a {size}x{size} image "
                     f"with padding {pad}; drop that size or filter"
                 )
-    unknown = [name for name in section["kernels"] if name not in registry]
+    kernels = list(registry) if section["kernels"] == "all" else section["kernels"]
+    unknown = [name for name in kernels if name not in registry]
     if unknown:
         raise ConfigError(
             f"conv2d.kernels: unknown kernel(s) {', '.join(unknown)}; registered in "
@@ -112,7 +113,7 @@ def conv2d_cells(config: dict, backend: str) -> list[Cell]:
             raise ConfigError(f"kernels.{name}: no such kernel in kernels/registry.yaml")
 
     cells = []
-    for name in section["kernels"]:
+    for name in kernels:
         spec = registry[name]
         if backend not in spec.backends():
             continue  # e.g. a GPU-only kernel with no cpu twin

@@ -78,7 +78,7 @@ def prepare_fft(backend, spec: KernelSpec, tunables: dict, settings: dict,
 
     return PreparedKernel(run, {
         "implementation": "cupy.fft rfft2 (cuFFT), full resolution then strided slice",
-        "library": _library_version(xp),
+        "engine": f"{_library_version(xp)}, FFT grid {shape[0]}x{shape[1]}",
         "fft_shape": f"{shape[0]}x{shape[1]}",
         "spectra_bytes": int(spectra.nbytes),
     })

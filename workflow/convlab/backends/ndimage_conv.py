@@ -62,6 +62,6 @@ def prepare_ndimage(backend, spec: KernelSpec, tunables: dict, settings: dict,
     return PreparedKernel(run, {
         "implementation": "cupyx.scipy.ndimage.correlate per channel pair; no stride argument: "
                           "computed at full resolution, then sliced",
-        "library": f"{ndimage.__name__}",
+        "engine": f"{ndimage.__name__}.correlate x {k * c}",
         "correlate_calls": k * c,
     })

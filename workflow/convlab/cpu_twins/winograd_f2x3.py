@@ -2,23 +2,23 @@
 
 The same algorithm as kernels/winograd.cu: U = G g G^T for every (k, c) filter, V = B^T d B
 for every 4x4 input tile (tiles overlap by 2; zero outside the image), M = sum_c U (.) V,
-Y = A^T M A. The sum over C is one batched matmul per transformed position (16 of them).
+Y = A^T M A. The transforms are the same hand-expanded additions as the kernel, on strided
+views of all tiles at once; the sum over C is one matmul per transformed position (16).
 Tile rows are processed in bands so that large images do not need one huge tile array.
 """
 
 from __future__ import annotations
 
 import numpy as np
-from numpy.lib.stride_tricks import sliding_window_view
 
 from convlab.measure.problem import ConvProblem
 from convlab.status import UnsupportedCell
 
 IMPLEMENTATION = "numpy Winograd F(2x2,3x3), batched matmul over tiles (cpu twin of winograd)"
 
-BT = np.array([[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]], dtype=np.float32)
+# The seed's filter transform; B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1] and
+# A^T = [1 1 1 0; 0 1 -1 -1] are written out as additions in convolve().
 G = np.array([[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]], dtype=np.float32)
-AT = np.array([[1, 1, 1, 0], [0, 1, -1, -1]], dtype=np.float32)
 
 BAND_ELEMENTS = 1 << 22  # transformed-tile floats per band (16 MiB)
 
@@ -55,12 +55,25 @@ def convolve(image_hwc: np.ndarray, weights_oihw: np.ndarray, problem: ConvProbl
     band = max(1, BAND_ELEMENTS // max(1, 16 * tw * max(c, k)))
     for t0 in range(0, th, band):
         t1 = min(th, t0 + band)
-        # d[y, x, c, i, j] = padded[2y + i, 2x + j, c] for the band's tiles
-        d = sliding_window_view(padded[2 * t0 : 2 * t1 + 2], (4, 4), axis=(0, 1))[::2, ::2]
-        v = np.einsum("ai,yxcij,bj->abyxc", BT, d, BT, optimize=True)  # B^T d B
-        v = v.reshape(16, (t1 - t0) * tw, c)
-        m = np.matmul(v, u).reshape(4, 4, t1 - t0, tw, k)  # sum over C, per position
-        y = np.einsum("ia,abyxk,jb->yixjk", AT, m, AT, optimize=True)  # A^T M A
+        n = (t1 - t0) * tw
+        # d[i][j][y, x, c] = padded[2y + i, 2x + j, c] for the band's tiles (strided views)
+        rows = padded[2 * t0 : 2 * t1 + 2]
+        d = [[rows[i : i + 2 * (t1 - t0) : 2, j : j + 2 * tw : 2] for j in range(4)] for i in range(4)]
+        t = [[d[0][j] - d[2][j], d[1][j] + d[2][j], d[2][j] - d[1][j], d[1][j] - d[3][j]] for j in range(4)]
+        v = np.empty((16, t1 - t0, tw, c), dtype=np.float32)  # V = B^T d B, position 4i + j
+        for i in range(4):
+            v[4 * i + 0] = t[0][i] - t[2][i]
+            v[4 * i + 1] = t[1][i] + t[2][i]
+            v[4 * i + 2] = t[2][i] - t[1][i]
+            v[4 * i + 3] = t[1][i] - t[3][i]
+        m = np.matmul(v.reshape(16, n, c), u)  # M = sum_c U (.) V, per position: (16, n, K)
+        a0 = [m[0 + j] + m[4 + j] + m[8 + j] for j in range(4)]  # A^T M
+        a1 = [m[4 + j] - m[8 + j] - m[12 + j] for j in range(4)]
+        y = np.empty((t1 - t0, 2, tw, 2, k), dtype=np.float32)  # Y = A^T M A
+        y[:, 0, :, 0] = (a0[0] + a0[1] + a0[2]).reshape(t1 - t0, tw, k)
+        y[:, 0, :, 1] = (a0[1] - a0[2] - a0[3]).reshape(t1 - t0, tw, k)
+        y[:, 1, :, 0] = (a1[0] + a1[1] + a1[2]).reshape(t1 - t0, tw, k)
+        y[:, 1, :, 1] = (a1[1] - a1[2] - a1[3]).reshape(t1 - t0, tw, k)
         y = y.reshape(2 * (t1 - t0), 2 * tw, k)
         r0, r1 = 2 * t0, min(oh, 2 * t1)
         out_hwc[r0:r1] = y[: r1 - r0, :ow]
