@@ -27,7 +27,7 @@ def test_stops_when_the_median_is_stable():
     assert result.stop == "stable"
     assert result.reps >= SETTINGS["min_reps"]
     assert result.median_ms == pytest.approx(1.0, rel=0.03)
-    assert calls[0] == (2, False)  # warm-up first, untimed
+    assert calls[:2] == [(1, False), (1, False)]  # warm-up first (1 + warmup-1 runs), untimed
 
 
 def test_stops_at_max_reps_when_never_stable():
@@ -41,7 +41,20 @@ def test_stops_at_the_budget():
     drifting = (float(i) for i in itertools.count(1))
     result = measure(lambda: None, lambda run, n, cold: [next(drifting) for _ in range(n)],
                      dict(SETTINGS, stable_rel=1e-9, max_reps=10**9, budget_s=0.0))
-    assert result.stop == "budget" and result.reps == SETTINGS["min_reps"]
+    assert result.stop == "budget" and result.reps == 3  # the floor once the budget is spent
+
+
+def test_a_slow_kernel_stops_at_three_repeats_once_the_budget_is_spent():
+    calls = []
+
+    def slow(run, n, cold):
+        calls.append(n)
+        # about 2 s per launch, like seed 001's row-partition GEMM at 4096^2, never stable
+        return [2000.0 + 100.0 * len(calls) + i for i in range(n)]
+
+    result = measure(lambda: None, slow, dict(SETTINGS, budget_s=0.0))
+    assert result.reps == 3 and result.stop == "budget"
+    assert calls[0] == 1 and len(calls) == 1 + 3  # one warm-up, then batches of one
 
 
 def test_cold_mode_is_passed_to_the_backend_and_recorded():
