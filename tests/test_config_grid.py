@@ -79,6 +79,15 @@ def test_kernel_override_changes_only_that_kernels_cells():
     assert len(differing) == sum("kernel~cudnn/" in p for p in base)
 
 
+def test_a_kernel_can_be_limited_to_some_sizes():
+    config = validate_config({"kernels": {"direct": {"sizes": [128, 512]}}})
+    cells = build_cells(config, "cuda")
+    assert {c.size for c in cells if c.kernel == "direct"} == {128, 512}
+    assert {c.size for c in cells if c.kernel == "cudnn"} == {128, 256, 512, 1024, 2048, 4096}
+    with pytest.raises(ConfigError, match="kernels.direct.sizes"):
+        build_cells(validate_config({"kernels": {"direct": {"sizes": 128}}}), "cuda")
+
+
 def test_gallery_size_falls_back_to_a_size_in_the_grid():
     config = validate_config({"gallery": {"size": 1000}})
     assert gallery_size(config, "cuda") == 512

@@ -61,11 +61,15 @@ def resolve_padding(padding: Any, filter_size: int) -> int:
 
 
 def kernel_options(spec: KernelSpec, backend: str, overrides: dict) -> tuple[dict, dict]:
-    """Split a kernel's config overrides into tunable value lists and plain settings."""
+    """Split a kernel's config overrides into tunable value lists and plain settings
+    (``sizes``, which limits the kernel to some of the experiment's sizes, is read by the grid)."""
     tunables = spec.tunables_for(backend)
     settings = dict(spec.settings)
     for key, value in overrides.items():
-        if key in spec.tunables:
+        if key == "sizes":
+            if not (isinstance(value, list) and value and all(isinstance(v, int) for v in value)):
+                raise ConfigError(f"kernels.{spec.name}.sizes: give a list of image sizes")
+        elif key in spec.tunables:
             values = value if isinstance(value, list) else [value]
             if not values:
                 raise ConfigError(f"kernels.{spec.name}.{key}: give at least one value")
@@ -74,7 +78,7 @@ def kernel_options(spec: KernelSpec, backend: str, overrides: dict) -> tuple[dic
         elif key in spec.settings:
             settings[key] = value
         else:
-            known = sorted(set(spec.tunables) | set(spec.settings))
+            known = sorted(set(spec.tunables) | set(spec.settings) | {"sizes"})
             raise ConfigError(
                 f"kernels.{spec.name}.{key}: not a setting of kernel {spec.name!r} "
                 f"(its settings: {', '.join(known) or 'none'}; see {spec.description_path.name})"
@@ -117,9 +121,11 @@ def conv2d_cells(config: dict, backend: str) -> list[Cell]:
         spec = registry[name]
         if backend not in spec.backends():
             continue  # e.g. a GPU-only kernel with no cpu twin
-        tunables, settings = kernel_options(spec, backend, config["kernels"].get(name, {}))
+        overrides = config["kernels"].get(name, {})
+        tunables, settings = kernel_options(spec, backend, overrides)
+        kernel_sizes = [s for s in sizes if s in overrides.get("sizes", sizes)]
         keys = sorted(tunables)
-        for size, stride, k in itertools.product(sizes, section["strides"], section["filter_sizes"]):
+        for size, stride, k in itertools.product(kernel_sizes, section["strides"], section["filter_sizes"]):
             for values in itertools.product(*(tunables[key] for key in keys)):
                 cells.append(
                     Cell(
