@@ -140,6 +140,13 @@ def _hide_y_ticks(axes: list[Axes]) -> None:
         ax.tick_params(axis="y", which="both", labelleft=False)
 
 
+def _colors(n: int) -> list:
+    """Distinct colours: the colour-blind palette up to 10 lines, tab20 (then husl) beyond."""
+    if n <= 10:
+        return sns.color_palette("colorblind", n)
+    return sns.color_palette("tab20", n) if n <= 20 else sns.color_palette("husl", n)
+
+
 def _lines(ax: Axes, data: pd.DataFrame, y: str, palette: dict) -> bool:
     """One line per label, wrong points overdrawn with a large X; True when any point is wrong."""
     data = data[data[y].notna()]
@@ -171,7 +178,7 @@ def _by_stride(frame: pd.DataFrame, path: Path, what: str, y: str, ylabel: str,
     strides = sorted(frame["stride"].dropna().unique())
     sizes = sorted(frame["H"].dropna().unique())
     labels = _natural(best["label"])
-    palette = dict(zip(labels, sns.color_palette("colorblind", len(labels))))
+    palette = dict(zip(labels, _colors(len(labels))))
     figure, axes = _figure(1, len(strides))
     any_wrong = False
     for ax, stride in zip(axes[0], strides):
@@ -219,7 +226,7 @@ def _variants(frame: pd.DataFrame, path: Path) -> Path:
     for row, kernel in zip(axes, kernels):
         mine = timed[timed["kernel"] == kernel]
         all_labels = _natural(_with_filter(frame, frame["variant"])[frame["kernel"] == kernel])
-        palette = dict(zip(all_labels, sns.color_palette("colorblind", len(all_labels))))
+        palette = dict(zip(all_labels, _colors(len(all_labels))))
         any_wrong = False
         for ax, stride in zip(row, strides):
             part = mine[mine["stride"] == stride]
