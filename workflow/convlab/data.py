@@ -1,14 +1,35 @@
-"""Input images: a deterministic 4096^2 source made with ffmpeg (or the user's own), downscaled per size."""
+"""Input images: a deterministic 4096^2 source made with ffmpeg (or the user's own), downscaled per size.
+
+The user's picture (config ``source_image``) is inspected before anything else runs. A file that
+OpenCV cannot decode, or a truncated/corrupt PNG, is refused with a one-line message naming the
+key and the file. Anything else is brought to a square 8-bit RGB picture, and every conversion
+(16-bit to 8-bit, grayscale to RGB, dropped alpha, centre crop, upscaling) is recorded in a JSON
+sidecar next to the source, ``data/source_<size>.json``, which stays for provenance.
+"""
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
 import shutil
+import struct
+import sys
+import tempfile
+import zlib
 from pathlib import Path
+from typing import Any
 
 import ffmpeg
+import numpy as np
 
 # A Mandelbrot render: sharp edges, smooth gradients and fine texture, the same on every machine.
 SOURCE_FILTER = "mandelbrot=size={size}x{size}:maxiter=512"
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+BIT_DEPTHS = {np.dtype(np.uint8): 8, np.dtype(np.uint16): 16}
+# What to do, appended to every refusal of the user's picture.
+SOURCE_ADVICE = ("give an 8- or 16-bit RGB, RGBA or grayscale picture (PNG, JPEG, TIFF, ...), "
+                 "or set source_image: null to generate one")
 
 
 class DataError(ValueError):
@@ -36,30 +57,196 @@ def _run(stream, what: str) -> None:
         raise DataError(f"ffmpeg failed to {what}: {message or error}") from error
 
 
-def generate_source(out: str | Path, size: int) -> None:
+def sidecar_path(out: str | Path) -> Path:
+    """The provenance record next to a source image: data/source_4096.png -> data/source_4096.json."""
+    return Path(out).with_suffix(".json")
+
+
+def _write_sidecar(out: str | Path, record: dict[str, Any]) -> None:
+    sidecar_path(out).write_text(json.dumps(record, indent=2) + "\n")
+
+
+def generate_source(out: str | Path, size: int) -> dict[str, Any]:
     """Render the deterministic source image (one frame of ffmpeg's lavfi mandelbrot)."""
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     stream = ffmpeg.input(SOURCE_FILTER.format(size=size), f="lavfi").output(
         str(out), vframes=1, pix_fmt="rgb24")
     _run(stream, f"render the {size}x{size} source")
+    record = {"source_image": None, "generated": f"ffmpeg -f lavfi -i {SOURCE_FILTER.format(size=size)}",
+              "size": size, "conversions": []}
+    _write_sidecar(out, record)
+    return record
 
 
-def import_source(user_image: str | Path, out: str | Path, size: int) -> None:
-    """Bring the user's picture to a square 8-bit RGB PNG of ``size`` pixels."""
+def png_problem(blob: bytes) -> str | None:
+    """Why a PNG file is truncated or corrupt, from its chunk structure; None when it is whole.
+
+    Every chunk must fit in the file and pass its CRC, and the file must reach IEND.
+    """
+    position = len(PNG_SIGNATURE)
+    while True:
+        if position + 8 > len(blob):
+            return f"the PNG is truncated: it ends after {len(blob)} bytes without an IEND chunk"
+        length, kind = struct.unpack(">I4s", blob[position:position + 8])
+        end = position + 12 + length
+        name = kind.decode("latin-1")
+        if end > len(blob):
+            return (f"the PNG is truncated: its {name} chunk at byte {position} needs {end} bytes, "
+                    f"the file has {len(blob)}")
+        (crc,) = struct.unpack(">I", blob[end - 4:end])
+        if zlib.crc32(blob[position + 4:end - 4]) != crc:
+            return f"the PNG is corrupt: its {name} chunk at byte {position} fails the CRC check"
+        if kind == b"IEND":
+            return None
+        position = end
+
+
+def inspect_source(user_image: str | Path) -> tuple[np.ndarray, dict[str, Any]]:
+    """Read the user's picture as stored (OpenCV, IMREAD_UNCHANGED) and describe it.
+
+    Returns the pixels (HxW or HxWxC, OpenCV channel order) and {width, height, channels,
+    bit_depth}. Raises DataError, naming ``config source_image`` and the file, for a missing,
+    undecodable, truncated or corrupt file and for sample types other than 8/16-bit integers.
+    """
+    import cv2
+
     user_image = Path(user_image)
+
+    def refuse(problem: str) -> DataError:
+        return DataError(f"config source_image: {user_image}: {problem}; {SOURCE_ADVICE}")
+
     if not user_image.is_file():
-        raise DataError(f"config source_image: {user_image} does not exist (give a path to an RGB picture, "
-                        "or null to generate one)")
+        what = "is a directory, not a file" if user_image.is_dir() else "does not exist"
+        raise DataError(f"config source_image: {user_image} {what} "
+                        f"(a relative path starts at the directory snakemake runs in); {SOURCE_ADVICE}")
+    blob = user_image.read_bytes()
+    if not blob:
+        raise refuse("the file is empty")
+    if blob.startswith(PNG_SIGNATURE):
+        problem = png_problem(blob)
+        if problem:
+            raise refuse(problem)
+    pixels = cv2.imread(str(user_image), cv2.IMREAD_UNCHANGED)
+    if pixels is None or pixels.size == 0:
+        raise refuse("OpenCV cannot decode this file (not a picture, or a truncated or corrupt one)")
+    if pixels.dtype not in BIT_DEPTHS:
+        raise refuse(f"its samples are {pixels.dtype} ({pixels.dtype.itemsize * 8}-bit); "
+                     "save it with 8- or 16-bit integer samples")
+    channels = 1 if pixels.ndim == 2 else pixels.shape[2]
+    if channels not in (1, 2, 3, 4):
+        raise refuse(f"it has {channels} channels")
+    original = {"width": int(pixels.shape[1]), "height": int(pixels.shape[0]), "channels": channels,
+                "bit_depth": BIT_DEPTHS[pixels.dtype]}
+    return pixels, original
+
+
+def to_square_rgb8(pixels: np.ndarray) -> tuple[np.ndarray, list[str]]:
+    """8-bit, three channels (OpenCV's BGR order), centre-cropped to a square: never stretched.
+
+    Returns the picture and one sentence per conversion made.
+    """
+    import cv2
+
+    conversions: list[str] = []
+    if pixels.dtype == np.uint16:
+        # 65535 -> 255, rounded to nearest
+        pixels = ((pixels.astype(np.uint32) * 255 + 32767) // 65535).astype(np.uint8)
+        conversions.append("converted 16-bit samples to 8-bit (value * 255 / 65535, rounded)")
+    if pixels.ndim == 3 and pixels.shape[2] == 1:
+        pixels = pixels[:, :, 0]
+    if pixels.ndim == 3 and pixels.shape[2] in (2, 4):
+        alpha = pixels[:, :, -1]
+        translucent = int(np.count_nonzero(alpha < 255))
+        conversions.append(
+            f"dropped the alpha channel ({translucent} of {alpha.size} pixels were not fully opaque; "
+            "their stored colour is kept, not blended with a background)")
+        pixels = pixels[:, :, :-1]
+        if pixels.shape[2] == 1:
+            pixels = pixels[:, :, 0]
+    if pixels.ndim == 2:
+        pixels = cv2.cvtColor(pixels, cv2.COLOR_GRAY2BGR)
+        conversions.append("converted grayscale to RGB (the grey value in all three channels)")
+    height, width = pixels.shape[:2]
+    if height != width:
+        edge = min(height, width)
+        top, left = (height - edge) // 2, (width - edge) // 2
+        pixels = pixels[top:top + edge, left:left + edge]
+        conversions.append(
+            f"centre-cropped {width}x{height} to {edge}x{edge} (kept columns {left}-{left + edge - 1} and "
+            f"rows {top}-{top + edge - 1}; the picture is cropped, not stretched)")
+    return np.ascontiguousarray(pixels), conversions
+
+
+def import_source(user_image: str | Path, out: str | Path, size: int) -> dict[str, Any]:
+    """Bring the user's picture to a square 8-bit RGB PNG of ``size`` pixels.
+
+    Returns the provenance record, which is also written to ``sidecar_path(out)``.
+    """
+    import cv2
+
+    pixels, original = inspect_source(user_image)
+    square, conversions = to_square_rgb8(pixels)
+    edge = square.shape[0]
+    if edge < size:
+        conversions.append(
+            f"upscaled {edge}x{edge} to {size}x{size} (bicubic): the picture is smaller than source_size, "
+            "so the added pixels are interpolated, not detail")
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    stream = ffmpeg.input(str(user_image)).filter("scale", size, size, flags="bicubic").output(
-        str(out), vframes=1, pix_fmt="rgb24")
-    _run(stream, f"read {user_image}")
+    if edge == size:
+        if not cv2.imwrite(str(out), square):
+            raise DataError(f"could not write {out}")
+    else:
+        fd, normalised = tempfile.mkstemp(prefix=f".{out.stem}.", suffix=".png", dir=out.parent)
+        os.close(fd)
+        try:
+            if not cv2.imwrite(normalised, square):
+                raise DataError(f"could not write {normalised}")
+            stream = ffmpeg.input(normalised).filter("scale", size, size, flags="bicubic").output(
+                str(out), vframes=1, pix_fmt="rgb24")
+            _run(stream, f"scale {user_image} to {size}x{size}")
+        finally:
+            Path(normalised).unlink(missing_ok=True)
+    record = {
+        "source_image": str(user_image),
+        "sha256": hashlib.sha256(Path(user_image).read_bytes()).hexdigest(),
+        "original": original,
+        "size": size,
+        "scaled": "none" if edge == size else f"{edge}x{edge} to {size}x{size}, ffmpeg bicubic",
+        "conversions": conversions,
+    }
+    _write_sidecar(out, record)
+    for conversion in conversions:
+        print(f"note: config source_image: {user_image}: {conversion}", file=sys.stderr)
+    return record
+
+
+def image_size(path: str | Path) -> tuple[int, int]:
+    """(width, height) of an image: from the PNG header when it is one, else decoded by OpenCV."""
+    path = Path(path)
+    with open(path, "rb") as handle:
+        head = handle.read(24)
+    if head.startswith(PNG_SIGNATURE) and head[12:16] == b"IHDR":
+        return struct.unpack(">II", head[16:24])
+    import cv2
+
+    pixels = cv2.imread(str(path), cv2.IMREAD_UNCHANGED)
+    if pixels is None:
+        raise DataError(f"{path}: OpenCV cannot decode this file; delete it and re-run")
+    return int(pixels.shape[1]), int(pixels.shape[0])
 
 
 def downscale(source: str | Path, out: str | Path, size: int) -> None:
-    """Scale the source to ``size`` x ``size`` (bicubic, as the seeds' ffmpeg -vf scale=...)."""
+    """Scale the source to ``size`` x ``size`` (bicubic, as the seeds' ffmpeg -vf scale=...).
+
+    A size larger than the source is refused: it would invent pixels without saying so.
+    """
+    width, height = image_size(source)
+    if size > min(width, height):
+        raise DataError(
+            f"{source} is {width}x{height}, smaller than the requested {size}x{size}: raise config "
+            f"source_size to at least {size}, or drop {size} from conv2d.sizes / cpu.sizes")
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     stream = ffmpeg.input(str(source)).filter("scale", size, size, flags="bicubic").output(

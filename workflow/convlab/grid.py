@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -60,19 +61,54 @@ def resolve_padding(padding: Any, filter_size: int) -> int:
     return (filter_size - 1) // 2 if padding == "same" else int(padding)
 
 
+def _is_positive_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
+def _as_int(value: Any) -> Any:
+    """'16' -> 16: Snakemake's --config reads nested values as strings (kernels={'direct':
+    {'block': [16]}}), and such a cell must be the same cell as one from a YAML config."""
+    if isinstance(value, str) and re.fullmatch(r"\s*[+-]?\d+\s*", value):
+        return int(value)
+    return value
+
+
+def check_tunable_values(spec: KernelSpec, key: str, values: list) -> list:
+    """Override values of a tunable must be of its description's kind. Where the description's
+    values are integers (``block``: a thread-block edge), every value must be an integer >= 1;
+    where they are names (``plan``), one of those names, since the code knows no others. Whether
+    a positive integer fits the device is not decided here: a launch the GPU refuses (block 2048,
+    say) is measured and recorded as ``invalid_config``. Returns the values, integers as such."""
+    where = f"kernels.{spec.name}.{key}"
+    if not values:
+        raise ConfigError(f"{where}: give at least one value")
+    defaults = spec.tunables.get(key) or []
+    if defaults and all(_is_positive_int(v) for v in defaults):
+        values = [_as_int(value) for value in values]
+        for value in values:
+            if not _is_positive_int(value):
+                raise ConfigError(
+                    f"{where}: {value!r} is not a positive integer; give values >= 1 such as "
+                    f"{defaults} (from {spec.description_path.name})")
+    elif defaults and all(isinstance(v, str) for v in defaults):
+        for value in values:
+            if value not in defaults:
+                raise ConfigError(f"{where}: {value!r} is not one of {defaults} (from {spec.description_path.name})")
+    return values
+
+
 def kernel_options(spec: KernelSpec, backend: str, overrides: dict) -> tuple[dict, dict]:
     """Split a kernel's config overrides into tunable value lists and plain settings
-    (``sizes``, which limits the kernel to some of the experiment's sizes, is read by the grid)."""
+    (``sizes``, which limits the kernel to some of the experiment's sizes, is read by the grid).
+    Tunable values are checked on every backend, also where the backend ignores them."""
     tunables = spec.tunables_for(backend)
     settings = dict(spec.settings)
     for key, value in overrides.items():
         if key == "sizes":
-            if not (isinstance(value, list) and value and all(isinstance(v, int) for v in value)):
-                raise ConfigError(f"kernels.{spec.name}.sizes: give a list of image sizes")
+            if not (isinstance(value, list) and value and all(_is_positive_int(_as_int(v)) for v in value)):
+                raise ConfigError(f"kernels.{spec.name}.sizes: give a list of image sizes (integers >= 1)")
         elif key in spec.tunables:
-            values = value if isinstance(value, list) else [value]
-            if not values:
-                raise ConfigError(f"kernels.{spec.name}.{key}: give at least one value")
+            values = check_tunable_values(spec, key, value if isinstance(value, list) else [value])
             if key in tunables:
                 tunables[key] = values
         elif key in spec.settings:
@@ -123,7 +159,7 @@ def conv2d_cells(config: dict, backend: str) -> list[Cell]:
             continue  # e.g. a GPU-only kernel with no cpu twin
         overrides = config["kernels"].get(name, {})
         tunables, settings = kernel_options(spec, backend, overrides)
-        kernel_sizes = [s for s in sizes if s in overrides.get("sizes", sizes)]
+        kernel_sizes = [s for s in sizes if s in [_as_int(v) for v in overrides.get("sizes", sizes)]]
         keys = sorted(tunables)
         for size, stride, k in itertools.product(kernel_sizes, section["strides"], section["filter_sizes"]):
             for values in itertools.product(*(tunables[key] for key in keys)):

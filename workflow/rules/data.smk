@@ -1,12 +1,21 @@
 # Input images: the 4096^2 source (generated with ffmpeg, or the user's own) and one
-# downscaled copy per size, as the seeds made with `ffmpeg -vf scale=N:N`.
+# downscaled copy per size, as the seeds made with `ffmpeg -vf scale=N:N`. A refused picture
+# fails the source job, which every cell depends on, with its one-line `error:` on stderr.
 
 
 rule source_image:
     input:
-        user_image=[config["source_image"]] if config["source_image"] else [],
+        # Declared only when it is a file: a missing picture then reaches `convlab source`, which
+        # refuses it naming config source_image (Snakemake's own error names only the path).
+        user_image=(
+            [config["source_image"]]
+            if config["source_image"] and os.path.isfile(config["source_image"])
+            else []
+        ),
     output:
-        temp(f"data/source_{config['source_size']}.png"),
+        image=temp(f"data/source_{config['source_size']}.png"),
+        # what was done to the user's picture (or how the source was generated): kept
+        record=f"data/source_{config['source_size']}.json",
     log:
         f"results/logs/data/source_{config['source_size']}.log",
     conda:
@@ -20,7 +29,8 @@ rule source_image:
             else ""
         ),
     shell:
-        "{params.runner} source --size {params.size} {params.user_image} --out {output} > {log} 2>&1"
+        "{params.runner} source --size {params.size} {params.user_image} --out {output.image} "
+        "> {log} 2>&1 || {{ tail -n 1 {log} >&2; exit 1; }}"
 
 
 rule downscale:
