@@ -27,6 +27,8 @@ rule cell:
         row=CELL_PATH,
     log:
         "results/logs/cells/{backend}/{experiment}/kernel~{kernel}/size~{size}/stride~{stride}/filter~{filter_size}/{variant}.log",
+    group:
+        "cells"
     conda:
         "../../envs/convlab.yaml"
     resources:

@@ -33,6 +33,21 @@ BANDWIDTH = f"results/device/{BACKEND}_copy_bandwidth.json"
 GPU_JOB = 1 if BACKEND == "cuda" else 0
 
 
+# On a cluster these run on the submitting host: they are quick and need no GPU.
+localrules:
+    all,
+    source_image,
+    downscale,
+    aggregate,
+    figures,
+    gallery_input,
+
+
+# A `gpu` limit given with --resources applies per group submission (see the slurm profile).
+resource_scopes:
+    gpu="local",
+
+
 wildcard_constraints:
     backend="cuda|cpu",
     size=r"\d+",
