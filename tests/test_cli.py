@@ -55,3 +55,16 @@ def test_forcing_cuda_without_a_gpu_is_one_line(image):
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: backend 'cuda'")
+
+
+def test_missing_cudnn_is_one_clear_line(monkeypatch):
+    import sys
+
+    from convlab.backends import import_cudnn
+    from convlab.status import KernelFailure
+
+    monkeypatch.setitem(sys.modules, "cudnn", None)  # as if nvidia-cudnn-frontend were not installed
+    with pytest.raises(KernelFailure) as failure:
+        import_cudnn()
+    assert failure.value.status == "error"
+    assert "\n" not in failure.value.reason and "pip install -r envs/requirements-cuda13.txt" in failure.value.reason

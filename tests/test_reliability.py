@@ -219,10 +219,13 @@ def test_block_given_on_the_command_line_is_the_same_cell():
     assert cells(["16"]) == cells([16])
 
 
-def test_block_2048_is_an_experiment_not_a_config_error():
-    """Too large for any GPU, but that is for the launch to say: recorded as invalid_config."""
-    config = validate_config({"conv2d": {"kernels": ["direct"]}, "kernels": {"direct": {"block": 2048}}})
-    assert {cell.variant for cell in build_cells(config, "cuda")} == {"block~2048"}
+def test_block_2048_is_a_config_error_but_64_is_an_experiment():
+    """2048 exceeds every GPU's per-dimension limit: refused before the DAG, naming the key.
+    64 is legal per dimension; its 64x64 = 4096-thread launch is the seed-001 experiment."""
+    with pytest.raises(ConfigError, match=r"kernels\.direct\.block: 2048 exceeds CUDA's limit"):
+        build_cells(validate_config({"kernels": {"direct": {"block": 2048}}}), "cuda")
+    config = validate_config({"conv2d": {"kernels": ["direct"]}, "kernels": {"direct": {"block": 64}}})
+    assert {cell.variant for cell in build_cells(config, "cuda")} == {"block~64"}
 
 
 def test_plan_must_be_one_the_code_knows():

@@ -12,6 +12,7 @@ from convlab.config import ConfigError
 from convlab.registry import KernelSpec, RegistryError, load_registry
 
 CELLS_ROOT = "results/cells"
+MAX_BLOCK_EDGE = 1024  # CUDA's maxThreadsDim for x and y on every compute capability
 # One readable path per cell, Paramspace style; also the cell rule's output pattern.
 CELL_PATH = (
     CELLS_ROOT + "/{backend}/{experiment}/kernel~{kernel}/size~{size}/stride~{stride}"
@@ -76,9 +77,11 @@ def _as_int(value: Any) -> Any:
 def check_tunable_values(spec: KernelSpec, key: str, values: list) -> list:
     """Override values of a tunable must be of its description's kind. Where the description's
     values are integers (``block``: a thread-block edge), every value must be an integer >= 1;
-    where they are names (``plan``), one of those names, since the code knows no others. Whether
-    a positive integer fits the device is not decided here: a launch the GPU refuses (block 2048,
-    say) is measured and recorded as ``invalid_config``. Returns the values, integers as such."""
+    where they are names (``plan``), one of those names, since the code knows no others. A
+    ``block`` edge over 1024 exceeds CUDA's per-dimension limit on every GPU and is a config
+    error; a legal edge whose block is too large in total (64 x 64 = 4096 threads, seed 001) is
+    the experiment: its refused launch is recorded as ``invalid_config``. Returns the values,
+    integers as such."""
     where = f"kernels.{spec.name}.{key}"
     if not values:
         raise ConfigError(f"{where}: give at least one value")
@@ -90,6 +93,11 @@ def check_tunable_values(spec: KernelSpec, key: str, values: list) -> list:
                 raise ConfigError(
                     f"{where}: {value!r} is not a positive integer; give values >= 1 such as "
                     f"{defaults} (from {spec.description_path.name})")
+            if key == "block" and value > MAX_BLOCK_EDGE:
+                raise ConfigError(
+                    f"{where}: {value} exceeds CUDA's limit of {MAX_BLOCK_EDGE} threads per block "
+                    f"dimension on every GPU; use at most {MAX_BLOCK_EDGE} (64 is kept as an experiment: "
+                    "its 64x64 launch is refused and recorded as invalid_config)")
     elif defaults and all(isinstance(v, str) for v in defaults):
         for value in values:
             if value not in defaults:

@@ -7,7 +7,7 @@ import shutil
 import subprocess
 
 from convlab.backends.base import Backend
-from convlab.status import BackendUnavailable
+from convlab.status import BackendUnavailable, KernelFailure
 
 
 def gpu_visible() -> bool:
@@ -67,3 +67,16 @@ def get_backend(name: str) -> Backend:
 
         return CudaBackend()
     raise BackendUnavailable(f"unknown backend {name!r} (use auto, cuda or cpu)")
+
+
+def import_cudnn():
+    """The cuDNN frontend module. Where it is missing, each cuDNN cell records one clear
+    error line (the other kernels of the sweep still run)."""
+    try:
+        import cudnn
+    except ImportError as error:
+        raise KernelFailure(
+            "cuDNN frontend not importable: pip install -r envs/requirements-cuda13.txt (or -cuda12.txt), "
+            f"which installs nvidia-cudnn-frontend and nvidia-cudnn-cuNN ({error})", "setup"
+        ) from error
+    return cudnn

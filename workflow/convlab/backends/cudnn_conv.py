@@ -12,24 +12,14 @@ from typing import Any
 import cupy
 import numpy as np
 
+from convlab.backends import import_cudnn
 from convlab.backends.base import KernelBuffers, PreparedKernel
 from convlab.measure.problem import ConvProblem
 from convlab.registry import KernelSpec
-from convlab.status import KernelFailure, UnsupportedCell
+from convlab.status import UnsupportedCell
 
 AUTOTUNE_REPS = 5
 _HANDLE = None
-
-
-def _cudnn():
-    try:
-        import cudnn
-    except ImportError as error:
-        raise KernelFailure(
-            "cuDNN frontend not importable: pip install nvidia-cudnn-frontend "
-            f"and the nvidia-cudnn wheel for your CUDA major version ({error})", "setup"
-        ) from error
-    return cudnn
 
 
 def _handle(cudnn):
@@ -79,7 +69,7 @@ def _build_graph(cudnn, handle, spec: KernelSpec, settings: dict, problem: ConvP
 
 def prepare_cudnn(backend, spec: KernelSpec, tunables: dict, settings: dict,
                   problem: ConvProblem, buffers: KernelBuffers) -> PreparedKernel:
-    cudnn = _cudnn()
+    cudnn = import_cudnn()
     handle = _handle(cudnn)
     try:
         graph, x, w, y = _build_graph(cudnn, handle, spec, settings, problem)
