@@ -7,11 +7,9 @@ from pathlib import Path
 import numpy as np
 
 from convlab.backends import get_backend
-from convlab.backends.base import KernelBuffers
 from convlab.grid import Cell
 from convlab.measure import problem as problem_mod
-from convlab.registry import get_kernel
-from convlab.runner import problem_of
+from convlab.runner import load_inputs, place
 
 
 def to_edge_image(output_hwc: np.ndarray) -> np.ndarray:
@@ -22,23 +20,15 @@ def to_edge_image(output_hwc: np.ndarray) -> np.ndarray:
 
 
 def render_edge_map(cell: Cell, image_path: str | Path, out: str | Path) -> None:
+    """Run the cell's kernel once (no timing) and write |output| as an 8-bit image."""
     import cv2
 
-    spec = get_kernel(cell.kernel)
-    problem = problem_of(cell)
-    image = problem_mod.load_image(image_path)
-    weights = problem_mod.make_weights(cell.filter, problem.out_channels, problem.in_channels,
-                                       problem.filter_size, cell.verify["seed"])
+    inputs = load_inputs(cell, image_path)
     backend = get_backend(cell.backend)
-    layout = backend.layout_for(spec)
-    xp = backend.xp
+    layout = backend.layout_for(inputs.spec)
     with backend.guard("gallery"):
-        buffers = KernelBuffers(
-            image=backend.to_device(problem_mod.image_to_layout(image, layout["input"])),
-            weights=backend.to_device(problem_mod.to_layout(weights, layout["weights"])),
-            output=xp.full(problem_mod.output_shape(problem, layout["output"]), np.nan, dtype=xp.float32),
-        )
-        prepared = backend.prepare(spec, cell.tunables, cell.settings, problem, buffers)
+        _, buffers = place(backend, inputs, layout)
+        prepared = backend.prepare(inputs.spec, cell.tunables, cell.settings, inputs.problem, buffers)
         prepared.run()
         backend.synchronize()
     output = problem_mod.output_to_hwc(backend.to_host(buffers.output), layout["output"])

@@ -60,6 +60,19 @@ def load_inputs(cell: Cell, image_path: str | Path) -> CellInputs:
     return CellInputs(cell, get_kernel(cell.kernel), problem, image, weights)
 
 
+def place(backend: Backend, inputs: CellInputs, layout: dict[str, str]) -> tuple[np.ndarray, KernelBuffers]:
+    """The image and weights on the device in the kernel's layouts, and a NaN-filled output.
+    Returns the host image in the input layout too (the end-to-end time copies it)."""
+    xp = backend.xp
+    host_image = problem_mod.image_to_layout(inputs.image, layout["input"])
+    buffers = KernelBuffers(
+        image=backend.to_device(host_image),
+        weights=backend.to_device(problem_mod.to_layout(inputs.weights, layout["weights"])),
+        output=xp.full(problem_mod.output_shape(inputs.problem, layout["output"]), np.nan, dtype=xp.float32),
+    )
+    return host_image, buffers
+
+
 def copy_bandwidth(backend: Backend, device: str, bandwidth_path: str | Path | None) -> float:
     """The measured copy bandwidth for this device: from the bandwidth rule's file when it
     was measured on the same device, else measured now."""
@@ -113,13 +126,8 @@ def measure_cell(inputs: CellInputs, bandwidth_path: str | Path | None = None,
     xp = backend.xp
     try:
         # 2. place on device, in the layouts the kernel declares
-        host_image = problem_mod.image_to_layout(inputs.image, layout["input"])
         with backend.guard("place"):
-            buffers = KernelBuffers(
-                image=backend.to_device(host_image),
-                weights=backend.to_device(problem_mod.to_layout(inputs.weights, layout["weights"])),
-                output=xp.full(problem_mod.output_shape(problem, layout["output"]), np.nan, dtype=xp.float32),
-            )
+            host_image, buffers = place(backend, inputs, layout)
         # 3. set up: compile, plan build, autotune -- timed apart from the kernel
         started = time.perf_counter()
         with backend.guard("setup"):
