@@ -20,6 +20,3 @@ def throughput(problem: ConvProblem, kernel_ms: float, copy_gbps: float) -> dict
         "pct_of_floor": floor_ms / kernel_ms * 100.0,
     }
 
-
-def floor_only(problem: ConvProblem, copy_gbps: float) -> float:
-    return problem.bytes_moved / (copy_gbps * 1e9) * 1e3
