@@ -5,7 +5,7 @@ import yaml
 
 from convlab import DEFAULT_CONFIG
 from convlab.config import ConfigError, load_config, validate_config
-from convlab.grid import build_cells, gallery_size
+from convlab.families import build_cells, gallery_size
 from convlab.registry import load_registry
 
 
@@ -20,9 +20,13 @@ def test_defaults_fill_every_section():
 def test_shipped_config_runs_every_registered_kernel():
     config = load_config(DEFAULT_CONFIG)
     assert config["conv2d"]["kernels"] == "all"
-    assert {c.kernel for c in build_cells(config, "cuda")} == set(load_registry())
+    registry = load_registry()
+    assert {c.kernel for c in build_cells(config, "cuda")} == set(registry)
     cpu_kernels = {c.kernel for c in build_cells(config, "cpu")}
-    assert cpu_kernels == {name for name, spec in load_registry().items() if spec.cpu_twin}
+    assert cpu_kernels == {name for name, spec in registry.items() if spec.cpu_twin}
+    for family in ("conv2d", "tiling", "winograd_layers", "gemm"):
+        members = {name for name, spec in registry.items() if family in spec.experiments}
+        assert {c.kernel for c in build_cells(config, "cuda") if c.experiment == family} == members
 
 
 @pytest.mark.parametrize("raw,names", [
@@ -54,7 +58,7 @@ def test_grid_errors_name_the_key(raw, fragment):
 
 def test_cuda_grid_has_tunables_and_readable_unique_paths():
     cells = build_cells(validate_config({}), "cuda")
-    direct = [c for c in cells if c.kernel == "direct"]
+    direct = [c for c in cells if c.kernel == "direct" and c.experiment == "conv2d"]
     cudnn = [c for c in cells if c.kernel == "cudnn"]
     assert len(direct) == 6 * 3 * 3  # sizes x strides x blocks 8/16/32
     assert len(cudnn) == 6 * 3 * 2  # sizes x strides x plans
@@ -90,8 +94,9 @@ def test_a_kernel_can_be_limited_to_some_sizes():
 
 def test_gallery_size_falls_back_to_a_size_in_the_grid():
     config = validate_config({"gallery": {"size": 1000}})
-    assert gallery_size(config, "cuda") == 512
-    assert gallery_size(validate_config({}), "cpu") == 1024
+    assert gallery_size(config, build_cells(config, "cuda")) == 512
+    default = validate_config({})
+    assert gallery_size(default, build_cells(default, "cpu")) == 1024
 
 
 def test_config_file_must_be_a_mapping(tmp_path):

@@ -12,6 +12,7 @@ from convlab.grid import Cell
 from convlab.launch import dims, evaluate, problem_names
 from convlab.measure.problem import ConvProblem, make_weights
 from convlab.registry import load_registry
+from convlab.operands import ConvOperands
 from convlab.runner import CellInputs, measure_cell
 
 MAX_THREADS = 1024
@@ -72,7 +73,7 @@ def test_kernel_matches_float64_everywhere(backend, kernel):
                 problem = ConvProblem(height, width, 3, 3, k, stride, (k - 1) // 2)
                 for tunables in variants(spec):
                     cell = make_cell(spec, height, stride, k, 3, tunables)
-                    row = measure_cell(CellInputs(cell, spec, problem, image, weights), backend=backend)
+                    row = measure_cell(CellInputs(cell, spec, ConvOperands(problem, image, weights)), backend=backend)
                     where = f"{kernel} {tunables} {height}x{width} k{k} s{stride}"
                     if spec.unsupported_reason(stride, k):
                         expected = "unsupported"
@@ -97,7 +98,7 @@ def test_more_output_channels(backend):
         spec = load_registry()[kernel]
         for tunables in variants(spec)[:1]:
             cell = make_cell(spec, 40, 1, 3, 8, tunables)
-            row = measure_cell(CellInputs(cell, spec, problem, image, weights), backend=backend)
+            row = measure_cell(CellInputs(cell, spec, ConvOperands(problem, image, weights)), backend=backend)
             if row["status"] != "ok":
                 failures.append(f"{kernel} {tunables}: {row['status']} {row.get('reason')}")
     assert not failures, "\n".join(failures)

@@ -6,6 +6,7 @@ import pytest
 from convlab.grid import Cell
 from convlab.measure.problem import ConvProblem, make_weights
 from convlab.registry import get_kernel
+from convlab.operands import ConvOperands
 from convlab.runner import CellInputs, measure_cell
 
 TIMING = {"mode": "warm", "warmup": 3, "min_reps": 10, "max_reps": 2000, "batch": 10, "stable_rel": 0.01,
@@ -20,7 +21,7 @@ def inputs(kernel: str, size: int, k: int, tunables: dict) -> CellInputs:
                 settings=dict(spec.settings), timing=TIMING, verify=VERIFY)
     image = np.random.default_rng(0).random((size, size, 3), dtype=np.float32)
     problem = ConvProblem(size, size, 3, 3, k, 1, (k - 1) // 2)
-    return CellInputs(cell, spec, problem, image, make_weights("laplacian", 3, 3, k, 0))
+    return CellInputs(cell, spec, ConvOperands(problem, image, make_weights("laplacian", 3, 3, k, 0)))
 
 
 @pytest.fixture(scope="module")

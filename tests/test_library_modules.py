@@ -37,7 +37,7 @@ def test_library_module_matches_reference(kernel, module, function, height, widt
     weights = make_weights("random", 3, 3, k, seed=k)
     problem = ConvProblem(height, width, 3, 3, k, stride, (k - 1) // 2)
     output = np.full((3, problem.out_height, problem.out_width), np.nan, dtype=np.float32)
-    buffers = KernelBuffers(np.ascontiguousarray(image.transpose(2, 0, 1)), weights, output)
+    buffers = KernelBuffers.conv(np.ascontiguousarray(image.transpose(2, 0, 1)), weights, output)
     prepared = prepare(NumpyBackend(), spec, {}, dict(spec.settings), problem, buffers)
     prepared.run()
     assert buffers.output is output  # written in place, not rebound

@@ -49,14 +49,33 @@ def built(tmp_path_factory) -> Path:
 def test_summary_has_one_verified_row_per_cell(built):
     summary = pd.read_csv(built / "results/summary.csv")
     assert list(summary.columns) == COLUMNS
-    assert len(summary) == 2 * 2 * 2  # kernels x sizes x strides
     assert set(summary["status"]) == {"ok"}
     assert set(summary["backend"]) == {"cpu"}
     assert (summary["max_rel_err"] < 1e-5).all()
     assert (summary["kernel_ms"] > 0).all() and (summary["floor_ms"] > 0).all()
-    assert sorted(set(summary["H"])) == [64, 96]
-    by_stride = summary.set_index(["kernel", "H", "stride"])["OH"]
+    conv2d = summary[summary["experiment"] == "conv2d"]
+    assert len(conv2d) == 2 * 2 * 2  # kernels x sizes x strides
+    assert sorted(set(conv2d["H"])) == [64, 96]
+    by_stride = conv2d.set_index(["kernel", "H", "stride"])["OH"]
     assert by_stride[("direct", 96, 2)] == 48  # the stride is honoured, not ignored
+    job_phases = {part.split("=")[0] for part in conv2d["phase_ms"].iloc[0].split(";")}
+    assert {"startup", "imports", "load", "context", "lock_wait", "setup", "timing", "verify"} <= job_phases
+    assert (summary["job_ms"] > summary["kernel_ms"]).all()
+
+
+def test_every_family_runs_and_is_verified(built):
+    """tiling (a 320 mosaic of the 256 source), CNN layers with a batch, and GEMM: each family's
+    cells of the tiny config, checked against float64 like conv2d's."""
+    summary = pd.read_csv(built / "results/summary.csv")
+    tiling = summary[summary["experiment"] == "tiling"]
+    assert set(tiling["C_in"]) == {1} and set(tiling["size"]) == {64, 320} and set(tiling["filter_size"]) == {3, 5}
+    layers = summary[summary["experiment"] == "winograd_layers"]
+    assert set(layers["batch"]) == {1, 2} and set(zip(layers["C_in"], layers["H"], layers["W"], layers["C_out"])) == {
+        (3, 12, 12, 4), (4, 9, 7, 6)}
+    assert set(layers["kernel"]) >= {"conv_naive_batched", "winograd_batched", "im2col_cublas_batched"}
+    gemm = summary[summary["experiment"] == "gemm"]
+    assert set(gemm["gemm_m"]) == {48, 64} and set(gemm["kernel"]) >= {"sgemm_naive", "cublas"}
+    assert (gemm["flops"] == 2 * gemm["gemm_m"] ** 3).all()
 
 
 def test_cells_never_overlap_even_with_two_cores(built):

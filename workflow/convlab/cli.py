@@ -18,18 +18,36 @@ from convlab.status import BackendUnavailable
 
 
 def _cmd_cell(args: argparse.Namespace) -> int:
-    """One Snakemake job: run the cell under the device lock and write its row atomically."""
+    """One Snakemake job: run the cell under the device lock and write its row atomically.
+
+    Host work (imports, loading, the CUDA context) happens before the lock is taken, so that
+    parallel jobs overlap it with another cell's measurement."""
+    from convlab.measure.phases import PhaseClock, process_age_s
+
+    phases = PhaseClock()
+    startup_ms = (process_age_s() or 0.0) * 1e3
+    from convlab.backends import get_backend
     from convlab.devicelock import exclusive_device
     from convlab.grid import Cell
     from convlab.row import write_row_atomically
     from convlab.runner import load_inputs, measure_cell
 
     cell = Cell.from_json(args.spec)
-    inputs = load_inputs(cell, args.image)  # host work, before taking the device
-    if cell.backend == "cuda":
-        import cupy  # noqa: F401  (importing creates no CUDA context: done outside the lock)
+    backend = get_backend(cell.backend)
+    phases.lap("imports")
+    inputs = load_inputs(cell, args.image)
+    phases.lap("load")
+    backend.open_context()
+    phases.lap("context")
     with exclusive_device(cell.backend):
-        row = measure_cell(inputs, args.bandwidth)
+        phases.lap("lock_wait")
+        row = measure_cell(inputs, args.bandwidth, backend)
+    phases.lap("measure")
+    job = {"startup": startup_ms, **phases.laps}
+    job.pop("measure")
+    row["phase_ms"] = ";".join(f"{k}={v:.4g}" for k, v in job.items()) + (
+        ";" + row["phase_ms"] if row.get("phase_ms") else "")
+    row["job_ms"] = startup_ms + sum(phases.laps.values())
     write_row_atomically(row, args.out)
     print(f"{cell.path}: {row['status']} {row.get('kernel_ms') or ''} {row.get('reason') or ''}".rstrip())
     return 0
@@ -37,10 +55,13 @@ def _cmd_cell(args: argparse.Namespace) -> int:
 
 def _matching_cells(args: argparse.Namespace) -> list:
     from convlab.backends import resolve_backend
-    from convlab.grid import build_cells
+    from convlab.families import FAMILIES, build_cells
 
     config = load_config(args.config)
     backend = resolve_backend(args.backend or config["backend"])
+    for family in FAMILIES:
+        if family != "conv2d":
+            config[family]["enabled"] = False
     section = config["conv2d"]
     section.update(sizes=[args.size], strides=[args.stride], kernels=[args.kernel])
     if args.filter_size:
@@ -92,6 +113,17 @@ def _cmd_bandwidth(args: argparse.Namespace) -> int:
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(record, indent=2) + "\n")
     print(f"{record['device']}: device-to-device copy {record['copy_gbps']:.1f} GB/s (read + write)")
+    return 0
+
+
+def _cmd_ceiling(args: argparse.Namespace) -> int:
+    from convlab.backends import get_backend
+
+    backend = get_backend(args.backend)
+    record = {"backend": backend.name, "device": backend.device_info()["device"], **backend.sgemm_ceiling()}
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(record, indent=2) + "\n")
+    print(f"{record['device']}: SGEMM {record['sgemm_gflops']:.0f} GFLOPS at {record['size']} ({record['math']})")
     return 0
 
 
@@ -156,7 +188,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     cell = commands.add_parser("cell", help="run one cell of the grid (called by Snakemake)")
     cell.add_argument("--spec", required=True, help="the cell as JSON")
-    cell.add_argument("--image", required=True)
+    cell.add_argument("--image", help="the picture the cell reads (families on random data have none)")
     cell.add_argument("--bandwidth")
     cell.add_argument("--out", required=True)
     cell.set_defaults(handler=_cmd_cell)
@@ -165,6 +197,11 @@ def build_parser() -> argparse.ArgumentParser:
     bandwidth.add_argument("--backend", required=True, choices=["cuda", "cpu"])
     bandwidth.add_argument("--out", required=True)
     bandwidth.set_defaults(handler=_cmd_bandwidth)
+
+    ceiling = commands.add_parser("ceiling", help="measure the FP32 compute ceiling (library SGEMM, no TF32)")
+    ceiling.add_argument("--backend", required=True, choices=["cuda", "cpu"])
+    ceiling.add_argument("--out", required=True)
+    ceiling.set_defaults(handler=_cmd_ceiling)
 
     source = commands.add_parser("source", help="make the square source image")
     source.add_argument("--size", type=int, required=True)

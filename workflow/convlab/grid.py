@@ -1,8 +1,9 @@
-"""The cell grid: every (experiment, kernel, size, stride, filter, tunables) combination that applies."""
+"""The cell: one kernel on one problem with one launch configuration; its result path; and
+the checks of per-kernel config overrides. The experiment families build the grid
+(convlab.families)."""
 
 from __future__ import annotations
 
-import itertools
 import json
 import re
 from dataclasses import asdict, dataclass, field
@@ -13,11 +14,11 @@ from convlab.registry import KernelSpec, RegistryError, load_registry
 
 CELLS_ROOT = "results/cells"
 MAX_BLOCK_EDGE = 1024  # CUDA's maxThreadsDim for x and y on every compute capability
-# One readable path per cell, Paramspace style; also the cell rule's output pattern.
-CELL_PATH = (
-    CELLS_ROOT + "/{backend}/{experiment}/kernel~{kernel}/size~{size}/stride~{stride}"
-    "/filter~{filter_size}/{variant}.csv"
-)
+# One readable path per cell, Paramspace style; also the cell rule's output pattern. The
+# problem part depends on the experiment: size~4096/stride~1/filter~3 for image convolutions,
+# layer~C64_H224_W224_K64/batch~8 for CNN layers, size~4096 for GEMM.
+CELL_PATH = CELLS_ROOT + "/{backend}/{experiment}/kernel~{kernel}/{problem}/{variant}.csv"
+LOG_PATH = "results/logs/cells/{backend}/{experiment}/kernel~{kernel}/{problem}/{variant}.log"
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,19 @@ class Cell:
     settings: dict[str, Any] = field(default_factory=dict)
     timing: dict[str, Any] = field(default_factory=dict)
     verify: dict[str, Any] = field(default_factory=dict)
+    batch: int = 1
+    width: int = 0  # 0: square (width = size)
+    image: str = ""  # the data file the cell reads, if any
+
+    @property
+    def problem(self) -> str:
+        """The problem as a path fragment."""
+        if self.experiment == "gemm":
+            return f"size~{self.size}"
+        if self.experiment == "winograd_layers":
+            return (f"layer~C{self.in_channels}_H{self.size}_W{self.width or self.size}_K{self.out_channels}"
+                    f"/batch~{self.batch}")
+        return f"size~{self.size}/stride~{self.stride}/filter~{self.filter_size}"
 
     @property
     def variant(self) -> str:
@@ -47,8 +61,7 @@ class Cell:
     @property
     def path(self) -> str:
         return CELL_PATH.format(backend=self.backend, experiment=self.experiment, kernel=self.kernel,
-                                size=self.size, stride=self.stride, filter_size=self.filter_size,
-                                variant=self.variant)
+                                problem=self.problem, variant=self.variant)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
@@ -128,93 +141,3 @@ def kernel_options(spec: KernelSpec, backend: str, overrides: dict) -> tuple[dic
                 f"(its settings: {', '.join(known) or 'none'}; see {spec.description_path.name})"
             )
     return tunables, settings
-
-
-def conv2d_cells(config: dict, backend: str) -> list[Cell]:
-    section = config["conv2d"]
-    if not section["enabled"]:
-        return []
-    registry = load_registry()
-    sizes = config["cpu"]["sizes"] if backend == "cpu" else section["sizes"]
-    timing = dict(config["timing"])
-    if backend == "cpu":
-        timing["budget_s"] = config["cpu"]["budget_s"]
-    for k in section["filter_sizes"]:
-        if k % 2 == 0:
-            raise ConfigError(f"conv2d.filter_sizes: {k} is even; use odd sizes (3, 5, 7, ...)")
-        for size in sizes:
-            pad = resolve_padding(section["padding"], k)
-            if size + 2 * pad < k:
-                raise ConfigError(
-                    f"conv2d.filter_sizes: a {k}x{k} filter is larger than a {size}x{size} image "
-                    f"with padding {pad}; drop that size or filter"
-                )
-    kernels = list(registry) if section["kernels"] == "all" else section["kernels"]
-    unknown = [name for name in kernels if name not in registry]
-    if unknown:
-        raise ConfigError(
-            f"conv2d.kernels: unknown kernel(s) {', '.join(unknown)}; registered in "
-            f"kernels/registry.yaml: {', '.join(sorted(registry))}"
-        )
-    for name in config["kernels"]:
-        if name not in registry:
-            raise ConfigError(f"kernels.{name}: no such kernel in kernels/registry.yaml")
-
-    cells = []
-    for name in kernels:
-        spec = registry[name]
-        if backend not in spec.backends():
-            continue  # e.g. a GPU-only kernel with no cpu twin
-        overrides = config["kernels"].get(name, {})
-        tunables, settings = kernel_options(spec, backend, overrides)
-        kernel_sizes = [s for s in sizes if s in [_as_int(v) for v in overrides.get("sizes", sizes)]]
-        keys = sorted(tunables)
-        for size, stride, k in itertools.product(kernel_sizes, section["strides"], section["filter_sizes"]):
-            for values in itertools.product(*(tunables[key] for key in keys)):
-                cells.append(
-                    Cell(
-                        experiment="conv2d",
-                        backend=backend,
-                        kernel=name,
-                        size=size,
-                        stride=stride,
-                        filter_size=k,
-                        padding=resolve_padding(section["padding"], k),
-                        in_channels=3,
-                        out_channels=section["out_channels"],
-                        filter=section["filter"],
-                        tunables=dict(zip(keys, values)),
-                        settings=settings,
-                        timing=timing,
-                        verify=config["verify"],
-                    )
-                )
-    return cells
-
-
-def build_cells(config: dict, backend: str) -> list[Cell]:
-    """Every cell of every enabled experiment, for a resolved backend (cuda or cpu)."""
-    if backend not in ("cuda", "cpu"):
-        raise ValueError(f"backend must be resolved to cuda or cpu, got {backend!r}")
-    try:
-        cells = conv2d_cells(config, backend)
-    except RegistryError as error:
-        raise ConfigError(str(error)) from error
-    paths = [cell.path for cell in cells]
-    if len(set(paths)) != len(paths):
-        raise ConfigError("two cells map to the same result path; check for repeated sizes or strides")
-    return cells
-
-
-def image_sizes(config: dict, backend: str) -> list[int]:
-    """The downscaled image sizes the active grid needs."""
-    sizes = config["cpu"]["sizes"] if backend == "cpu" else config["conv2d"]["sizes"]
-    return sorted(set(sizes))
-
-
-def gallery_size(config: dict, backend: str) -> int:
-    """The configured gallery size if the grid has it, else the largest size below it."""
-    sizes = image_sizes(config, backend)
-    wanted = config["gallery"]["size"]
-    below = [s for s in sizes if s <= wanted]
-    return max(below) if below else min(sizes)

@@ -1,16 +1,14 @@
 """Launch descriptions' integer expressions (grid, block, sizes, scalar arguments).
 
-Expressions are small Python integer expressions over the problem's names (H, W, C, K,
-R, S, stride, pad, OH, OW), the cell's tunables and cdiv/min/max, as in Kernel Tuner's
-grid divisors. Anything else is refused.
+Expressions are small Python integer expressions over the problem's names (convolutions:
+N, H, W, C, K, R, S, stride, pad, OH, OW; GEMM: M, N, K), the cell's tunables and
+cdiv/min/max, as in Kernel Tuner's grid divisors. Anything else is refused.
 """
 
 from __future__ import annotations
 
 import ast
 from typing import Any
-
-from convlab.measure.problem import ConvProblem
 
 ALLOWED_NODES = (ast.Expression, ast.BinOp, ast.UnaryOp, ast.Constant, ast.Name, ast.Load, ast.Call,
                  ast.Add, ast.Sub, ast.Mult, ast.FloorDiv, ast.Mod, ast.USub, ast.UAdd, ast.Pow)
@@ -21,12 +19,9 @@ class ExpressionError(ValueError):
     """An expression in a launch description that cannot be evaluated."""
 
 
-def problem_names(problem: ConvProblem, tunables: dict[str, Any]) -> dict[str, int]:
-    names = {
-        "H": problem.height, "W": problem.width, "C": problem.in_channels, "K": problem.out_channels,
-        "R": problem.filter_size, "S": problem.filter_size, "stride": problem.stride, "pad": problem.padding,
-        "OH": problem.out_height, "OW": problem.out_width,
-    }
+def problem_names(problem: Any, tunables: dict[str, Any]) -> dict[str, int]:
+    """The problem's launch names (ConvProblem or GemmProblem) and the integer tunables."""
+    names = dict(problem.launch_names())
     names.update({k: v for k, v in tunables.items() if isinstance(v, int)})
     return names
 

@@ -23,8 +23,10 @@ LIBRARIES = {
     "ndimage": ("ndimage_conv", "prepare_ndimage"),
 }
 LAYOUTS = {"input": ("hwc", "chw"), "weights": ("oihw", "ohwi"), "output": ("hwc", "chw")}
+GEMM_LAYOUT = {"input": "rowmajor", "weights": "rowmajor", "output": "rowmajor"}
+EXPERIMENTS = ("conv2d", "tiling", "winograd_layers", "gemm")
 KNOWN_KEYS = {"name", "summary", "source", "library", "layout", "precision", "tunables", "settings",
-              "supports", "defines", "scratch", "constants", "stages", "cpu_twin"}
+              "supports", "defines", "scratch", "constants", "stages", "cpu_twin", "experiments"}
 SUPPORT_KEYS = {"stride", "filter_size"}
 
 
@@ -51,6 +53,7 @@ class KernelSpec:
     source: Path | None = None  # the .cu file, for kernels we write
     library: str | None = None  # cudnn, cupy_fft, ndimage
     cpu_twin: str | None = None
+    experiments: tuple[str, ...] = ("conv2d",)  # the families whose grids include this kernel
 
     def backends(self) -> list[str]:
         return ["cuda", "cpu"] if self.cpu_twin else ["cuda"]
@@ -91,8 +94,9 @@ def _check_stage(path: Path, index: int, stage: dict) -> None:
                 raise RegistryError(f"{where}: a function stage needs '{key}'")
     elif stage["op"] == "matmul":
         for key in ("a", "b", "out"):
-            if not (isinstance(stage.get(key), list) and len(stage[key]) == 3):
-                raise RegistryError(f"{where}: matmul needs '{key}: [buffer, rows, cols]'")
+            if not (isinstance(stage.get(key), list) and len(stage[key]) in (3, 4)):
+                raise RegistryError(f"{where}: matmul needs '{key}: [buffer, rows, cols]' "
+                                    "or '[buffer, batch, rows, cols]'")
     else:
         raise RegistryError(f"{where}: unknown op {stage['op']!r} (known: matmul)")
 
@@ -106,22 +110,33 @@ def _parse(name: str, path: Path) -> KernelSpec:
     if raw.get("name") != name:
         raise RegistryError(f"{path}: name is {raw.get('name')!r}, the registry calls it {name!r}")
     source, library = raw.get("source"), raw.get("library")
-    if bool(source) == bool(library):
-        raise RegistryError(f"{path}: give exactly one of 'source' (a .cu file) or 'library'")
+    stages = list(raw.get("stages") or [])
+    only_ops = bool(stages) and all("op" in stage for stage in stages if isinstance(stage, dict))
+    if source and library or not (source or library or only_ops):
+        raise RegistryError(f"{path}: give exactly one of 'source' (a .cu file) or 'library', "
+                            "or only built-in `op` stages")
     if library and library not in LIBRARIES:
         raise RegistryError(f"{path}: unknown library {library!r} (known: {sorted(LIBRARIES)})")
     source_path = (path.parent / source) if source else None
     if source_path is not None and not source_path.is_file():
         raise RegistryError(f"{path}: source {source_path} does not exist")
-    stages = list(raw.get("stages") or [])
     if source and not stages:
         raise RegistryError(f"{path}: a .cu kernel needs 'stages' (see kernels/README.md)")
     for index, stage in enumerate(stages):
         _check_stage(path, index, stage)
+    experiments = tuple(raw.get("experiments") or ("conv2d",))
+    if set(experiments) - set(EXPERIMENTS):
+        raise RegistryError(f"{path}: experiments must be among {EXPERIMENTS}, got {list(experiments)}")
+    if "gemm" in experiments and len(experiments) > 1:
+        raise RegistryError(f"{path}: a gemm kernel takes part in gemm only")
     layout = dict(raw.get("layout") or {})
-    for key, allowed in LAYOUTS.items():
-        if layout.get(key) not in allowed:
-            raise RegistryError(f"{path}: layout.{key} must be one of {allowed}, got {layout.get(key)!r}")
+    if experiments == ("gemm",):
+        if layout != GEMM_LAYOUT:
+            raise RegistryError(f"{path}: a gemm kernel's layout is {GEMM_LAYOUT} (a, b and output row-major)")
+    else:
+        for key, allowed in LAYOUTS.items():
+            if layout.get(key) not in allowed:
+                raise RegistryError(f"{path}: layout.{key} must be one of {allowed}, got {layout.get(key)!r}")
     if raw.get("precision", "fp32") not in ("fp32", "tf32"):
         raise RegistryError(f"{path}: precision must be fp32 or tf32")
     supports = dict(raw.get("supports") or {})
@@ -146,6 +161,7 @@ def _parse(name: str, path: Path) -> KernelSpec:
         source=source_path,
         library=library,
         cpu_twin=twin,
+        experiments=experiments,
     )
 
 

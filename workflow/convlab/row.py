@@ -13,14 +13,18 @@ from typing import Any
 # for a launch that failed).
 COLUMNS = [
     # what was measured
-    "experiment", "kernel", "variant", "backend", "implementation", "layout",
-    "H", "W", "C_in", "C_out", "filter_size", "stride", "padding", "OH", "OW", "block",
+    "experiment", "kernel", "variant", "backend", "implementation", "layout", "size",
+    "batch", "H", "W", "C_in", "C_out", "filter_size", "stride", "padding", "OH", "OW",
+    "gemm_m", "gemm_n", "gemm_k", "block",
     "engine", "engine_heuristic", "launch",
     # outcome
     "status", "reason",
     # timing (ms)
     "timing_mode", "kernel_ms", "kernel_ms_min", "kernel_ms_max", "kernel_ms_iqr", "reps", "timing_stop",
     "stage_ms", "setup_ms", "e2e_ms",
+    # the job's wall-clock phases (ms: startup, imports, load, context, lock_wait, place, setup,
+    # launch, timing, e2e, verify) and its whole wall time, process start to row written
+    "phase_ms", "job_ms",
     # derived
     "flops", "bytes", "gflops", "gbps", "copy_gbps", "floor_ms", "pct_of_floor",
     # verification against the float64 reference

@@ -1,5 +1,8 @@
 """Run one cell: load -> place on device -> set up -> launch -> time -> verify -> one row.
 
+Every experiment family goes through the same steps; its operands (convlab.operands) know
+how to place themselves, their float64 reference and the output layout to compare in.
+
 A failure of the kernel under test (refused launch, out of memory, unsupported problem,
 compile or runtime fault) is recorded in the row with its reason and no time. A wrong
 result keeps its time but is flagged ``wrong``. Anything else is a pipeline bug and raises.
@@ -17,12 +20,14 @@ import numpy as np
 
 from convlab.backends import get_backend
 from convlab.backends.base import Backend, KernelBuffers
+from convlab.families import load_operands
 from convlab.grid import Cell
 from convlab.measure import metrics, provenance
-from convlab.measure import problem as problem_mod
-from convlab.measure.reference import conv2d_reference
+from convlab.measure.phases import PhaseClock
+from convlab.measure.problem import ConvProblem, GemmProblem
 from convlab.measure.timing import measure
 from convlab.measure.verify import compare
+from convlab.operands import Operands
 from convlab.registry import KernelSpec, get_kernel
 from convlab.status import OK, UNSUPPORTED, WRONG, CellFailure
 
@@ -32,45 +37,27 @@ DEVICE_COLUMNS = ("device", "compute_capability", "driver_version", "runtime_ver
 
 @dataclass(frozen=True)
 class CellInputs:
-    """What a cell needs before it touches the device: its kernel, problem, image and filter."""
+    """What a cell needs before it touches the device: its kernel and host-side operands."""
 
     cell: Cell
     spec: KernelSpec
-    problem: problem_mod.ConvProblem
-    image: np.ndarray  # HWC float32 in [0, 1], as OpenCV reads it
-    weights: np.ndarray  # OIHW float32
+    operands: Operands
+
+    @property
+    def problem(self) -> ConvProblem | GemmProblem:
+        return self.operands.problem
 
 
-def problem_of(cell: Cell) -> problem_mod.ConvProblem:
-    return problem_mod.ConvProblem(
-        height=cell.size, width=cell.size, in_channels=cell.in_channels,
-        out_channels=cell.out_channels, filter_size=cell.filter_size,
-        stride=cell.stride, padding=cell.padding,
-    )
+def load_inputs(cell: Cell, image_path: str | Path | None = None) -> CellInputs:
+    """Step 1, host only: the picture (or random data) and the filter weights."""
+    return CellInputs(cell, get_kernel(cell.kernel), load_operands(cell, image_path))
 
 
-def load_inputs(cell: Cell, image_path: str | Path) -> CellInputs:
-    """Step 1, host only: the image as OpenCV reads it and the filter weights."""
-    problem = problem_of(cell)
-    image = problem_mod.load_image(image_path)
-    if image.shape[:2] != (problem.height, problem.width):
-        raise ValueError(f"{image_path} is {image.shape[1]}x{image.shape[0]}, the cell needs {cell.size}x{cell.size}")
-    weights = problem_mod.make_weights(cell.filter, problem.out_channels, problem.in_channels,
-                                       problem.filter_size, cell.verify["seed"])
-    return CellInputs(cell, get_kernel(cell.kernel), problem, image, weights)
-
-
-def place(backend: Backend, inputs: CellInputs, layout: dict[str, str]) -> tuple[np.ndarray, KernelBuffers]:
-    """The image and weights on the device in the kernel's layouts, and a NaN-filled output.
-    Returns the host image in the input layout too (the end-to-end time copies it)."""
-    xp = backend.xp
-    host_image = problem_mod.image_to_layout(inputs.image, layout["input"])
-    buffers = KernelBuffers(
-        image=backend.to_device(host_image),
-        weights=backend.to_device(problem_mod.to_layout(inputs.weights, layout["weights"])),
-        output=xp.full(problem_mod.output_shape(inputs.problem, layout["output"]), np.nan, dtype=xp.float32),
-    )
-    return host_image, buffers
+def place(backend: Backend, inputs: CellInputs, layout: dict[str, str]) -> tuple[dict[str, np.ndarray],
+                                                                                 KernelBuffers]:
+    """The operands on the device in the kernel's layouts, and a NaN-filled output.
+    Returns the host arrays the end-to-end time copies in, too."""
+    return inputs.operands.place(backend, layout)
 
 
 def copy_bandwidth(backend: Backend, device: str, bandwidth_path: str | Path | None) -> float:
@@ -87,11 +74,8 @@ def describe(inputs: CellInputs, layout: dict[str, str]) -> dict[str, Any]:
     cell, problem = inputs.cell, inputs.problem
     return {
         "experiment": cell.experiment, "kernel": cell.kernel, "variant": cell.variant,
-        "backend": cell.backend, "layout": layout["input"],
-        "H": problem.height, "W": problem.width, "C_in": problem.in_channels,
-        "C_out": problem.out_channels, "filter_size": problem.filter_size,
-        "stride": problem.stride, "padding": problem.padding,
-        "OH": problem.out_height, "OW": problem.out_width,
+        "backend": cell.backend, "layout": layout["input"], "size": cell.size,
+        **inputs.operands.describe(),
         "block": cell.tunables.get("block"),
         "flops": problem.flops, "bytes": problem.bytes_moved,
         "timing_mode": cell.timing["mode"],
@@ -119,47 +103,54 @@ def measure_cell(inputs: CellInputs, bandwidth_path: str | Path | None = None,
     row.update(provenance.host_provenance())
     device = backend.device_info()
     row.update({k: v for k, v in device.items() if k in DEVICE_COLUMNS})
-    unsupported = spec.unsupported_reason(problem.stride, problem.filter_size)
+    unsupported = spec.unsupported_reason(cell.stride, cell.filter_size)
     if unsupported:
         row.update(status=UNSUPPORTED, reason=unsupported, finished_at=provenance.now_utc())
         return row
-    xp = backend.xp
+    phases = PhaseClock()
     try:
         # 2. place on device, in the layouts the kernel declares
         with backend.guard("place"):
-            host_image, buffers = place(backend, inputs, layout)
+            host_inputs, buffers = place(backend, inputs, layout)
+            backend.synchronize()
+        phases.lap("place")
         # 3. set up: compile, plan build, autotune -- timed apart from the kernel
         started = time.perf_counter()
         with backend.guard("setup"):
             prepared = backend.prepare(spec, cell.tunables, cell.settings, problem, buffers)
             backend.synchronize()
         row["setup_ms"] = (time.perf_counter() - started) * 1e3
+        phases.lap("setup")
         for key in ("implementation", "engine", "engine_heuristic", "launch"):
             row[key] = prepared.info.get(key)
         # 4. one launch on its own: a refused launch is invalid_config, never a time
         with backend.guard("launch"):
             prepared.run()
             backend.synchronize()
+        phases.lap("launch")
         # 5. time: warm-up, then repeats until the median is stable or the budget ends
         with backend.guard("timing"):
             timing = measure(prepared.run, backend.time_batch, cell.timing)
             if prepared.stages:
                 row["stage_ms"] = _stage_times(prepared.stages, backend, cell.timing)
+            phases.lap("timing")
             # the round trip is dominated by copies; a slow kernel needs one repeat, not five
             e2e_reps = cell.timing["e2e_reps"] if timing.median_ms < 100 else 1
-            e2e_ms = backend.end_to_end_ms(prepared.run, host_image, buffers, e2e_reps)
+            e2e_ms = backend.end_to_end_ms(prepared.run, host_inputs, buffers, e2e_reps)
+            phases.lap("e2e")
         # 6. verify: NaN-poisoned output, one run, compare with the float64 reference
         with backend.guard("verify"):
             buffers.output.fill(np.nan)
             prepared.run()
             backend.synchronize()
-            output_hwc = problem_mod.output_to_hwc(buffers.output, layout["output"])
-            reference = conv2d_reference(backend.to_device(inputs.image), backend.to_device(inputs.weights),
-                                         problem, xp)
-            verdict = compare(output_hwc, reference, _tolerance(inputs), xp)
+            output = inputs.operands.comparable_output(buffers.output, layout)
+            verdict = compare(output, inputs.operands.reference(backend), _tolerance(inputs), backend.xp)
+            backend.synchronize()
+        phases.lap("verify")
         copy_gbps = copy_bandwidth(backend, device["device"], bandwidth_path)
     except CellFailure as failure:
-        row.update(status=failure.status, reason=failure.reason[:2000], finished_at=provenance.now_utc())
+        row.update(status=failure.status, reason=failure.reason[:2000], phase_ms=phases.text(),
+                   finished_at=provenance.now_utc())
         return row
 
     # 7. one row
@@ -172,12 +163,13 @@ def measure_cell(inputs: CellInputs, bandwidth_path: str | Path | None = None,
         max_rel_err=verdict.max_rel_err, rel_l2_err=verdict.rel_l2_err,
         tolerance=verdict.tolerance, nonfinite=verdict.nonfinite,
         **metrics.throughput(problem, timing.median_ms, copy_gbps),
+        phase_ms=phases.text(),
     )
     row["finished_at"] = provenance.now_utc()
     return row
 
 
-def run_cell(cell: Cell, image_path: str | Path, bandwidth_path: str | Path | None = None,
+def run_cell(cell: Cell, image_path: str | Path | None = None, bandwidth_path: str | Path | None = None,
              backend: Backend | None = None) -> dict[str, Any]:
     """Load, then measure: the whole cell in one call."""
     return measure_cell(load_inputs(cell, image_path), bandwidth_path, backend)

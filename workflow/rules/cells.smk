@@ -18,15 +18,31 @@ rule copy_bandwidth:
         "{params.runner} bandwidth --backend {params.backend} --out {output} > {log} 2>&1"
 
 
+rule sgemm_ceiling:
+    output:
+        CEILING,
+    log:
+        f"results/logs/device/{BACKEND}_sgemm_ceiling.log",
+    conda:
+        "../../envs/convlab.yaml"
+    resources:
+        gpu=GPU_JOB,
+    params:
+        runner=RUNNER,
+        backend=BACKEND,
+    shell:
+        "{params.runner} ceiling --backend {params.backend} --out {output} > {log} 2>&1"
+
+
 rule cell:
     input:
-        image="data/input_{size}.png",
+        image=cell_image,
         kernel=kernel_files,
         bandwidth=BANDWIDTH,
     output:
         row=CELL_PATH,
     log:
-        "results/logs/cells/{backend}/{experiment}/kernel~{kernel}/size~{size}/stride~{stride}/filter~{filter_size}/{variant}.log",
+        LOG_PATH,
     group:
         "cells"
     conda:
@@ -36,6 +52,7 @@ rule cell:
     params:
         runner=RUNNER,
         spec=cell_spec,
+        image=image_option,
     shell:
-        "{params.runner} cell --spec {params.spec:q} --image {input.image} "
+        "{params.runner} cell --spec {params.spec:q} {params.image} "
         "--bandwidth {input.bandwidth} --out {output.row} > {log} 2>&1"

@@ -8,7 +8,8 @@ sys.path.insert(0, str(Path(workflow.basedir) / "workflow"))
 
 from convlab.backends import resolve_backend
 from convlab.config import ConfigError, validate_config
-from convlab.grid import CELL_PATH, build_cells, gallery_size, image_sizes
+from convlab.families import build_cells, gallery_size, image_sizes
+from convlab.grid import CELL_PATH, LOG_PATH
 from convlab.registry import load_registry, relative
 
 # Jobs run the package from this checkout, whatever else is on PYTHONPATH. The path is
@@ -27,9 +28,10 @@ except ConfigError as error:
 
 CELLS_BY_PATH = {cell.path: cell for cell in CELLS}
 KERNELS = load_registry()
-SIZES = image_sizes(config, BACKEND)
-GALLERY_SIZE = gallery_size(config, BACKEND)
+SIZES = image_sizes(CELLS)
+GALLERY_SIZE = gallery_size(config, CELLS)
 BANDWIDTH = f"results/device/{BACKEND}_copy_bandwidth.json"
+CEILING = f"results/device/{BACKEND}_sgemm_ceiling.json"
 GPU_JOB = 1 if BACKEND == "cuda" else 0
 
 
@@ -51,19 +53,35 @@ resource_scopes:
 wildcard_constraints:
     backend="cuda|cpu",
     size=r"\d+",
-    stride=r"\d+",
-    filter_size=r"\d+",
+    experiment="conv2d|tiling|winograd_layers|gemm",
     kernel="|".join(sorted(KERNELS)),
+    # the problem is a path (size~N/stride~S/filter~F, ...); the variant is the last component
+    problem=r"[a-z_]+~.+",
+    variant=r"[^/]+",
+
+
+def cell_of(wildcards):
+    path = CELL_PATH.format(**wildcards)
+    if path not in CELLS_BY_PATH:
+        raise ValueError(f"{path} is not a cell of the configured grid")
+    return CELLS_BY_PATH[path]
 
 
 def cell_spec(wildcards):
     """The cell's full settings as JSON. A function of the wildcards (not of the output),
     so that Snakemake's params trigger sees it and re-runs a cell whose settings change.
     """
-    path = CELL_PATH.format(**wildcards)
-    if path not in CELLS_BY_PATH:
-        raise ValueError(f"{path} is not a cell of the configured grid")
-    return CELLS_BY_PATH[path].to_json()
+    return cell_of(wildcards).to_json()
+
+
+def cell_image(wildcards):
+    """The picture a cell reads; cells on random data (CNN layers, GEMM) read none."""
+    image = cell_of(wildcards).image
+    return [image] if image else []
+
+
+def image_option(wildcards, input):
+    return f"--image {input.image}" if input.image else ""
 
 
 def files_of(kernel, backend):
@@ -91,10 +109,10 @@ def figure(name, title):
 
 
 def gallery_cells():
-    """One cell per kernel at the gallery size, stride 1: the edge maps a person looks at."""
+    """One conv2d cell per kernel at the gallery size, stride 1: the edge maps a person looks at."""
     chosen = {}
     for cell in CELLS:
-        if cell.size == GALLERY_SIZE and cell.stride == 1:
+        if cell.experiment == "conv2d" and cell.size == GALLERY_SIZE and cell.stride == 1:
             chosen.setdefault(cell.kernel, cell)
     return chosen
 

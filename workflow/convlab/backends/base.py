@@ -9,7 +9,6 @@ from typing import Any
 
 import numpy as np
 
-from convlab.measure.problem import ConvProblem
 from convlab.registry import KernelSpec
 
 
@@ -25,11 +24,26 @@ class PreparedKernel:
 
 @dataclass
 class KernelBuffers:
-    """Device-resident operands in the kernel's layouts."""
+    """Device-resident operands in the kernel's layouts, by the names launch descriptions use:
+    ``input`` and ``weights`` for convolutions, ``a`` and ``b`` for GEMM; and the output."""
 
-    image: Any
-    weights: Any
+    inputs: dict[str, Any]
     output: Any
+
+    @classmethod
+    def conv(cls, image: Any, weights: Any, output: Any) -> KernelBuffers:
+        return cls({"input": image, "weights": weights}, output)
+
+    @property
+    def image(self) -> Any:
+        return self.inputs["input"]
+
+    @property
+    def weights(self) -> Any:
+        return self.inputs["weights"]
+
+    def named(self) -> dict[str, Any]:
+        return {**self.inputs, "output": self.output}
 
 
 class Backend(ABC):
@@ -55,7 +69,7 @@ class Backend(ABC):
 
     @abstractmethod
     def prepare(self, spec: KernelSpec, cell_tunables: dict, settings: dict,
-                problem: ConvProblem, buffers: KernelBuffers) -> PreparedKernel:
+                problem: Any, buffers: KernelBuffers) -> PreparedKernel:
         """Compile / plan / autotune (the setup time) and return a launcher.
 
         Raises CellFailure subclasses for the kernel's own failures.
@@ -66,13 +80,22 @@ class Backend(ABC):
         """Device time in ms of each of ``n`` back-to-back repeats of ``run``."""
 
     @abstractmethod
-    def end_to_end_ms(self, run: Callable[[], None], host_image: np.ndarray,
+    def end_to_end_ms(self, run: Callable[[], None], host_inputs: dict[str, np.ndarray],
                       buffers: KernelBuffers, reps: int) -> float:
-        """Median time of host-to-device copy, compute and device-to-host copy."""
+        """Median time of copying ``host_inputs`` to their device buffers, computing, and
+        copying the output back."""
 
     @abstractmethod
     def copy_bandwidth_gbps(self) -> float:
         """Device-to-device copy bandwidth, counting bytes read plus bytes written."""
+
+    @abstractmethod
+    def sgemm_ceiling(self) -> dict[str, Any]:
+        """The FP32 compute ceiling: the library SGEMM's GFLOPS at a large square size, strict
+        fp32 (no TF32), with the size and math mode used."""
+
+    def open_context(self) -> None:
+        """Create the device context and load the backend's own helpers, outside any timing."""
 
     def guard(self, stage: str):
         """A context manager that turns this backend's errors into CellFailure subclasses."""

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from convlab.backends.base import Backend, KernelBuffers, PreparedKernel
-from convlab.measure.problem import ConvProblem
+from convlab.measure.problem import ConvProblem, GemmProblem
 from convlab.registry import KernelSpec
 from convlab.status import DeviceOutOfMemory, UnsupportedCell
 
@@ -72,13 +72,22 @@ class CpuBackend(Backend):
             raise DeviceOutOfMemory(f"{stage}: host memory exhausted ({error})", stage) from error
 
     def prepare(self, spec: KernelSpec, cell_tunables: dict, settings: dict,
-                problem: ConvProblem, buffers: KernelBuffers) -> PreparedKernel:
+                problem: ConvProblem | GemmProblem, buffers: KernelBuffers) -> PreparedKernel:
         if not spec.cpu_twin:
             raise UnsupportedCell(f"kernel {spec.name!r} has no cpu twin", "setup")
         twin = importlib.import_module(f"convlab.cpu_twins.{spec.cpu_twin}")
 
-        def run() -> None:
-            twin.convolve(buffers.image, buffers.weights, problem, buffers.output)
+        if isinstance(problem, GemmProblem):
+            def run() -> None:
+                twin.multiply(buffers.inputs["a"], buffers.inputs["b"], problem, buffers.output)
+        elif problem.batched:
+            # twins convolve one image: a batch is a loop over its images
+            def run() -> None:
+                for image, out in zip(buffers.image, buffers.output):
+                    twin.convolve(image, buffers.weights, problem, out)
+        else:
+            def run() -> None:
+                twin.convolve(buffers.image, buffers.weights, problem, buffers.output)
 
         return PreparedKernel(run, {"implementation": twin.IMPLEMENTATION})
 
@@ -97,14 +106,15 @@ class CpuBackend(Backend):
             samples.append((time.perf_counter() - start) * 1e3)
         return samples
 
-    def end_to_end_ms(self, run: Callable[[], None], host_image: np.ndarray,
+    def end_to_end_ms(self, run: Callable[[], None], host_inputs: dict[str, np.ndarray],
                       buffers: KernelBuffers, reps: int) -> float:
         """Copy in, compute, copy out in host memory: the cpu analogue of the GPU round trip."""
         host_output = np.empty_like(buffers.output)
         samples = []
         for _ in range(reps):
             start = time.perf_counter()
-            np.copyto(buffers.image, host_image)
+            for name, host in host_inputs.items():
+                np.copyto(buffers.inputs[name], host)
             run()
             np.copyto(host_output, buffers.output)
             samples.append((time.perf_counter() - start) * 1e3)
@@ -115,3 +125,12 @@ class CpuBackend(Backend):
         target = np.empty_like(source)
         samples = self.time_batch(lambda: np.copyto(target, source), 5, False)
         return 2 * source.nbytes / (float(np.median(samples)) / 1e3) / 1e9
+
+    def sgemm_ceiling(self) -> dict[str, Any]:
+        size = 2048
+        rng = np.random.default_rng(0)
+        a, b = rng.random((size, size), dtype=np.float32), rng.random((size, size), dtype=np.float32)
+        out = np.empty((size, size), dtype=np.float32)
+        samples = self.time_batch(lambda: np.matmul(a, b, out=out), 5, False)
+        gflops = 2 * size**3 / (float(np.median(samples)) / 1e3) / 1e9
+        return {"sgemm_gflops": gflops, "size": size, "math": f"numpy.matmul float32 ({np.__version__})"}

@@ -15,7 +15,6 @@ import numpy as np
 
 from convlab.backends.base import Backend, KernelBuffers, PreparedKernel
 from convlab.launch import dims, evaluate, problem_names
-from convlab.measure.problem import ConvProblem
 from convlab.registry import LIBRARIES, KernelSpec
 from convlab.status import DeviceOutOfMemory, KernelFailure, LaunchConfigError
 
@@ -47,11 +46,13 @@ def _fill_constant(module: cupy.RawModule, symbol: str, buffer: cupy.ndarray) ->
 
 
 def _matmul(stage: dict, operands: dict, names: dict) -> Callable[[], None]:
-    """out = a @ b on views of the operands (no copies), through cuBLAS."""
+    """out = a @ b on views of the operands (no copies), through cuBLAS; a view of
+    [buffer, batch, rows, cols] makes it a batched (strided) GEMM, and a 2-D operand
+    is broadcast over the batch."""
 
     def view(spec: list) -> cupy.ndarray:
-        buffer, rows, cols = spec
-        shaped = operands[buffer].reshape(evaluate(rows, names), evaluate(cols, names))
+        buffer, *shape = spec
+        shaped = operands[buffer].reshape(tuple(evaluate(e, names) for e in shape))
         if not shaped.flags.c_contiguous:
             raise ValueError(f"matmul operand {buffer} is not contiguous")
         return shaped
@@ -92,6 +93,10 @@ class CudaBackend(Backend):
             pass
         return info
 
+    def open_context(self) -> None:
+        cupy.empty(1, dtype=cupy.float32)  # the first allocation creates the CUDA context
+        self._spin.compile()  # from CuPy's cache after the first job
+
     # -- data -------------------------------------------------------------------------
     def to_device(self, host: np.ndarray) -> Any:
         return cupy.asarray(host)
@@ -121,33 +126,33 @@ class CudaBackend(Backend):
 
     # -- kernels ----------------------------------------------------------------------
     def prepare(self, spec: KernelSpec, cell_tunables: dict, settings: dict,
-                problem: ConvProblem, buffers: KernelBuffers) -> PreparedKernel:
+                problem: Any, buffers: KernelBuffers) -> PreparedKernel:
         if spec.library:
             module_name, function_name = LIBRARIES[spec.library]
             module = importlib.import_module(f"convlab.backends.{module_name}")
             return getattr(module, function_name)(self, spec, cell_tunables, settings, problem, buffers)
         return self._prepare_source_kernel(spec, cell_tunables, problem, buffers)
 
-    def _prepare_source_kernel(self, spec: KernelSpec, tunables: dict, problem: ConvProblem,
+    def _prepare_source_kernel(self, spec: KernelSpec, tunables: dict, problem: Any,
                                buffers: KernelBuffers) -> PreparedKernel:
         names = problem_names(problem, tunables)
-        defines = {"CONV_C": problem.in_channels, "CONV_K": problem.out_channels,
-                   "CONV_R": problem.filter_size, "CONV_S": problem.filter_size}
+        defines = dict(problem.defines())
         defines.update({key: evaluate(value, names) for key, value in spec.defines.items()})
         options = ("--std=c++17", *(f"-D{key}={value}" for key, value in defines.items()))
-        module = cupy.RawModule(code=spec.source.read_text(), options=options)
-        operands = {"input": buffers.image, "weights": buffers.weights, "output": buffers.output}
+        module = cupy.RawModule(code=spec.source.read_text(), options=options) if spec.source else None
+        operands = buffers.named()
         for name, size in spec.scratch.items():
             operands[name] = cupy.empty(evaluate(size, names), dtype=cupy.float32)
         for symbol, buffer_name in spec.constants.items():
             _fill_constant(module, symbol, operands[buffer_name])
 
-        launches, info, geometry = [], {"implementation": spec.source.name}, []
+        parts = [spec.source.name] if spec.source else []
+        launches, geometry = [], []
         for stage in spec.stages:
             if "op" in stage:
                 launches.append((stage["name"], _matmul(stage, operands, names)))
-                info["implementation"] += " + cupy.matmul (cuBLAS SGEMM, TF32 " + (
-                    "on)" if os.environ.get("CUPY_TF32") == "1" else "off)")
+                parts.append("cupy.matmul (cuBLAS SGEMM, TF32 " + (
+                    "on)" if os.environ.get("CUPY_TF32") == "1" else "off)"))
                 continue
             function = module.get_function(stage["function"])  # compiles, or loads CuPy's cache
             block, grid = dims(stage["block"], names), dims(stage["grid"], names)
@@ -157,7 +162,7 @@ class CudaBackend(Backend):
             launches.append((stage["name"], partial(function, grid, block, args, shared_mem=shared)))
             geometry.append(f"{stage['name']}: grid {_text(grid)} block {_text(block)} smem {shared} "
                             f"regs {getattr(function, 'num_regs', '?')}")
-        info["launch"] = "; ".join(geometry)
+        info = {"implementation": " + ".join(parts), "launch": "; ".join(geometry)}
 
         def run() -> None:
             for _, launch in launches:
@@ -188,14 +193,15 @@ class CudaBackend(Backend):
         self._host_ms_per_rep = enqueue_ms / n
         return [cupy.cuda.get_elapsed_time(start, end) for start, end in events]
 
-    def end_to_end_ms(self, run: Callable[[], None], host_image: np.ndarray,
+    def end_to_end_ms(self, run: Callable[[], None], host_inputs: dict[str, np.ndarray],
                       buffers: KernelBuffers, reps: int) -> float:
         host_output = np.empty(buffers.output.shape, dtype=np.float32)
         samples = []
         for _ in range(reps):
             start, end = cupy.cuda.Event(), cupy.cuda.Event()
             start.record()
-            buffers.image.set(host_image)
+            for name, host in host_inputs.items():
+                buffers.inputs[name].set(host)
             run()
             buffers.output.get(out=host_output)
             end.record()
@@ -210,3 +216,15 @@ class CudaBackend(Backend):
         samples = self.time_batch(lambda: cupy.copyto(target, source), 20, False)
         moved = 2 * source.nbytes  # read + write
         return moved / (float(np.median(samples)) / 1e3) / 1e9
+
+    def sgemm_ceiling(self) -> dict[str, Any]:
+        if os.environ.get("CUPY_TF32") == "1":
+            raise RuntimeError("CUPY_TF32=1 would measure TF32, not the FP32 ceiling; unset it")
+        size = 8192
+        a = cupy.random.default_rng(0).random((size, size), dtype=cupy.float32)
+        b = cupy.random.default_rng(1).random((size, size), dtype=cupy.float32)
+        out = cupy.empty((size, size), dtype=cupy.float32)
+        samples = self.time_batch(lambda: cupy.matmul(a, b, out=out), 3, False)
+        samples = self.time_batch(lambda: cupy.matmul(a, b, out=out), 10, False)
+        gflops = 2 * size**3 / (float(np.median(samples)) / 1e3) / 1e9
+        return {"sgemm_gflops": gflops, "size": size, "math": "cupy.matmul, cuBLAS SGEMM, TF32 off"}

@@ -43,9 +43,10 @@ def _build_graph(cudnn, handle, spec: KernelSpec, settings: dict, problem: ConvP
     graph = cudnn.pygraph(io_data_type=fp32, intermediate_data_type=fp32,
                           compute_data_type=fp32, handle=handle)
     k, c, r = problem.out_channels, problem.in_channels, problem.filter_size
-    x_dims = [1, c, problem.height, problem.width]
+    n = problem.batch
+    x_dims = [n, c, problem.height, problem.width]
     w_dims = [k, c, r, r]
-    y_dims = [1, k, problem.out_height, problem.out_width]
+    y_dims = [n, k, problem.out_height, problem.out_width]
     x = graph.tensor(name="X", dim=x_dims, stride=_strides(spec.layout["input"], x_dims), data_type=fp32)
     w = graph.tensor(name="W", dim=w_dims, stride=_strides(spec.layout["weights"], w_dims), data_type=fp32)
     y = graph.conv_fprop(image=x, weight=w, padding=[problem.padding] * 2,

@@ -19,6 +19,10 @@ class ConvProblem:
     filter_size: int
     stride: int
     padding: int
+    # batched problems (CNN layers) carry a leading N axis on input and output; single
+    # images (conv2d, tiling) are 3-D arrays
+    batch: int = 1
+    batched: bool = False
 
     @property
     def out_height(self) -> int:
@@ -32,18 +36,54 @@ class ConvProblem:
     def flops(self) -> int:
         """Multiply-adds counted as two operations, output positions only (stride honoured)."""
         k = self.filter_size
-        return 2 * self.out_height * self.out_width * self.out_channels * self.in_channels * k * k
+        return 2 * self.batch * self.out_height * self.out_width * self.out_channels * self.in_channels * k * k
 
     @property
     def bytes_moved(self) -> int:
         """The fewest bytes a kernel must move: input, weights and output, each once."""
         k = self.filter_size
         elements = (
-            self.height * self.width * self.in_channels
+            self.batch * self.height * self.width * self.in_channels
             + self.out_channels * self.in_channels * k * k
-            + self.out_height * self.out_width * self.out_channels
+            + self.batch * self.out_height * self.out_width * self.out_channels
         )
         return elements * FLOAT32_BYTES
+
+    def launch_names(self) -> dict[str, int]:
+        """The names launch-description expressions may use."""
+        return {
+            "N": self.batch, "H": self.height, "W": self.width, "C": self.in_channels, "K": self.out_channels,
+            "R": self.filter_size, "S": self.filter_size, "stride": self.stride, "pad": self.padding,
+            "OH": self.out_height, "OW": self.out_width,
+        }
+
+    def defines(self) -> dict[str, int]:
+        """Compile-time constants every .cu kernel gets, so accumulators can live in registers."""
+        return {"CONV_C": self.in_channels, "CONV_K": self.out_channels,
+                "CONV_R": self.filter_size, "CONV_S": self.filter_size}
+
+
+@dataclass(frozen=True)
+class GemmProblem:
+    """C (m x n) = A (m x k) @ B (k x n), row-major float32."""
+
+    m: int
+    n: int
+    k: int
+
+    @property
+    def flops(self) -> int:
+        return 2 * self.m * self.n * self.k
+
+    @property
+    def bytes_moved(self) -> int:
+        return (self.m * self.k + self.k * self.n + self.m * self.n) * FLOAT32_BYTES
+
+    def launch_names(self) -> dict[str, int]:
+        return {"M": self.m, "N": self.n, "K": self.k}
+
+    def defines(self) -> dict[str, int]:
+        return {}
 
 
 class ImageError(ValueError):
@@ -89,23 +129,29 @@ def to_layout(weights_oihw: np.ndarray, layout: str) -> np.ndarray:
 
 
 def image_to_layout(image_hwc: np.ndarray, layout: str) -> np.ndarray:
-    """The input image in a kernel's input layout (hwc as loaded, or chw)."""
+    """The input image (HWC, or NHWC for a batch) in a kernel's input layout (hwc as loaded, or chw)."""
     if layout == "hwc":
         return np.ascontiguousarray(image_hwc)
     if layout == "chw":
-        return np.ascontiguousarray(image_hwc.transpose(2, 0, 1))
+        lead = image_hwc.ndim - 3  # 1 for a batch
+        return np.ascontiguousarray(image_hwc.transpose(*range(lead), lead + 2, lead, lead + 1))
     raise ValueError(f"unknown image layout {layout!r}")
 
 
-def output_shape(problem: ConvProblem, layout: str) -> tuple[int, int, int]:
+def output_shape(problem: ConvProblem, layout: str) -> tuple[int, ...]:
     oh, ow, k = problem.out_height, problem.out_width, problem.out_channels
+    lead = (problem.batch,) if problem.batched else ()
     if layout == "hwc":
-        return (oh, ow, k)
+        return (*lead, oh, ow, k)
     if layout == "chw":
-        return (k, oh, ow)
+        return (*lead, k, oh, ow)
     raise ValueError(f"unknown output layout {layout!r}")
 
 
 def output_to_hwc(output, layout: str):
-    """A kernel's output viewed as HWC for comparison with the reference (any array module)."""
-    return output if layout == "hwc" else output.transpose(1, 2, 0)
+    """A kernel's output viewed as HWC (NHWC for a batch) for comparison with the reference
+    (any array module)."""
+    if layout == "hwc":
+        return output
+    lead = output.ndim - 3
+    return output.transpose(*range(lead), lead + 1, lead + 2, lead)
