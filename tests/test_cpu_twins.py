@@ -5,13 +5,15 @@ import importlib
 import numpy as np
 import pytest
 
-from convlab.measure.problem import ConvProblem
-from convlab.measure.reference import conv2d_reference
+from convlab.measure.problem import ConvProblem, GemmProblem
+from convlab.measure.reference import conv2d_reference, gemm_reference
 from convlab.measure.verify import compare
 from convlab.registry import load_registry
 from convlab.status import UnsupportedCell
 
-TWINS = sorted({spec.cpu_twin: spec for spec in load_registry().values() if spec.cpu_twin}.items())
+TWINS = sorted({spec.cpu_twin: spec for spec in load_registry().values()
+                 if spec.cpu_twin and spec.experiments != ("gemm",)}.items())
+GEMM_TWINS = sorted({spec.cpu_twin for spec in load_registry().values() if spec.cpu_twin and spec.experiments == ("gemm",)})
 
 
 @pytest.mark.parametrize("twin_name,spec", TWINS, ids=[name for name, _ in TWINS])
@@ -33,3 +35,16 @@ def test_twin_matches_reference(twin_name, spec, height, width, stride, k):
     verdict = compare(out, conv2d_reference(image, weights, problem, np), tolerance=1e-5)
     assert verdict.passed, verdict.reason
     assert verdict.max_rel_err < 1e-5
+
+
+@pytest.mark.parametrize("twin_name", GEMM_TWINS)
+@pytest.mark.parametrize("m,n,k", [(257, 130, 31), (1, 1, 1), (64, 65, 66)])
+def test_gemm_twin_matches_float64(twin_name, m, n, k):
+    twin = importlib.import_module(f"convlab.cpu_twins.{twin_name}")
+    rng = np.random.default_rng(m + n + k)
+    a = rng.uniform(-1, 1, (m, k)).astype(np.float32)
+    b = rng.uniform(-1, 1, (k, n)).astype(np.float32)
+    out = np.full((m, n), np.nan, dtype=np.float32)
+    twin.multiply(a, b, GemmProblem(m, n, k), out)
+    verdict = compare(out, gemm_reference(a, b, np), tolerance=1e-5)
+    assert verdict.passed, verdict.reason

@@ -11,8 +11,8 @@ import pytest
 from convlab.grid import Cell
 from convlab.launch import dims, evaluate, problem_names
 from convlab.measure.problem import ConvProblem, make_weights
-from convlab.registry import load_registry
 from convlab.operands import ConvOperands
+from convlab.registry import load_registry
 from convlab.runner import CellInputs, measure_cell
 
 MAX_THREADS = 1024

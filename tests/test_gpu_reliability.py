@@ -5,8 +5,8 @@ import pytest
 
 from convlab.grid import Cell
 from convlab.measure.problem import ConvProblem, make_weights
-from convlab.registry import get_kernel
 from convlab.operands import ConvOperands
+from convlab.registry import get_kernel
 from convlab.runner import CellInputs, measure_cell
 
 TIMING = {"mode": "warm", "warmup": 3, "min_reps": 10, "max_reps": 2000, "batch": 10, "stable_rel": 0.01,

@@ -29,6 +29,7 @@ def _cmd_cell(args: argparse.Namespace) -> int:
     from convlab.backends import get_backend
     from convlab.devicelock import exclusive_device
     from convlab.grid import Cell
+    from convlab.measure import provenance
     from convlab.row import write_row_atomically
     from convlab.runner import load_inputs, measure_cell
 
@@ -38,6 +39,7 @@ def _cmd_cell(args: argparse.Namespace) -> int:
     inputs = load_inputs(cell, args.image)
     phases.lap("load")
     backend.open_context()
+    provenance.git_commit()  # two git calls, cached: made before the lock, not inside it
     phases.lap("context")
     with exclusive_device(cell.backend):
         phases.lap("lock_wait")
@@ -127,6 +129,21 @@ def _cmd_ceiling(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_bench(args: argparse.Namespace) -> int:
+    """The floor benchmark: our kernel, cuDNN best, the naive kernel and a copy, in one process."""
+    from convlab.backends import resolve_backend
+
+    resolve_backend("cuda")  # one clear line where there is no GPU
+    from convlab.bench import format_table, run_benchmark, write_results
+    from convlab.devicelock import exclusive_device
+
+    with exclusive_device("cuda"):
+        results = run_benchmark(args.sizes, args.strides, args.data)
+    write_results(results, args.out)
+    print(format_table(results))
+    return 0
+
+
 def _cmd_source(args: argparse.Namespace) -> int:
     from convlab import data
 
@@ -168,6 +185,39 @@ def _cmd_gallery(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_seed_compare(args: argparse.Namespace) -> int:
+    from convlab.seedcompare import comparison_from_files
+
+    table = comparison_from_files(args.seeds, args.map, args.summary)
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    table.to_csv(args.out, index=False)
+    print(f"{args.out}: {len(table)} seed numbers; this run's status: {table['this_status'].value_counts().to_dict()}")
+    return 0
+
+
+def _cmd_seed_report(args: argparse.Namespace) -> int:
+    from convlab.seedcompare import load_summary, read_comparison
+    from convlab.seedfigures import render_seed
+
+    for path in render_seed(read_comparison(args.comparison), load_summary(args.summary), args.seed, args.outdir):
+        print(path)
+    return 0
+
+
+def _cmd_roofline(args: argparse.Namespace) -> int:
+    from convlab.roofline import render_roofline
+
+    print(render_roofline(args.summary, args.bandwidth, args.ceiling, args.out))
+    return 0
+
+
+def _cmd_findings(args: argparse.Namespace) -> int:
+    from convlab.findings import write_findings
+
+    print(write_findings(args.summary, args.comparison, args.bandwidth, args.ceiling, args.out))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m convlab", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -203,6 +253,13 @@ def build_parser() -> argparse.ArgumentParser:
     ceiling.add_argument("--out", required=True)
     ceiling.set_defaults(handler=_cmd_ceiling)
 
+    bench = commands.add_parser("bench", help="floor benchmark: ours vs cuDNN vs naive vs a copy, printed ratios")
+    bench.add_argument("--sizes", type=int, nargs="+", default=[128, 256, 512, 1024, 2048, 4096])
+    bench.add_argument("--strides", type=int, nargs="+", default=[1, 2, 3])
+    bench.add_argument("--data", default="data", help="folder with input_<size>.png")
+    bench.add_argument("--out", default="results/benchmark/floor_cuda.csv", help="CSV; a .txt table beside it")
+    bench.set_defaults(handler=_cmd_bench)
+
     source = commands.add_parser("source", help="make the square source image")
     source.add_argument("--size", type=int, required=True)
     source.add_argument("--user-image")
@@ -230,6 +287,35 @@ def build_parser() -> argparse.ArgumentParser:
     gallery.add_argument("--image", required=True)
     gallery.add_argument("--out", required=True)
     gallery.set_defaults(handler=_cmd_gallery)
+
+    compare = commands.add_parser("seed-compare", help="join the seeds' numbers with this run's (report stage)")
+    compare.add_argument("--seeds", required=True, help="config/seeds/seed_tables.csv")
+    compare.add_argument("--map", required=True, help="config/seeds/method_map.yaml")
+    compare.add_argument("--summary", required=True)
+    compare.add_argument("--out", required=True)
+    compare.set_defaults(handler=_cmd_seed_compare)
+
+    seed_report = commands.add_parser("seed-report", help="one seed's figures and table (report stage)")
+    seed_report.add_argument("--comparison", required=True)
+    seed_report.add_argument("--summary", required=True)
+    seed_report.add_argument("--seed", required=True, choices=["000", "001", "002", "003", "004"])
+    seed_report.add_argument("--outdir", required=True)
+    seed_report.set_defaults(handler=_cmd_seed_report)
+
+    roofline = commands.add_parser("roofline", help="roofline of every ok cell (report stage)")
+    roofline.add_argument("--summary", required=True)
+    roofline.add_argument("--bandwidth", required=True)
+    roofline.add_argument("--ceiling", required=True)
+    roofline.add_argument("--out", required=True)
+    roofline.set_defaults(handler=_cmd_roofline)
+
+    findings = commands.add_parser("findings", help="findings page computed from the data (report stage)")
+    findings.add_argument("--summary", required=True)
+    findings.add_argument("--comparison", required=True)
+    findings.add_argument("--bandwidth", required=True)
+    findings.add_argument("--ceiling", required=True)
+    findings.add_argument("--out", required=True)
+    findings.set_defaults(handler=_cmd_findings)
     return parser
 
 

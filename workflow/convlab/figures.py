@@ -281,9 +281,12 @@ def _status(frame: pd.DataFrame, path: Path) -> Path:
 def render_figures(summary_csv: str | Path, outdir: str | Path) -> list[Path]:
     """Write the report's five PNGs into ``outdir`` and return their paths.
 
-    Works on any summary, including a header-only one or one where every cell failed.
+    Draws the conv2d experiment's rows only. Works on any summary, including a header-only one or one
+    where every cell failed.
     """
     frame = _load(summary_csv)
+    if "experiment" in frame.columns:  # the other families have figures of their own (seedfigures, roofline)
+        frame = frame[frame["experiment"] == "conv2d"]
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
     # Scoped style instead of sns.set_theme(): rendering leaves matplotlib's global state alone.

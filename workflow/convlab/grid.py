@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from convlab.config import ConfigError
-from convlab.registry import KernelSpec, RegistryError, load_registry
+from convlab.registry import KernelSpec
 
 CELLS_ROOT = "results/cells"
 MAX_BLOCK_EDGE = 1024  # CUDA's maxThreadsDim for x and y on every compute capability

@@ -31,6 +31,7 @@ from convlab.operands import Operands
 from convlab.registry import KernelSpec, get_kernel
 from convlab.status import OK, UNSUPPORTED, WRONG, CellFailure
 
+E2E_SINGLE_REP_BYTES = 256 << 20
 DEVICE_COLUMNS = ("device", "compute_capability", "driver_version", "runtime_version", "cupy_version",
                   "cudnn_version")
 
@@ -134,8 +135,10 @@ def measure_cell(inputs: CellInputs, bandwidth_path: str | Path | None = None,
             if prepared.stages:
                 row["stage_ms"] = _stage_times(prepared.stages, backend, cell.timing)
             phases.lap("timing")
-            # the round trip is dominated by copies; a slow kernel needs one repeat, not five
-            e2e_reps = cell.timing["e2e_reps"] if timing.median_ms < 100 else 1
+            # the round trip is dominated by copies: a slow kernel or a large transfer needs one
+            # repeat, not five
+            small = timing.median_ms < 100 and problem.bytes_moved < E2E_SINGLE_REP_BYTES
+            e2e_reps = cell.timing["e2e_reps"] if small else 1
             e2e_ms = backend.end_to_end_ms(prepared.run, host_inputs, buffers, e2e_reps)
             phases.lap("e2e")
         # 6. verify: NaN-poisoned output, one run, compare with the float64 reference

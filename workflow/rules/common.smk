@@ -112,7 +112,11 @@ def gallery_cells():
     """One conv2d cell per kernel at the gallery size, stride 1: the edge maps a person looks at."""
     chosen = {}
     for cell in CELLS:
-        if cell.experiment == "conv2d" and cell.size == GALLERY_SIZE and cell.stride == 1:
+        if (
+            cell.experiment == "conv2d"
+            and cell.size == GALLERY_SIZE
+            and cell.stride == 1
+        ):
             chosen.setdefault(cell.kernel, cell)
     return chosen
 
@@ -122,4 +126,4 @@ def final_outputs():
     outputs += [
         f"results/gallery/{kernel}_{GALLERY_SIZE}.png" for kernel in gallery_cells()
     ]
-    return outputs
+    return outputs + REPORT_OUTPUTS

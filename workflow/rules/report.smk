@@ -71,3 +71,276 @@ rule gallery:
         spec=lambda wildcards: gallery_cells()[wildcards.kernel].to_json(),
     shell:
         "{params.runner} gallery --spec {params.spec:q} --image {input.image} --out {output.edges} > {log} 2>&1"
+
+
+# ---- The seeds side by side with this run, the roofline and the findings (issue 4).
+
+
+include: "report_common.smk"
+
+
+rule seed_comparison:
+    input:
+        summary="results/summary.csv",
+        seeds=SEED_TABLES,
+        method_map=METHOD_MAP,
+    output:
+        table=report(
+            f"{SEED_DIR}/comparison.csv",
+            caption="../report/seed_comparison.rst",
+            category="Summary",
+            labels={"table": "seed numbers vs this run"},
+        ),
+    log:
+        "results/logs/seeds/comparison.log",
+    conda:
+        "../../envs/convlab.yaml"
+    params:
+        runner=RUNNER,
+    shell:
+        "{params.runner} seed-compare --seeds {input.seeds} --map {input.method_map} "
+        "--summary {input.summary} --out {output.table} > {log} 2>&1"
+
+
+rule seed000:
+    input:
+        comparison=f"{SEED_DIR}/comparison.csv",
+        summary="results/summary.csv",
+    output:
+        gflops=seed_item(
+            "seed000_gflops",
+            "000",
+            "GFLOPS by size x stride x method",
+            "direct, im2col_gemm_shared, cudnn",
+            "1, 2, 3",
+            "128-2048",
+        ),
+        table=seed_table(
+            "000", "direct, im2col_gemm_shared, cudnn", "1, 2, 3", "128-2048"
+        ),
+    log:
+        "results/logs/seeds/seed000.log",
+    conda:
+        "../../envs/convlab.yaml"
+    params:
+        runner=RUNNER,
+        seed="000",
+        outdir=lambda wildcards, output: os.path.dirname(output.table),
+    shell:
+        "{params.runner} seed-report --seed {params.seed} --comparison {input.comparison} "
+        "--summary {input.summary} --outdir {params.outdir} > {log} 2>&1"
+
+
+rule seed001:
+    input:
+        comparison=f"{SEED_DIR}/comparison.csv",
+        summary="results/summary.csv",
+    output:
+        methods=seed_item(
+            "seed001_methods",
+            "001",
+            "tables 1, 2, 5: direct, im2col, cuDNN by size x stride",
+            "direct, im2col_gemm_shared, cudnn_nchw",
+            "1, 2, 3",
+            "256-4096",
+        ),
+        memory=seed_item(
+            "seed001_memory",
+            "001",
+            "table 3: memory mode x block",
+            "im2col_gemm_basic, im2col_gemm_shared, im2col_gemm_register",
+            "1",
+            "256-4096",
+        ),
+        partition=seed_item(
+            "seed001_partition",
+            "001",
+            "table 4: partition x block",
+            "im2col_gemm_row, im2col_gemm_col, im2col_gemm_block",
+            "1",
+            "256-4096",
+        ),
+        table=seed_table(
+            "001", "direct, im2col_gemm_*, cudnn_nchw", "1, 2, 3", "256-4096"
+        ),
+    log:
+        "results/logs/seeds/seed001.log",
+    conda:
+        "../../envs/convlab.yaml"
+    params:
+        runner=RUNNER,
+        seed="001",
+        outdir=lambda wildcards, output: os.path.dirname(output.table),
+    shell:
+        "{params.runner} seed-report --seed {params.seed} --comparison {input.comparison} "
+        "--summary {input.summary} --outdir {params.outdir} > {log} 2>&1"
+
+
+rule seed002:
+    input:
+        comparison=f"{SEED_DIR}/comparison.csv",
+        summary="results/summary.csv",
+    output:
+        tiling=seed_item(
+            "seed002_tiling",
+            "002",
+            "four tiling strategies",
+            "direct, direct_const, tiled_input, tiled_cached",
+            "1",
+            "16384",
+        ),
+        table=seed_table(
+            "002", "direct, direct_const, tiled_input, tiled_cached", "1", "16384"
+        ),
+    log:
+        "results/logs/seeds/seed002.log",
+    conda:
+        "../../envs/convlab.yaml"
+    params:
+        runner=RUNNER,
+        seed="002",
+        outdir=lambda wildcards, output: os.path.dirname(output.table),
+    shell:
+        "{params.runner} seed-report --seed {params.seed} --comparison {input.comparison} "
+        "--summary {input.summary} --outdir {params.outdir} > {log} 2>&1"
+
+
+rule seed003:
+    input:
+        comparison=f"{SEED_DIR}/comparison.csv",
+        summary="results/summary.csv",
+    output:
+        gemm=seed_item(
+            "seed003_gemm",
+            "003",
+            "GEMM vs cuBLAS",
+            "sgemm_naive, cublas",
+            "-",
+            "512-8192",
+        ),
+        table=seed_table("003", "sgemm_naive, cublas", "-", "512-8192"),
+    log:
+        "results/logs/seeds/seed003.log",
+    conda:
+        "../../envs/convlab.yaml"
+    params:
+        runner=RUNNER,
+        seed="003",
+        outdir=lambda wildcards, output: os.path.dirname(output.table),
+    shell:
+        "{params.runner} seed-report --seed {params.seed} --comparison {input.comparison} "
+        "--summary {input.summary} --outdir {params.outdir} > {log} 2>&1"
+
+
+rule seed004:
+    input:
+        comparison=f"{SEED_DIR}/comparison.csv",
+        summary="results/summary.csv",
+    output:
+        winograd=seed_item(
+            "seed004_winograd",
+            "004",
+            "Winograd speed-up per layer",
+            "winograd_batched, conv_naive_batched",
+            "1",
+            "CNN layers",
+        ),
+        table=seed_table(
+            "004", "winograd_batched, conv_naive_batched", "1", "CNN layers"
+        ),
+    log:
+        "results/logs/seeds/seed004.log",
+    conda:
+        "../../envs/convlab.yaml"
+    params:
+        runner=RUNNER,
+        seed="004",
+        outdir=lambda wildcards, output: os.path.dirname(output.table),
+    shell:
+        "{params.runner} seed-report --seed {params.seed} --comparison {input.comparison} "
+        "--summary {input.summary} --outdir {params.outdir} > {log} 2>&1"
+
+
+rule roofline:
+    input:
+        summary="results/summary.csv",
+        bandwidth=BANDWIDTH,
+        ceiling=CEILING,
+    output:
+        figure=report(
+            "results/figures/roofline.png",
+            caption="../report/roofline.rst",
+            category="Summary",
+            labels={"table": "roofline (every experiment)"},
+        ),
+    log:
+        "results/logs/roofline.log",
+    conda:
+        "../../envs/convlab.yaml"
+    params:
+        runner=RUNNER,
+    shell:
+        "{params.runner} roofline --summary {input.summary} --bandwidth {input.bandwidth} "
+        "--ceiling {input.ceiling} --out {output.figure} > {log} 2>&1"
+
+
+rule findings:
+    input:
+        summary="results/summary.csv",
+        comparison=f"{SEED_DIR}/comparison.csv",
+        bandwidth=BANDWIDTH,
+        ceiling=CEILING,
+    output:
+        page=report(
+            "results/findings.html",
+            caption="../report/findings.rst",
+            category="Summary",
+            labels={"table": "findings"},
+        ),
+    log:
+        "results/logs/findings.log",
+    conda:
+        "../../envs/convlab.yaml"
+    params:
+        runner=RUNNER,
+    shell:
+        "{params.runner} findings --summary {input.summary} --comparison {input.comparison} "
+        "--bandwidth {input.bandwidth} --ceiling {input.ceiling} --out {output.page} > {log} 2>&1"
+
+
+# Quick and GPU-free: they run on the submitting host.
+localrules:
+    seed_comparison,
+    seed000,
+    seed001,
+    seed002,
+    seed003,
+    seed004,
+    roofline,
+    findings,
+
+
+# The final files of the report stage; common.smk's final_outputs() adds them to `rule all`.
+REPORT_OUTPUTS = [
+    f"{SEED_DIR}/comparison.csv",
+    *[
+        f"{SEED_DIR}/{name}.png"
+        for name in (
+            "seed000_gflops",
+            "seed001_methods",
+            "seed001_memory",
+            "seed001_partition",
+            "seed002_tiling",
+            "seed003_gemm",
+            "seed004_winograd",
+        )
+    ],
+    *[f"{SEED_DIR}/seed{seed}_table.html" for seed in SEED_EXPERIMENT],
+    "results/figures/roofline.png",
+    "results/findings.html",
+    "results/figures/gflops_vs_size.png",
+    "results/figures/pct_of_floor_vs_size.png",
+    "results/figures/variants.png",
+    "results/figures/status.png",
+    "results/figures/status_table.html",
+]

@@ -94,7 +94,7 @@ class Backend(ABC):
         """The FP32 compute ceiling: the library SGEMM's GFLOPS at a large square size, strict
         fp32 (no TF32), with the size and math mode used."""
 
-    def open_context(self) -> None:
+    def open_context(self) -> None:  # noqa: B027 (an optional hook: nothing to open on the cpu)
         """Create the device context and load the backend's own helpers, outside any timing."""
 
     def guard(self, stage: str):

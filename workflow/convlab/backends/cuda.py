@@ -71,9 +71,16 @@ class CudaBackend(Backend):
         self._spin = cupy.RawKernel(SPIN_SOURCE, "convlab_spin")
         self._host_ms_per_rep = 0.05
         self._flush_buffer = None
+        self._device_info: dict[str, Any] | None = None
 
     # -- provenance -------------------------------------------------------------------
     def device_info(self) -> dict[str, Any]:
+        """Read once per process: importing cuDNN to ask its version costs a tenth of a second."""
+        if self._device_info is None:
+            self._device_info = self._read_device_info()
+        return dict(self._device_info)
+
+    def _read_device_info(self) -> dict[str, Any]:
         props = self.properties
         info = {
             "device": props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"]),
@@ -96,6 +103,7 @@ class CudaBackend(Backend):
     def open_context(self) -> None:
         cupy.empty(1, dtype=cupy.float32)  # the first allocation creates the CUDA context
         self._spin.compile()  # from CuPy's cache after the first job
+        self.device_info()
 
     # -- data -------------------------------------------------------------------------
     def to_device(self, host: np.ndarray) -> Any:

@@ -1,0 +1,283 @@
+"""One figure per seed table (or group of tables) and one HTML table per seed: the seed's numbers
+(dashed, open markers) next to this run's (solid, filled), both GPUs named, with the median ratio.
+
+Every figure is drawn whatever ran: a family with no rows in this run still shows the seed's
+numbers, and says "not run in this configuration".
+"""
+
+from __future__ import annotations
+
+import html
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import seaborn as sns
+from matplotlib.axes import Axes
+from matplotlib.lines import Line2D
+
+from convlab.figures import _colors, _log_y, _natural, _save
+from convlab.figures import _figure as _shared_figure
+from convlab.seedcompare import NEVER_RAN, NOT_RUN, UNMAPPED, layer_speedups
+from convlab.status import OK
+
+NOT_RUN_TEXT = "this run: not run in this configuration"
+UNIT_LABEL = {"ms": "kernel time (ms)", "gflops": "throughput (GFLOP/s)", "x": "speed-up (x)"}
+# Each figure: (file stem, seed, tables, panel column, series column, title).
+FIGURES = {
+    "seed000_gflops": ("000", ["stride1", "stride2", "stride3"], "table", "method",
+                       "Seed 000: GFLOPS by size, stride and method"),
+    "seed001_methods": ("001", ["1", "2", "5"], "stride", "method",
+                        "Seed 001 tables 1, 2, 5: direct, im2col + GEMM and cuDNN by size and stride"),
+    "seed001_memory": ("001", ["3"], "method", "block", "Seed 001 table 3: im2col GEMM memory mode x block"),
+    "seed001_partition": ("001", ["4"], "method", "block", "Seed 001 table 4: im2col GEMM partition x block"),
+    "seed002_tiling": ("002", ["test"], None, "method", "Seed 002: four tiling strategies, 9x9 filter"),
+    "seed003_gemm": ("003", ["1-gemm", "2-cublas"], "method", "block", "Seed 003: GEMM vs cuBLAS"),
+    "seed004_winograd": ("004", ["text"], None, None, "Seed 004: Winograd speed-up over the naive convolution"),
+}
+SEEDS = ("000", "001", "002", "003", "004")
+
+
+def _figure(nrows: int, ncols: int, width: float, height: float, legend_width: float = 0.0, share: bool = True):
+    if share:
+        return _shared_figure(nrows, ncols, width=width, height=height, legend_width=legend_width)
+    figure, axes = _shared_figure(1, 1, width=width * ncols + legend_width, height=height * nrows)
+    figure.clear()
+    grid = figure.subplots(nrows, ncols, squeeze=False)
+    return figure, [list(row) for row in grid]
+
+
+def _gpu_name(name: str) -> str:
+    return "GPU not named" if name == "unnamed" else name
+
+
+def _gpus(part: pd.DataFrame) -> tuple[str, str]:
+    seed_gpu = ", ".join(sorted(set(part["seed_gpu"].map(_gpu_name)))) or "?"
+    this_gpu = next((g for g in part["this_gpu"] if g), "") or "this run"
+    return seed_gpu, this_gpu
+
+
+def _ratio_text(part: pd.DataFrame) -> str:
+    ratios = part["ratio"].dropna()
+    if ratios.empty:
+        return "no ratio (nothing comparable ran)"
+    return f"median speed ratio this/seed {ratios.median():.3g}x (n={len(ratios)})"
+
+
+def _series_key(value: str) -> str:
+    return f"block {value}" if value and value.isdigit() else (value or "no block given")
+
+
+def _versus(ax: Axes, part: pd.DataFrame, series: str, palette: dict) -> None:
+    """Seed (dashed, open) and this run (solid, filled) against size, one colour per series."""
+    notes = []
+    for key, rows in part.groupby(series, sort=False):
+        rows = rows.sort_values("size")
+        color = palette[key]
+        good = rows[~rows["defect"].isin(NEVER_RAN)]
+        ax.plot(good["size"], good["seed_value"], linestyle="--", marker="o", markerfacecolor="white",
+                color=color, linewidth=1.3)
+        bad = rows[rows["defect"] != ""]
+        ax.scatter(bad["size"], bad["seed_value"], marker="D", s=70, facecolor=color, edgecolor="#d62728",
+                   linewidth=1.5, zorder=6, alpha=0.8)
+        ax.plot(rows["size"], rows["this_value"], linestyle="-", marker="o", color=color, linewidth=1.8)
+        failed = rows[~rows["this_status"].isin([OK, NOT_RUN, UNMAPPED, ""])]
+        for status, cells in failed.groupby("this_status"):
+            notes.append(f"{key}: this run {status} at {len(cells)} size(s)"
+                         + (" (seed: never ran)" if cells["defect"].isin(NEVER_RAN).all() else ""))
+    if notes:
+        ax.text(0.03, 0.03, "\n".join(notes), transform=ax.transAxes, fontsize=8, color="#d62728", va="bottom",
+                bbox={"facecolor": "white", "edgecolor": "#d62728", "alpha": 0.9})
+
+
+def _size_axis(ax: Axes, sizes: list[float], label: str) -> None:
+    ax.set_xscale("log", base=2)
+    sizes = sorted(set(s for s in sizes if s == s))
+    if sizes:
+        ax.set_xticks(sizes, labels=[str(int(s)) for s in sizes])
+        ax.set_xlim(min(sizes) / 1.3, max(sizes) * 1.3)
+    ax.minorticks_off()
+    ax.set_xlabel(label)
+
+
+def _style_handles(seed_gpu: str, this_gpu: str, defects: bool) -> list[Line2D]:
+    handles = [Line2D([], [], color="0.3", linestyle="--", marker="o", markerfacecolor="white",
+                      label=f"seed ({seed_gpu})"),
+               Line2D([], [], color="0.3", linestyle="-", marker="o", label=f"this run ({this_gpu})")]
+    if defects:
+        handles.append(Line2D([], [], linestyle="none", marker="D", markerfacecolor="0.7",
+                              markeredgecolor="#d62728", label="seed number with a known defect\n(see the seed table)"))
+    return handles
+
+
+def _line_figure(comparison: pd.DataFrame, stem: str, path: Path) -> Path:
+    seed, tables, panel, series, title = FIGURES[stem]
+    part = comparison[(comparison["seed"] == seed) & comparison["table"].isin(tables)].copy()
+    part["stride"] = part["stride"].map(lambda s: "stride 1 (seed: not given)" if s != s else f"stride {int(s)}")
+    seed_gpu, this_gpu = _gpus(part)
+    panels = list(dict.fromkeys(part[panel]))
+    if series == "method":
+        part["_series"] = part["method"] + " (" + part["kernel"] + ")"
+    else:
+        part["_series"] = part[series].map(_series_key)
+    keys = _natural(part["_series"])
+    palette = dict(zip(keys, _colors(len(keys))))
+    unit = part["unit"].iloc[0]
+    figure, axes = _figure(1, len(panels), width=4.6, height=4.4, legend_width=3.0)
+    for ax, name in zip(axes[0], panels):
+        mine = part[part[panel] == name]
+        _versus(ax, mine, "_series", palette)
+        _size_axis(ax, mine["size"].tolist(), "GEMM edge M = N = K" if seed == "003" else "image size (pixels)")
+        heading = name.replace("stride", "stride ") if panel == "table" else str(name)
+        if panel == "method":
+            heading = f"{name} ({', '.join(sorted(set(mine['kernel'])))})"
+        ax.set_title(f"{heading}\n{_ratio_text(mine)}", fontsize=9)
+        ax.set_ylabel(UNIT_LABEL[unit] if ax is axes[0][0] else "")
+        if mine["this_value"].isna().all():
+            ax.text(0.5, 0.04, NOT_RUN_TEXT if (mine["this_status"] == NOT_RUN).all() else "this run: no ok cell",
+                    transform=ax.transAxes, ha="center", fontsize=9, color="0.35",
+                    bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.8})
+    for ax in axes[0]:
+        _log_y(ax)
+    handles = [Line2D([], [], color=palette[k], linewidth=2, label=k) for k in keys]
+    handles += _style_handles(seed_gpu, this_gpu, (part["defect"] != "").any())
+    figure.legend(handles=handles, loc="center left", bbox_to_anchor=(1.0, 0.5), frameon=False, fontsize=9)
+    figure.suptitle(f"{title}\nseed: {seed_gpu}   this run: {this_gpu}")
+    return _save(figure, path)
+
+
+def _tiling_figure(comparison: pd.DataFrame, summary: pd.DataFrame, path: Path) -> Path:
+    part = comparison[comparison["seed"] == "002"]
+    seed_gpu, this_gpu = _gpus(part)
+    figure, axes = _figure(1, 2, width=5.2, height=4.2, legend_width=1.0, share=False)
+    ax = axes[0][0]
+    methods = list(part["method"])
+    x = np.arange(len(methods))
+    ax.bar(x - 0.2, part["seed_value"], width=0.4, color="0.75", edgecolor="0.3", label=f"seed ({seed_gpu})")
+    ax.bar(x + 0.2, part["this_value"].fillna(0), width=0.4, color="#0173b2", label=f"this run ({this_gpu})")
+    ax.set_xticks(x, labels=[f"{m}\n{k}" for m, k in zip(methods, part["kernel"])], fontsize=8)
+    ax.set_ylabel("kernel time (ms)")
+    ax.set_ylim(0, float(np.nanmax([*part["seed_value"], *part["this_value"].fillna(0)])) * 1.3)
+    size, fsize = part["size"].iloc[0], part["filter_size"].iloc[0]
+    ax.set_title(f"{int(size)}^2, {int(fsize)}x{int(fsize)} filter, 1 channel\n{_ratio_text(part)}", fontsize=9)
+    if part["this_value"].isna().all():
+        ax.text(0.5, 0.5, NOT_RUN_TEXT.replace(": ", ":\n"), transform=ax.transAxes, ha="center", color="0.35",
+                bbox={"facecolor": "white", "edgecolor": "0.6"})
+    ax.legend(loc="upper left", fontsize=8, frameon=False)
+    ax.grid(axis="x", visible=False)
+    # This run's own tiling sweep, whatever sizes and filters it used.
+    ax = axes[0][1]
+    rows = summary[(summary["experiment"] == "tiling") & (summary["status"] == OK)]
+    if rows.empty:
+        ax.text(0.5, 0.5, NOT_RUN_TEXT.replace(": ", ":\n"), transform=ax.transAxes, ha="center", color="0.35")
+        ax.set_axis_off()
+        ax.set_title(f"this run's tiling sweep ({this_gpu})", fontsize=9)
+    else:
+        best = rows.sort_values("kernel_ms").drop_duplicates(["kernel", "size", "filter_size"]).copy()
+        best["filter"] = best["filter_size"].astype(int).astype(str).radd("filter ").str.cat(
+            best["filter_size"].astype(int).astype(str), sep="x")
+        sns.lineplot(data=best, x="size", y="kernel_ms", hue="kernel", style="filter", markers=True,
+                     estimator=None, ax=ax, palette=_colors(best["kernel"].nunique()))
+        _size_axis(ax, best["size"].tolist(), "image size (pixels)")
+        _log_y(ax)
+        ax.set_ylabel("kernel time (ms, best variant)")
+        ax.set_title(f"this run's tiling sweep ({this_gpu})", fontsize=9)
+        ax.legend(loc="center left", bbox_to_anchor=(1.02, 0.5), frameon=False, fontsize=8)
+    figure.suptitle(f"{FIGURES['seed002_tiling'][4]}\nseed: {seed_gpu}   this run: {this_gpu}")
+    return _save(figure, path)
+
+
+def _winograd_figure(comparison: pd.DataFrame, summary: pd.DataFrame, path: Path) -> Path:
+    part = comparison[comparison["seed"] == "004"]
+    row = part.iloc[0]
+    seed_gpu, this_gpu = _gpus(part)
+    kernel, baseline = [k.strip() for k in row["kernel"].split("/")]
+    table = layer_speedups(summary, kernel, baseline)
+    figure, axes = _figure(1, 1, width=max(6.0, 0.55 * len(table) + 3), height=4.2)
+    ax = axes[0][0]
+    if table.empty:
+        ax.text(0.5, 0.5, NOT_RUN_TEXT, transform=ax.transAxes, ha="center", color="0.35")
+        ax.set_xticks([])
+    else:
+        labels = [f"C{r.C_in:g} {r.H:g}x{r.W:g} K{r.C_out:g}\nbatch {r.batch:g}" for r in table.itertuples()]
+        x = np.arange(len(table))
+        ax.bar(x, table["speedup"], color=["#0173b2" if s >= 1 else "#d55e00" for s in table["speedup"]])
+        ax.set_xticks(x, labels=labels, fontsize=7, rotation=45 if len(table) > 6 else 0, ha="right"
+                      if len(table) > 6 else "center")
+        ax.axhline(row["this_value"], color="#0173b2", linestyle=":", linewidth=1.5,
+                   label=f"this run, geometric mean {row['this_value']:.2f}x ({this_gpu})")
+    ax.axhline(row["seed_value"], color="0.3", linestyle="--", linewidth=1.5,
+               label=f"seed: {row['seed_value']:g}x over all layers ({seed_gpu})")
+    ax.axhline(1.0, color="0.6", linewidth=0.8)
+    ax.set_ylim(0, max(2.0, float(np.nanmax([row["seed_value"], *table["speedup"]]))) * 1.4)
+    ax.set_ylabel(f"speed-up (x)\n{baseline} ms / {kernel} ms", fontsize=10)
+    ax.set_xlabel("layer: C_in, H x W, C_out (K)")
+    ax.legend(loc="upper left", fontsize=8, framealpha=0.9)
+    ax.set_title(f"{FIGURES['seed004_winograd'][4]}\nseed: {seed_gpu}   this run: {this_gpu}", fontsize=10)
+    return _save(figure, path)
+
+
+def _fmt(value: float) -> str:
+    if value != value:
+        return ""
+    return f"{value:.4g}"
+
+
+def seed_table_html(comparison: pd.DataFrame, seed: str, out_html: str | Path) -> Path:
+    """One HTML page per seed, a section per seed table, with defects and this run's status spelled out."""
+    part = comparison[comparison["seed"] == seed]
+    seed_gpu, this_gpu = _gpus(part)
+    sections = []
+    for table, rows in part.groupby("table", sort=False):
+        shown = pd.DataFrame({
+            "method": rows["method"], "kernel": rows["kernel"], "variant": rows["variant"],
+            "size": rows["size"].map(lambda v: "" if v != v else f"{v:g}"),
+            "stride": rows["stride"].map(lambda v: "" if v != v else f"{v:g}"), "block": rows["block"],
+            "unit": rows["unit"], f"seed ({seed_gpu})": rows["seed_value"].map(_fmt),
+            f"this run ({this_gpu})": rows["this_value"].map(_fmt), "ratio this/seed": rows["ratio"].map(_fmt),
+            "this run's status": rows["this_status"] + rows["this_reason"].map(lambda r: f": {r}" if r else ""),
+            "seed defect": rows["defect"] + rows["defect_note"].where(rows["defect"] != "", "").map(
+                lambda n: f" ({n})" if n else ""),
+        })
+        notes = "".join(f"<li>{html.escape(n)}</li>" for n in dict.fromkeys(rows["note"]) if n)
+        sections.append(f"<h3>Seed {seed}, table {html.escape(table)}</h3>\n<p>{_ratio_text(rows)}</p>\n"
+                        + (f"<ul>{notes}</ul>\n" if notes else "")
+                        + shown.to_html(index=False, escape=True, border=0, na_rep=""))
+    out_html = Path(out_html)
+    out_html.parent.mkdir(parents=True, exist_ok=True)
+    out_html.write_text(
+        "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\">"
+        f"<title>Seed {seed} vs this run</title>\n<style>"
+        "body{font-family:sans-serif;margin:1.5em}table{border-collapse:collapse;margin-bottom:1.5em}"
+        "th,td{border:1px solid #ccc;padding:3px 6px;text-align:left}th{background:#f0f0f0}"
+        "</style></head>\n<body>\n"
+        f"<h2>Seed {seed} ({html.escape(seed_gpu)}) vs this run ({html.escape(this_gpu)})</h2>\n"
+        "<p>Ratio = this run's speed relative to the seed's (seed ms / this ms; this GFLOPS / seed GFLOPS; "
+        "this speed-up / seed speed-up): above 1 this run was faster. A seed number whose launch never ran has "
+        "no ratio; this run's status is shown instead.</p>\n" + "\n".join(sections) + "\n</body></html>\n")
+    return out_html
+
+
+def render_seed(comparison: pd.DataFrame, summary: pd.DataFrame, seed: str, outdir: str | Path) -> list[Path]:
+    """The figures and the table of one seed into ``outdir``."""
+    outdir = Path(outdir)
+    outdir.mkdir(parents=True, exist_ok=True)
+    paths = []
+    with sns.axes_style("whitegrid"), sns.plotting_context("notebook"):
+        for stem, spec in FIGURES.items():
+            if spec[0] != seed:
+                continue
+            path = outdir / f"{stem}.png"
+            if stem == "seed002_tiling":
+                paths.append(_tiling_figure(comparison, summary, path))
+            elif stem == "seed004_winograd":
+                paths.append(_winograd_figure(comparison, summary, path))
+            else:
+                paths.append(_line_figure(comparison, stem, path))
+    paths.append(seed_table_html(comparison, seed, outdir / f"seed{seed}_table.html"))
+    return paths
+
+
+def figure_names(seed: str) -> list[str]:
+    return [stem for stem, spec in FIGURES.items() if spec[0] == seed]
+
