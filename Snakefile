@@ -16,6 +16,7 @@ include: "workflow/rules/data.smk"
 include: "workflow/rules/cells.smk"
 include: "workflow/rules/aggregate.smk"
 include: "workflow/rules/report.smk"
+include: "workflow/rules/benchmark.smk"
 
 
 rule all:

@@ -1,0 +1,129 @@
+"""The floor benchmark (issue 7): in one process, side by side on one GPU, per size and stride:
+
+- the floor kernels (conv_floor_hwc, conv_floor_nchw), best variant of each;
+- cuDNN's best plan (cudnn in NHWC, cudnn_nchw in NCHW, strict fp32);
+- the naive one-thread-per-pixel kernels (direct in HWC, direct_nchw);
+- a device-to-device copy of the same bytes (input read once + output written once): the floor;
+- an empty kernel launch: the floor of a launch-bound size.
+
+Every kernel result is checked against the float64 reference; a failed check is printed, not
+hidden. Prints ratios: ours / copy (1.0 = at the floor), cuDNN / ours, ours / empty launch.
+"""
+
+from __future__ import annotations
+
+import csv
+import itertools
+from pathlib import Path
+from typing import Any
+
+from convlab.backends import get_backend
+from convlab.backends.base import Backend
+from convlab.families import conv_problem, load_operands
+from convlab.grid import Cell
+from convlab.measure.timing import measure
+from convlab.registry import get_kernel
+from convlab.runner import CellInputs, measure_cell
+
+TIMING = {"mode": "warm", "warmup": 3, "min_reps": 20, "max_reps": 400, "batch": 20, "stable_rel": 0.005,
+          "budget_s": 1.0, "e2e_reps": 1}
+VERIFY = {"seed": 0, "tolerance": {"fp32": 1e-5, "tf32": 5e-3}}
+# (role, layout, kernel): our kernel, cuDNN's best plan and the naive kernel, per layout
+CONTENDERS = [
+    ("ours", "hwc", "conv_floor_hwc"), ("cudnn", "hwc", "cudnn"), ("naive", "hwc", "direct"),
+    ("ours", "nchw", "conv_floor_nchw"), ("cudnn", "nchw", "cudnn_nchw"), ("naive", "nchw", "direct_nchw"),
+]
+EMPTY_KERNEL = 'extern "C" __global__ void convlab_empty() {}'
+
+
+def _variants(kernel: str, role: str) -> list[dict]:
+    spec = get_kernel(kernel)
+    if role == "cudnn":
+        return [{"plan": "best"}]
+    keys = sorted(spec.tunables)
+    return [dict(zip(keys, values)) for values in itertools.product(*(spec.tunables[k] for k in keys))]
+
+
+def _cell(kernel: str, size: int, stride: int, tunables: dict) -> Cell:
+    return Cell(experiment="conv2d", backend="cuda", kernel=kernel, size=size, stride=stride, filter_size=3,
+                padding=1, in_channels=3, out_channels=3, filter="laplacian", tunables=tunables,
+                settings=dict(get_kernel(kernel).settings), timing=TIMING, verify=VERIFY,
+                image=f"data/input_{size}.png")
+
+
+def _copy_ms(backend: Backend, nbytes: int) -> float:
+    """A device copy that reads and writes ``nbytes`` in total (the kernel's input + output)."""
+    cupy = backend.xp
+    source = cupy.ones(nbytes // 8, dtype=cupy.float32)
+    target = cupy.empty_like(source)
+    return measure(lambda: cupy.copyto(target, source), backend.time_batch, TIMING).median_ms
+
+
+def _empty_launch_ms(backend: Backend) -> float:
+    cupy = backend.xp
+    kernel = cupy.RawKernel(EMPTY_KERNEL, "convlab_empty")
+    return measure(lambda: kernel((1,), (32,), ()), backend.time_batch, TIMING).median_ms
+
+
+def _best(rows: list[dict]) -> dict:
+    ok = [row for row in rows if row["status"] == "ok"]
+    return min(ok, key=lambda row: row["kernel_ms"]) if ok else rows[0]
+
+
+def run_benchmark(sizes: list[int], strides: list[int], picture_dir: str | Path = "data") -> list[dict[str, Any]]:
+    backend = get_backend("cuda")
+    device = backend.device_info()["device"]
+    empty_ms = _empty_launch_ms(backend)
+    results = []
+    for size, stride in itertools.product(sizes, strides):
+        picture = Path(picture_dir) / f"input_{size}.png"
+        measured: dict[tuple[str, str], dict] = {}
+        for role, layout, kernel in CONTENDERS:
+            rows = []
+            for tunables in _variants(kernel, role):
+                cell = _cell(kernel, size, stride, tunables)
+                inputs = CellInputs(cell, get_kernel(kernel), load_operands(cell, picture))
+                rows.append(measure_cell(inputs, backend=backend))
+            measured[(role, layout)] = _best(rows)
+        problem = conv_problem(_cell("direct", size, stride, {}))
+        copy_ms = _copy_ms(backend, problem.bytes_moved)
+        for layout in ("hwc", "nchw"):
+            ours, cudnn, naive = (measured[(role, layout)] for role in ("ours", "cudnn", "naive"))
+            results.append({
+                "device": device, "size": size, "stride": stride, "layout": layout,
+                "ours_kernel": f"{ours['kernel']} {ours['variant']}", "ours_status": ours["status"],
+                "ours_ms": ours.get("kernel_ms"), "ours_max_rel_err": ours.get("max_rel_err"),
+                "cudnn_ms": cudnn.get("kernel_ms"), "cudnn_engine": cudnn.get("engine"),
+                "naive_ms": naive.get("kernel_ms"), "copy_ms": copy_ms, "empty_launch_ms": empty_ms,
+            })
+    return results
+
+
+def _ratio(a: float | None, b: float | None) -> float:
+    return float(a) / float(b) if a and b else float("nan")
+
+
+def format_table(results: list[dict[str, Any]]) -> str:
+    header = (f"{'size':>6} {'s':>2} {'layout':>6} {'ours ms':>9} {'copy ms':>9} {'ours/copy':>9} "
+              f"{'%copyBW':>7} {'cuDNN ms':>9} {'cuDNN/ours':>10} {'naive/ours':>10} {'ours/empty':>10}  status")
+    lines = [f"floor benchmark on {results[0]['device']}" if results else "no results", header]
+    for r in results:
+        over_copy = _ratio(r["ours_ms"], r["copy_ms"])
+        lines.append(
+            f"{r['size']:>6} {r['stride']:>2} {r['layout']:>6} {r['ours_ms'] or float('nan'):>9.4f} "
+            f"{r['copy_ms']:>9.4f} {over_copy:>9.3f} {100 / over_copy:>6.1f}% {r['cudnn_ms'] or float('nan'):>9.4f} "
+            f"{_ratio(r['cudnn_ms'], r['ours_ms']):>10.2f} {_ratio(r['naive_ms'], r['ours_ms']):>10.2f} "
+            f"{_ratio(r['ours_ms'], r['empty_launch_ms']):>10.2f}  {r['ours_status']} ({r['ours_kernel']}, "
+            f"err {r['ours_max_rel_err']})")
+    return "\n".join(lines)
+
+
+def write_results(results: list[dict[str, Any]], out_csv: str | Path) -> None:
+    out_csv = Path(out_csv)
+    out_csv.parent.mkdir(parents=True, exist_ok=True)
+    with open(out_csv, "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(results[0]))
+        writer.writeheader()
+        writer.writerows(results)
+    out_csv.with_suffix(".txt").write_text(format_table(results) + "\n")
+
