@@ -26,6 +26,7 @@ def gpu_cells(kernel: str, size: int, strides, filter_sizes=(3,), extra=None):
                    "filter_sizes": list(filter_sizes)},
         "kernels": extra or {},
         "timing": {"min_reps": 3, "batch": 5, "budget_s": 0.05, "e2e_reps": 1},
+        **{family: {"enabled": False} for family in ("tiling", "winograd_layers", "gemm")},
     })
     return build_cells(config, "cuda")
 

@@ -12,6 +12,7 @@ from typing import Any
 
 ALLOWED_NODES = (ast.Expression, ast.BinOp, ast.UnaryOp, ast.Constant, ast.Name, ast.Load, ast.Call,
                  ast.Add, ast.Sub, ast.Mult, ast.FloorDiv, ast.Mod, ast.USub, ast.UAdd, ast.Pow)
+COMPARISONS = (ast.Compare, ast.Lt, ast.LtE, ast.Gt, ast.GtE, ast.Eq, ast.NotEq)
 FUNCTIONS = {"cdiv": lambda a, b: -(-a // b), "min": min, "max": max}
 
 
@@ -26,7 +27,7 @@ def problem_names(problem: Any, tunables: dict[str, Any]) -> dict[str, int]:
     return names
 
 
-def evaluate(expression: Any, names: dict[str, int]) -> int:
+def evaluate(expression: Any, names: dict[str, int], allowed: tuple = ALLOWED_NODES) -> int:
     if isinstance(expression, bool):
         raise ExpressionError(f"{expression!r} is not an integer expression")
     if isinstance(expression, int):
@@ -37,7 +38,7 @@ def evaluate(expression: Any, names: dict[str, int]) -> int:
     except SyntaxError as error:
         raise ExpressionError(f"cannot parse {text!r}: {error.msg}") from error
     for node in ast.walk(tree):
-        if not isinstance(node, ALLOWED_NODES):
+        if not isinstance(node, allowed):
             raise ExpressionError(f"{text!r}: {type(node).__name__} is not allowed")
         if isinstance(node, ast.Name) and node.id not in names and node.id not in FUNCTIONS:
             raise ExpressionError(f"{text!r}: unknown name {node.id!r} (known: {', '.join(sorted(names))})")
@@ -47,6 +48,11 @@ def evaluate(expression: Any, names: dict[str, int]) -> int:
     if not isinstance(value, int):
         raise ExpressionError(f"{text!r} gives {value!r}, not an integer")
     return value
+
+
+def holds(condition: str, names: dict[str, int]) -> bool:
+    """A launch description's requirement, e.g. 'block >= S': integer expressions compared."""
+    return bool(evaluate(condition, names, ALLOWED_NODES + COMPARISONS))
 
 
 def dims(expressions: list, names: dict[str, int]) -> tuple[int, int, int]:

@@ -26,7 +26,7 @@ LAYOUTS = {"input": ("hwc", "chw"), "weights": ("oihw", "ohwi"), "output": ("hwc
 GEMM_LAYOUT = {"input": "rowmajor", "weights": "rowmajor", "output": "rowmajor"}
 EXPERIMENTS = ("conv2d", "tiling", "winograd_layers", "gemm")
 KNOWN_KEYS = {"name", "summary", "source", "library", "layout", "precision", "tunables", "settings",
-              "supports", "defines", "scratch", "constants", "stages", "cpu_twin", "experiments"}
+              "supports", "requires", "defines", "scratch", "constants", "stages", "cpu_twin", "experiments"}
 SUPPORT_KEYS = {"stride", "filter_size"}
 
 
@@ -54,6 +54,9 @@ class KernelSpec:
     library: str | None = None  # cudnn, cupy_fft, ndimage
     cpu_twin: str | None = None
     experiments: tuple[str, ...] = ("conv2d",)  # the families whose grids include this kernel
+    # conditions on the problem and tunables (e.g. 'block >= S'); a cell that fails one is
+    # an invalid configuration of this kernel, recorded with the condition
+    requires: tuple[str, ...] = ()
 
     def backends(self) -> list[str]:
         return ["cuda", "cpu"] if self.cpu_twin else ["cuda"]
@@ -162,6 +165,7 @@ def _parse(name: str, path: Path) -> KernelSpec:
         library=library,
         cpu_twin=twin,
         experiments=experiments,
+        requires=tuple(str(condition) for condition in raw.get("requires") or ()),
     )
 
 

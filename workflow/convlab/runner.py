@@ -29,7 +29,8 @@ from convlab.measure.timing import measure
 from convlab.measure.verify import compare
 from convlab.operands import Operands
 from convlab.registry import KernelSpec, get_kernel
-from convlab.status import OK, UNSUPPORTED, WRONG, CellFailure
+from convlab.launch import holds, problem_names
+from convlab.status import INVALID_CONFIG, OK, UNSUPPORTED, WRONG, CellFailure
 
 E2E_SINGLE_REP_BYTES = 256 << 20
 DEVICE_COLUMNS = ("device", "compute_capability", "driver_version", "runtime_version", "cupy_version",
@@ -107,6 +108,12 @@ def measure_cell(inputs: CellInputs, bandwidth_path: str | Path | None = None,
     unsupported = spec.unsupported_reason(cell.stride, cell.filter_size)
     if unsupported:
         row.update(status=UNSUPPORTED, reason=unsupported, finished_at=provenance.now_utc())
+        return row
+    names = problem_names(problem, cell.tunables)
+    unmet = [condition for condition in spec.requires if not holds(condition, names)]
+    if unmet:
+        row.update(status=INVALID_CONFIG, reason=f"{spec.name} requires {' and '.join(unmet)} "
+                   f"({', '.join(f'{k}={v}' for k, v in sorted(names.items()))})", finished_at=provenance.now_utc())
         return row
     phases = PhaseClock()
     try:
