@@ -1,34 +1,32 @@
 // Bandwidth-floor direct convolution for few channels (issue 7): HWC and CHW entry points.
 //
-// Why it reaches the byte floor
-//   Each thread owns a column strip: 4 output columns x ROWS output rows x all CONV_K
-//   channels. It walks down the strip in a rolled loop, one output row per iteration,
-//   loading only the min(stride, R) input rows that output row needs for the first time
-//   (all CONV_C channels, 16-byte loads, ends of the span as float2/float), and adds each
-//   input row into the ceil(R/stride) output rows it touches, whose accumulators live in
-//   registers (a sliding window of rows); the completed row is stored with 16-byte stores.
-//   So every input byte a thread needs is loaded by it exactly once; the only re-reads are
-//   the horizontal halo (S - stride columns, shared with the neighbour lane, served by L1)
-//   and the vertical halo between strips ((R - stride) / (ROWS * stride) extra rows,
-//   served by L2). DRAM therefore sees C * stride^2 * 4 bytes read and K * 4 bytes
-//   written per output pixel: the copy floor. Compute is 81 FFMA per 3x3 output pixel,
-//   under half the FP32 rate at the floor's pace: the filter lives in __constant__ memory
-//   with compile-time tap indices, so each multiply-add is one FFMA with a constant-bank
-//   operand; stride and padding are compile-time too (FLOOR_STRIDE, FLOOR_PAD), so the
-//   tap / column / row bookkeeping folds away. Bytes in flight: the rolled loop keeps the
-//   register footprint to about (NR * C * NI + NA * 12) floats (80-160 registers), so
-//   2-3 blocks of 128-256 threads per SM each hold a row of loads in flight; prefetch=1
-//   issues the next row's loads before this row's FFMAs (double buffering).
+// Design (shared-memory tile, one load per input byte, no serial latency chains)
+//   A block of TX x BY threads owns an output tile of TX columns x TOY = BY * RPT rows (all K
+//   channels). Phase 1: the block stages the tile's input window -- (TOY-1)*ST+R rows x
+//   (TX-1)*ST+S columns x C channels -- in shared memory. Consecutive threads load
+//   consecutive floats of an input row (coalesced; HWC rows are C-interleaved, CHW rows one
+//   plane row each); every thread issues all its loads (fully unrolled, ~28 per thread)
+//   before it stores any of them, so a block has its whole window (~28 KB) in flight at once
+//   and several blocks per SM keep >= 64 KB per SM outstanding. Out-of-image taps are
+//   stored as zeros (zero padding), so the compute phase has no bounds checks and no
+//   separate border path: odd sizes, unaligned rows and every stride run the same code.
+//   Phase 2: thread (tx, ty) computes output column tx, rows ty*RPT .. ty*RPT+RPT-1 from
+//   shared memory, sliding down: each shared input row is read once (C*S words) and added
+//   into the RPT accumulator rows it touches; filter taps are compile-time __constant__
+//   operands (one FFMA each). Stores: HWC K consecutive floats per thread (a warp covers a
+//   contiguous 32*K-float span), CHW one coalesced float per plane.
+//   DRAM sees the copy floor plus the halos: vertical (R-ST)/(TOY*ST), horizontal
+//   (S-ST)/(TX*ST) (both mostly served by L2).
+//   Small images: pick RPT small (rows tunable / size-dependent RPT in the description) so
+//   that the grid has many short blocks; nothing in a thread is serial beyond one load
+//   round-trip, one barrier and RPT rows of FFMAs.
+//   If the window would not fit in 48 KB of static shared memory (very large strides or
+//   filters), a direct bounds-checked path reads global memory instead (correct, slower).
 //
-// Paths
-//   interior strips (row length and output row length multiples of 4 floats, aligned load
-//   span and all input rows inside the image): the unchecked vector path above.
-//   Every other strip (image border, odd sizes): a small rolled loop, one output at a time,
-//   every tap bounds-checked (zero padding), scalar loads and stores.
-//
-// Defines (from the description): FLOOR_STRIDE = stride, FLOOR_PAD = pad, FLOOR_ROWS = output
-//   rows per thread, FLOOR_BLOCK = threads per block (launch bound), FLOOR_PREFETCH = 0|1,
-//   FLOOR_LAYOUT = 1 (HWC entry point only) | 0 (CHW only) | undefined (both).
+// Defines (from the description): FLOOR_STRIDE = stride, FLOOR_PAD = pad, FLOOR_TX = output
+//   columns per block (= blockDim.x), FLOOR_RPT = output rows per thread, FLOOR_BLOCK =
+//   threads per block (blockDim.y = FLOOR_BLOCK / FLOOR_TX), FLOOR_LAYOUT = 1 (HWC entry point
+//   only) | 0 (CHW only) | undefined (both).
 // Layouts: conv2d_floor_hwc: input (H, W, C), output (OH, OW, K);
 //          conv2d_floor_chw: input (C, H, W), output (K, OH, OW). Weights OIHW in c_weights.
 
@@ -38,14 +36,14 @@
 #ifndef FLOOR_PAD
 #error "FLOOR_PAD must be defined (the description's defines: FLOOR_PAD: pad)"
 #endif
-#ifndef FLOOR_ROWS
-#define FLOOR_ROWS 8
-#endif
 #ifndef FLOOR_BLOCK
 #define FLOOR_BLOCK 256
 #endif
-#ifndef FLOOR_PREFETCH
-#define FLOOR_PREFETCH 1
+#ifndef FLOOR_TX
+#define FLOOR_TX 128
+#endif
+#ifndef FLOOR_RPT
+#define FLOOR_RPT 4
 #endif
 
 // OIHW = (K, C, R, S), filled from the weights buffer at setup (description key `constants`).
@@ -59,291 +57,164 @@ constexpr int R = CONV_R;
 constexpr int S = CONV_S;
 constexpr int ST = FLOOR_STRIDE;
 constexpr int PD = FLOOR_PAD;
-constexpr int ROWS = FLOOR_ROWS;
-constexpr bool PREFETCH = FLOOR_PREFETCH != 0;  // load the next output row's input rows early
-constexpr int V = 4;                          // output columns per thread (one float4 per row)
-constexpr int NI = (V - 1) * ST + S;          // input columns per thread and input row
-constexpr int IN_ROWS = (ROWS - 1) * ST + R;  // input rows per thread
+constexpr int BLOCK = FLOOR_BLOCK;
+constexpr int TX = FLOOR_TX;
+constexpr int BY = BLOCK / TX;
+constexpr int RPT = FLOOR_RPT;
+constexpr int TOY = BY * RPT;                 // output rows per block
+constexpr int IR = (TOY - 1) * ST + R;        // input rows per block window
+constexpr int IC = (TX - 1) * ST + S;         // input columns per block window
+constexpr int TOT = C * IR * IC;              // floats in the window
+constexpr int NL = (TOT + BLOCK - 1) / BLOCK; // loads per thread
+constexpr bool SMEM = TOT * 4 <= 48 * 1024 && NL <= 64;
 
-static_assert(ST >= 1 && PD >= 0 && ROWS >= 1, "bad stride, pad or rows");
+static_assert(ST >= 1 && PD >= 0 && RPT >= 1, "bad stride, pad or rows");
+static_assert(BLOCK % TX == 0 && BY >= 1, "block must be a multiple of FLOOR_TX");
 static_assert(K * C * R * S <= 16384, "filter too large for __constant__ memory");
-
-constexpr int ceil4(int x) { return (x + 3) / 4 * 4; }
 
 __device__ __forceinline__ float w(int k, int c, int r, int s) {
     return c_weights[((k * C + c) * R + r) * S + s];
 }
 
-// Floats per pixel along a row of one load: C for HWC (interleaved), 1 for CHW (a plane).
-template <bool HWC> struct Geo {
-    static constexpr int E = HWC ? C : 1;
-    static constexpr int A = ceil4(E * PD);                  // floats loaded before the first tap
-    static constexpr int OFF = A - E * PD;                   // first needed float in the load
-    static constexpr int NV4 = (OFF + E * NI + 3) / 4;       // float4 loads per (channel) row
-};
+template <bool HWC>
+__device__ __forceinline__ void store(float* __restrict__ out, int OH, int OW, int oy, int ox,
+                                      const float (&acc)[K]) {
+    if (HWC) {
+        float* p = out + ((size_t)oy * OW + ox) * K;
+#pragma unroll
+        for (int k = 0; k < K; ++k) __stcs(p + k, acc[k]);
+    } else {
+#pragma unroll
+        for (int k = 0; k < K; ++k) __stcs(out + (size_t)k * OH * OW + (size_t)oy * OW + ox, acc[k]);
+    }
+}
 
-// Load floats OFF .. OFF+N-1 of a 16-byte aligned pointer p into f (same indices): a float4
-// for every aligned quad wholly needed, a float2 or float for the partly needed quads at the
-// ends (so no register holds a float that is not used).
-template <int OFF, int N, int NV4>
-__device__ __forceinline__ void load_span(const float* __restrict__ p, float (&f)[4 * NV4]) {
+template <bool HWC>
+__device__ __forceinline__ void run_smem(const float* __restrict__ in, float* __restrict__ out,
+                                         int H, int W, int OH, int OW) {
+    __shared__ float sm[SMEM ? TOT : 1];
+    const int tid = threadIdx.y * TX + threadIdx.x;
+    const int ox0 = blockIdx.x * TX;
+    const int oy0 = blockIdx.y * TOY;
+    const int ix0 = ox0 * ST - PD;
+    const int iy0 = oy0 * ST - PD;
+
+    // Phase 1: all loads in flight, then all shared stores.
+    float v[NL];
 #pragma unroll
-    for (int q = 0; q < NV4; ++q) {
-        const int lo = OFF > 4 * q ? OFF : 4 * q;
-        const int hi = OFF + N < 4 * q + 4 ? OFF + N : 4 * q + 4;
-        if (lo == 4 * q && hi == 4 * q + 4) {
-            const float4 v4 = __ldg(reinterpret_cast<const float4*>(p) + q);
-            f[4 * q] = v4.x; f[4 * q + 1] = v4.y; f[4 * q + 2] = v4.z; f[4 * q + 3] = v4.w;
-        } else {
-#pragma unroll
-            for (int e = 4 * q; e < 4 * q + 4; ++e) {
-                if (e < lo || e >= hi) continue;
-                if ((e & 1) == 0 && e + 1 < hi) {
-                    const float2 v2 = __ldg(reinterpret_cast<const float2*>(p + e));
-                    f[e] = v2.x; f[e + 1] = v2.y;
-                } else if ((e & 1) == 1 && e - 1 >= lo) {
-                    // loaded with its pair
-                } else {
-                    f[e] = __ldg(p + e);
-                }
+    for (int i = 0; i < NL; ++i) {
+        const int e = tid + i * BLOCK;
+        v[i] = 0.0f;
+        if (i + 1 < NL || e < TOT) {
+            if (HWC) {
+                const int row = e / (IC * C);
+                const int f = e - row * (IC * C);
+                const int gy = iy0 + row;
+                const int gx = ix0 * C + f;
+                if ((unsigned)gy < (unsigned)H && (unsigned)gx < (unsigned)(W * C))
+                    v[i] = __ldg(in + ((size_t)gy * W) * C + gx);
+            } else {
+                const int c = e / (IR * IC);
+                const int rem = e - c * (IR * IC);
+                const int row = rem / IC;
+                const int col = rem - row * IC;
+                const int gy = iy0 + row;
+                const int gx = ix0 + col;
+                if ((unsigned)gy < (unsigned)H && (unsigned)gx < (unsigned)W)
+                    v[i] = __ldg(in + (size_t)c * H * W + (size_t)gy * W + gx);
             }
         }
     }
-}
-
-// Per-thread state shared by the unrolled row steps.
-struct Tile {
-    const float* __restrict__ in;
-    float* __restrict__ out;
-    int H, W, OH, OW;
-    int ox0, ix0, iy0, oy0;
-    long long plane, oplane;   // CHW: floats per input / output channel
-};
-
-constexpr int NA = (R + ST - 1) / ST;     // output rows that one input row can touch
-constexpr int NR = ST < R ? ST : R;       // input rows first needed by each output row
-constexpr int Q0 = R - NR;                // their row offsets from oy*ST-PD: Q0 .. R-1
-// (the rows between output windows when ST > R are never loaded)
-
-// Load input row iy (all channels, columns ix0 .. ix0+NI-1) of an interior tile into buf.
-template <bool HWC>
-__device__ __forceinline__ void load_row(const Tile& t, int iy, float (&buf)[C][NI]) {
-    using G = Geo<HWC>;
-    if constexpr (HWC) {
-        float f[4 * G::NV4];
-        load_span<G::OFF, C * NI, G::NV4>(t.in + ((long long)iy * t.W + t.ox0 * ST) * C - G::A, f);
 #pragma unroll
-        for (int x = 0; x < NI; ++x)
-#pragma unroll
-            for (int c = 0; c < C; ++c) buf[c][x] = f[G::OFF + x * C + c];
-    } else {
-#pragma unroll
-        for (int c = 0; c < C; ++c) {
-            float f[4 * G::NV4];
-            load_span<G::OFF, NI, G::NV4>(t.in + c * t.plane + (long long)iy * t.W + t.ox0 * ST - G::A, f);
-#pragma unroll
-            for (int x = 0; x < NI; ++x) buf[c][x] = f[G::OFF + x];
-        }
+    for (int i = 0; i < NL; ++i) {
+        const int e = tid + i * BLOCK;
+        if (i + 1 < NL || e < TOT) sm[e] = v[i];
     }
-}
+    __syncthreads();
 
-// Add input row q (offset q from the current output row's window top oy*ST-PD) into the
-// live accumulator rows: A[d] is output row oy+d and takes filter row r = q - d*ST.
-template <int Q>
-__device__ __forceinline__ void add_row(const float (&buf)[C][NI], float (&A)[NA][V][K]) {
+    // Phase 2: column tx, rows ty*RPT .. +RPT-1 of the tile, sliding down the shared window.
+    const int tx = threadIdx.x, ty = threadIdx.y;
+    const int ox = ox0 + tx;
+    if (ox >= OW) return;
+    float acc[RPT][K];
 #pragma unroll
-    for (int d = 0; d < NA; ++d) {
-        const int r = Q - d * ST;
-        if (r < 0 || r >= R) continue;
+    for (int j = 0; j < RPT; ++j)
+#pragma unroll
+        for (int k = 0; k < K; ++k) acc[j][k] = 0.0f;
+
+    const int rbase = ty * RPT * ST;      // first window row of this thread
+#pragma unroll
+    for (int q = 0; q < (RPT - 1) * ST + R; ++q) {
+        bool used = false;
+#pragma unroll
+        for (int j = 0; j < RPT; ++j) used |= (q - j * ST >= 0 && q - j * ST < R);
+        if (!used) continue;
+        float x[C][S];
 #pragma unroll
         for (int c = 0; c < C; ++c)
 #pragma unroll
             for (int s = 0; s < S; ++s)
+                x[c][s] = HWC ? sm[(rbase + q) * (IC * C) + (tx * ST + s) * C + c]
+                              : sm[(c * IR + rbase + q) * IC + tx * ST + s];
 #pragma unroll
-                for (int v = 0; v < V; ++v) {
-                    const float x = buf[c][v * ST + s];
+        for (int j = 0; j < RPT; ++j) {
+            const int r = q - j * ST;
+            if (r < 0 || r >= R) continue;
 #pragma unroll
-                    for (int k = 0; k < K; ++k) A[d][v][k] = fmaf(x, w(k, c, r, s), A[d][v][k]);
-                }
-    }
-}
-
-template <int Q>
-__device__ __forceinline__ void add_rows(const float (&rows)[NR][C][NI], float (&A)[NA][V][K]) {
-    add_row<Q>(rows[Q - Q0], A);
-    if constexpr (Q + 1 < R) add_rows<Q + 1>(rows, A);
-}
-
-constexpr bool ROLLED_PROLOGUE = R * S > 9;
-constexpr int OSTART = ROLLED_PROLOGUE ? -((Q0 + ST - 1) / ST) : 0;
-
-// Input row n (0 .. NR-1) of loop iteration o (output row oy0 + o), clamped to the tile.
-__device__ __forceinline__ int row(const Tile& t, int o, int n) {
-    const int iy = t.iy0 + o * ST + Q0 + n;
-    return ROLLED_PROLOGUE ? max(iy, t.iy0) : iy;
-}
-
-template <bool HWC, int Q>
-__device__ __forceinline__ void prologue(const Tile& t, float (&A)[NA][V][K]) {
-    if constexpr (Q < Q0) {
-        float buf[C][NI];
-        load_row<HWC>(t, t.iy0 + Q, buf);
-        add_row<Q>(buf, A);
-        prologue<HWC, Q + 1>(t, A);
-    }
-}
-
-// Interior tile: a rolled loop over the tile's output rows. Each iteration loads the NR input
-// rows its output row needs first (with PREFETCH: the next iteration's, one iteration ahead),
-// adds them into the NA live accumulator rows, stores the completed row A[0] (16-byte
-// stores) and shifts the window. Register footprint: ((1 + PREFETCH) * NR * C * NI + NA * V
-// * K) floats, independent of ROWS.
-template <bool HWC>
-__device__ __forceinline__ void tile(const Tile& t) {
-    float A[NA][V][K];
+            for (int c = 0; c < C; ++c)
 #pragma unroll
-    for (int d = 0; d < NA; ++d)
+                for (int s = 0; s < S; ++s)
 #pragma unroll
-        for (int v = 0; v < V; ++v)
-#pragma unroll
-            for (int k = 0; k < K; ++k) A[d][v][k] = 0.0f;
-
-    // Input rows 0 .. Q0-1 of the first window (R > ST only). 3x3: an unrolled prologue.
-    // Larger filters: OSTART < 0 extra loop iterations for virtual output rows -1, -2, ..
-    // (never stored; their rows above the tile are clamped to its first row), so that the
-    // register footprint stays one loop body's.
-    if constexpr (!ROLLED_PROLOGUE) prologue<HWC, 0>(t, A);
-
-    // The row count is hidden from the optimiser: a rolled loop bounds how far ahead the
-    // scheduler hoists loads (one output row, or two with FLOOR_PREFETCH), and so the registers.
-    int rows = ROWS;
-    asm volatile("" : "+r"(rows));
-    float cur[NR][C][NI];
-    if constexpr (PREFETCH) {
-#pragma unroll
-        for (int n = 0; n < NR; ++n) load_row<HWC>(t, row(t, OSTART, n), cur[n]);
-    }
-#pragma unroll 1
-    for (int o = OSTART; o < rows; ++o) {
-        if constexpr (PREFETCH) {
-            float nxt[NR][C][NI];
-            if (o + 1 < rows) {
-#pragma unroll
-                for (int n = 0; n < NR; ++n) load_row<HWC>(t, row(t, o + 1, n), nxt[n]);
-            }
-            add_rows<Q0>(cur, A);
-#pragma unroll
-            for (int n = 0; n < NR; ++n)
-#pragma unroll
-                for (int c = 0; c < C; ++c)
-#pragma unroll
-                    for (int x = 0; x < NI; ++x) cur[n][c][x] = nxt[n][c][x];
-        } else {
-#pragma unroll
-            for (int n = 0; n < NR; ++n) load_row<HWC>(t, row(t, o, n), cur[n]);
-            add_rows<Q0>(cur, A);
+                    for (int k = 0; k < K; ++k) acc[j][k] = fmaf(x[c][s], w(k, c, r, s), acc[j][k]);
         }
-
-        const int oy = t.oy0 + o;
-        if (ROLLED_PROLOGUE && o < 0) {
-            // virtual row: not stored
-        } else if constexpr (HWC) {
-            float4* q = reinterpret_cast<float4*>(t.out + ((long long)oy * t.OW + t.ox0) * K);
-            float ov[V * K];
+    }
 #pragma unroll
-            for (int v = 0; v < V; ++v)
-#pragma unroll
-                for (int k = 0; k < K; ++k) ov[v * K + k] = A[0][v][k];
-#pragma unroll
-            for (int n = 0; n < K; ++n)   // V * K / 4 == K float4s (V == 4)
-                __stcs(q + n, make_float4(ov[4 * n], ov[4 * n + 1], ov[4 * n + 2], ov[4 * n + 3]));
-        } else {
-#pragma unroll
-            for (int k = 0; k < K; ++k)
-                __stcs(reinterpret_cast<float4*>(t.out + k * t.oplane + (long long)oy * t.OW + t.ox0),
-                       make_float4(A[0][0][k], A[0][1][k], A[0][2][k], A[0][3][k]));
-        }
-
-#pragma unroll
-        for (int d = 0; d + 1 < NA; ++d)
-#pragma unroll
-            for (int v = 0; v < V; ++v)
-#pragma unroll
-                for (int k = 0; k < K; ++k) A[d][v][k] = A[d + 1][v][k];
-#pragma unroll
-        for (int v = 0; v < V; ++v)
-#pragma unroll
-            for (int k = 0; k < K; ++k) A[NA - 1][v][k] = 0.0f;
+    for (int j = 0; j < RPT; ++j) {
+        const int oy = oy0 + ty * RPT + j;
+        if (oy < OH) store<HWC>(out, OH, OW, oy, ox, acc[j]);
     }
 }
 
-// Border / unaligned tiles: one output at a time, every tap bounds-checked (zero padding).
-// Deliberately a small rolled loop: it runs for a thin frame of threads only (and for the
-// whole image when a row is not a multiple of 4 floats), and it keeps the register
-// footprint of the kernel that of the interior path.
+// Fallback for windows too large for shared memory: one thread per output column strip,
+// every tap bounds-checked, read from global memory (L1/L2 serve the reuse).
 template <bool HWC>
-__device__ __forceinline__ void edge_tile(const Tile& t) {
+__device__ __forceinline__ void run_direct(const float* __restrict__ in, float* __restrict__ out,
+                                           int H, int W, int OH, int OW) {
+    const int ox = blockIdx.x * TX + threadIdx.x;
+    if (ox >= OW) return;
 #pragma unroll 1
-    for (int i = 0; i < ROWS; ++i) {
-        const int oy = t.oy0 + i;
-        if (oy >= t.OH) break;
-#pragma unroll 1
-        for (int v = 0; v < V; ++v) {
-            const int ox = t.ox0 + v;
-            if (ox >= t.OW) break;
-            float acc[K];
+    for (int j = 0; j < RPT; ++j) {
+        const int oy = blockIdx.y * TOY + threadIdx.y * RPT + j;
+        if (oy >= OH) return;
+        float acc[K];
 #pragma unroll
-            for (int k = 0; k < K; ++k) acc[k] = 0.0f;
+        for (int k = 0; k < K; ++k) acc[k] = 0.0f;
 #pragma unroll
-            for (int r = 0; r < R; ++r) {
-                const int iy = oy * ST - PD + r;
-                if ((unsigned)iy >= (unsigned)t.H) continue;
+        for (int r = 0; r < R; ++r) {
+            const int iy = oy * ST - PD + r;
+            if ((unsigned)iy >= (unsigned)H) continue;
 #pragma unroll
-                for (int s = 0; s < S; ++s) {
-                    const int ix = ox * ST - PD + s;
-                    if ((unsigned)ix >= (unsigned)t.W) continue;
+            for (int s = 0; s < S; ++s) {
+                const int ix = ox * ST - PD + s;
+                if ((unsigned)ix >= (unsigned)W) continue;
 #pragma unroll
-                    for (int c = 0; c < C; ++c) {
-                        const long long idx = HWC ? ((long long)iy * t.W + ix) * C + c
-                                                  : c * t.plane + (long long)iy * t.W + ix;
-                        const float x = __ldg(t.in + idx);
+                for (int c = 0; c < C; ++c) {
+                    const float x = HWC ? __ldg(in + ((size_t)iy * W + ix) * C + c)
+                                        : __ldg(in + (size_t)c * H * W + (size_t)iy * W + ix);
 #pragma unroll
-                        for (int k = 0; k < K; ++k) acc[k] = fmaf(x, w(k, c, r, s), acc[k]);
-                    }
+                    for (int k = 0; k < K; ++k) acc[k] = fmaf(x, w(k, c, r, s), acc[k]);
                 }
             }
-#pragma unroll
-            for (int k = 0; k < K; ++k) {
-                const long long idx = HWC ? ((long long)oy * t.OW + ox) * K + k
-                                          : k * t.oplane + (long long)oy * t.OW + ox;
-                t.out[idx] = acc[k];
-            }
         }
+        store<HWC>(out, OH, OW, oy, ox, acc);
     }
 }
 
 template <bool HWC>
 __device__ __forceinline__ void run(const float* __restrict__ in, float* __restrict__ out,
                                     int H, int W, int OH, int OW) {
-    using G = Geo<HWC>;
-    const int tx = blockIdx.x * blockDim.x + threadIdx.x;
-    const int ty = blockIdx.y * blockDim.y + threadIdx.y;
-    const int ox0 = tx * V;
-    const int oy0 = ty * ROWS;
-    if (ox0 >= OW || oy0 >= OH) return;
-
-    // Interior: rows of input and output are 16-byte aligned, and the aligned load footprint
-    // (columns) and every input row of the tile lie inside the image. This implies every
-    // output of the tile lies inside the output too.
-    const int L = W * G::E;                       // floats per input row (per channel for CHW)
-    const int base = ox0 * ST * G::E - G::A;      // first float loaded, multiple of 4
-    const int iy0 = oy0 * ST - PD;
-    const bool interior = (L % 4 == 0) && ((HWC ? OW * K : OW) % 4 == 0) && base >= 0 &&
-                          base + 4 * G::NV4 <= L && iy0 >= 0 && iy0 + IN_ROWS <= H;
-    const Tile t{in, out, H, W, OH, OW, ox0, ox0 * ST - PD, iy0, oy0,
-                 (long long)H * W, (long long)OH * OW};
-    if (interior) tile<HWC>(t);
-    else          edge_tile<HWC>(t);
+    if constexpr (SMEM) run_smem<HWC>(in, out, H, W, OH, OW);
+    else                run_direct<HWC>(in, out, H, W, OH, OW);
 }
 
 }  // namespace conv_floor

@@ -109,9 +109,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
 def _cmd_bandwidth(args: argparse.Namespace) -> int:
     from convlab.backends import get_backend
 
+    from convlab.devicelock import exclusive_device
+
     backend = get_backend(args.backend)
-    record = {"backend": backend.name, "device": backend.device_info()["device"],
-              "copy_gbps": backend.copy_bandwidth_gbps()}
+    with exclusive_device(backend.name):  # a measurement like any cell's: never beside another
+        record = {"backend": backend.name, "device": backend.device_info()["device"],
+                  "copy_gbps": backend.copy_bandwidth_gbps()}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(record, indent=2) + "\n")
     print(f"{record['device']}: device-to-device copy {record['copy_gbps']:.1f} GB/s (read + write)")
@@ -121,8 +124,11 @@ def _cmd_bandwidth(args: argparse.Namespace) -> int:
 def _cmd_ceiling(args: argparse.Namespace) -> int:
     from convlab.backends import get_backend
 
+    from convlab.devicelock import exclusive_device
+
     backend = get_backend(args.backend)
-    record = {"backend": backend.name, "device": backend.device_info()["device"], **backend.sgemm_ceiling()}
+    with exclusive_device(backend.name):
+        record = {"backend": backend.name, "device": backend.device_info()["device"], **backend.sgemm_ceiling()}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(record, indent=2) + "\n")
     print(f"{record['device']}: SGEMM {record['sgemm_gflops']:.0f} GFLOPS at {record['size']} ({record['math']})")
@@ -181,7 +187,11 @@ def _cmd_gallery(args: argparse.Namespace) -> int:
     from convlab.gallery import render_edge_map
     from convlab.grid import Cell
 
-    render_edge_map(Cell.from_json(args.spec), args.image, args.out)
+    from convlab.devicelock import exclusive_device
+
+    cell = Cell.from_json(args.spec)
+    with exclusive_device(cell.backend):  # its kernel run must not overlap a cell's timing
+        render_edge_map(cell, args.image, args.out)
     return 0
 
 

@@ -20,6 +20,8 @@ rule source_image:
         f"results/logs/data/source_{config['source_size']}.log",
     conda:
         "../../envs/convlab.yaml"
+    # first: a refused picture then stops the run before any cell, also those on random data
+    priority: 100
     params:
         runner=RUNNER,
         size=config["source_size"],
