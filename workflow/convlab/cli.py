@@ -108,7 +108,6 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 def _cmd_bandwidth(args: argparse.Namespace) -> int:
     from convlab.backends import get_backend
-
     from convlab.devicelock import exclusive_device
 
     backend = get_backend(args.backend)
@@ -123,7 +122,6 @@ def _cmd_bandwidth(args: argparse.Namespace) -> int:
 
 def _cmd_ceiling(args: argparse.Namespace) -> int:
     from convlab.backends import get_backend
-
     from convlab.devicelock import exclusive_device
 
     backend = get_backend(args.backend)
@@ -184,10 +182,9 @@ def _cmd_figures(args: argparse.Namespace) -> int:
 
 
 def _cmd_gallery(args: argparse.Namespace) -> int:
+    from convlab.devicelock import exclusive_device
     from convlab.gallery import render_edge_map
     from convlab.grid import Cell
-
-    from convlab.devicelock import exclusive_device
 
     cell = Cell.from_json(args.spec)
     with exclusive_device(cell.backend):  # its kernel run must not overlap a cell's timing
