@@ -86,7 +86,8 @@ def _versus(ax: Axes, part: pd.DataFrame, series: str, palette: dict) -> None:
             notes.append(f"{key}: this run {status} at {len(cells)} size(s)"
                          + (" (seed: never ran)" if cells["defect"].isin(NEVER_RAN).all() else ""))
     if notes:
-        ax.text(0.03, 0.03, "\n".join(notes), transform=ax.transAxes, fontsize=8, color="#d62728", va="bottom",
+        # top left: times grow with size, so that corner is empty on these log-log panels
+        ax.text(0.03, 0.97, "\n".join(notes), transform=ax.transAxes, fontsize=8, color="#d62728", va="top",
                 bbox={"facecolor": "white", "edgecolor": "#d62728", "alpha": 0.9})
 
 
