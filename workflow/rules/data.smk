@@ -1,6 +1,8 @@
 # Input images: the 4096^2 source (generated with ffmpeg, or the user's own) and one
 # downscaled copy per size, as the seeds made with `ffmpeg -vf scale=N:N`. A refused picture
-# fails the source job, which every cell depends on, with its one-line `error:` on stderr.
+# fails the source job with its one-line `error:` on stderr. The source job runs first
+# (priority), so the run stops before any cell, also before the cells on random data (CNN
+# layers, GEMM) that need no picture.
 
 
 rule source_image:
@@ -20,7 +22,6 @@ rule source_image:
         f"results/logs/data/source_{config['source_size']}.log",
     conda:
         "../../envs/convlab.yaml"
-    # first: a refused picture then stops the run before any cell, also those on random data
     priority: 100
     params:
         runner=RUNNER,
