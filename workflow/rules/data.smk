@@ -20,9 +20,9 @@ rule source_image:
         record=f"data/source_{config['source_size']}.json",
     log:
         f"results/logs/data/source_{config['source_size']}.log",
+    priority: 100
     conda:
         "../../envs/convlab.yaml"
-    priority: 100
     params:
         runner=RUNNER,
         size=config["source_size"],
