@@ -21,7 +21,8 @@ TINY = "config/tiny-cpu.yaml"
 # what differs between two runs of the same cells: timings and provenance
 VOLATILE = ["kernel_ms", "kernel_ms_min", "kernel_ms_max", "kernel_ms_iqr", "reps", "timing_stop", "setup_ms",
             "e2e_ms", "gflops", "gbps", "copy_gbps", "floor_ms", "pct_of_floor", "stage_ms", "started_at",
-            "finished_at", "host", "git_commit"]
+            "finished_at", "host", "git_commit", "phase_ms", "job_ms"]
+ORDER = ["experiment", "kernel", "variant", "size", "batch", "C_in", "C_out", "W", "stride", "filter_size"]
 
 
 @pytest.fixture(scope="module")
@@ -96,14 +97,15 @@ def test_slurm_run_matches_a_local_run(slurm, tmp_path):
     print(f"\nSlurm run with grouping: {grouped} sbatch submissions, {wall:.0f} s")
 
     def keep(frame: pd.DataFrame) -> pd.DataFrame:
-        return frame.drop(columns=VOLATILE).sort_values(["kernel", "variant", "H", "stride"]).reset_index(drop=True)
+        return frame.drop(columns=VOLATILE).sort_values(ORDER).reset_index(drop=True)
 
     on_slurm = pd.read_csv(cluster / "results/summary.csv")
     at_home = pd.read_csv(local / "results/summary.csv")
-    assert len(on_slurm) == 8 and set(on_slurm["status"]) == {"ok"}
+    assert len(on_slurm) == len(at_home) > 30 and set(on_slurm["status"]) <= {"ok", "unsupported"}
     pd.testing.assert_frame_equal(keep(on_slurm), keep(at_home))
-    # 8 cells in one group + the bandwidth and 2 gallery jobs: far fewer than one job per cell
-    assert 1 <= grouped <= 4, result.stdout[-3000:]
+    # the tiny config's cells in groups of 32, plus the bandwidth, ceiling and 2 gallery jobs:
+    # far fewer than one job per cell
+    assert 1 <= grouped <= 7, result.stdout[-3000:]
 
 
 def test_grouping_cuts_submissions(slurm, tmp_path):
@@ -112,4 +114,4 @@ def test_grouping_cuts_submissions(slurm, tmp_path):
     started = time.monotonic()
     _, ungrouped = run_on_slurm(repo, "--group-components", "cells=1")
     print(f"\nSlurm run without grouping: {ungrouped} sbatch submissions, {time.monotonic() - started:.0f} s")
-    assert ungrouped >= 8 + 1  # a job per cell, plus the bandwidth and gallery jobs
+    assert ungrouped >= 30 + 1  # a job per cell, plus the bandwidth and gallery jobs
