@@ -12,7 +12,6 @@ from pathlib import Path
 
 from convlab import DEFAULT_CONFIG, REPO_ROOT
 from convlab.config import ConfigError, load_config
-from convlab.data import DataError
 from convlab.measure.problem import ImageError
 from convlab.status import BackendUnavailable
 
@@ -330,6 +329,14 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.handler(args)
-    except (ConfigError, BackendUnavailable, DataError, ImageError) as error:
+    except (ConfigError, BackendUnavailable, ImageError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    except Exception as error:
+        # convlab.data (ffmpeg) is imported only by the data commands, not by every cell job
+        from convlab.data import DataError
+
+        if not isinstance(error, DataError):
+            raise
         print(f"error: {error}", file=sys.stderr)
         return 2

@@ -6,7 +6,6 @@ import copy
 from pathlib import Path
 from typing import Any
 
-import jsonschema
 import yaml
 
 from convlab import SCHEMA_PATH
@@ -32,7 +31,7 @@ def _fill_defaults(instance: Any, schema: dict) -> None:
             _fill_defaults(instance[key], subschema)
 
 
-def _key_path(error: jsonschema.ValidationError) -> str:
+def _key_path(error) -> str:  # a jsonschema.ValidationError
     return ".".join(str(part) for part in error.absolute_path) or "(top level)"
 
 
@@ -41,6 +40,8 @@ def validate_config(config: dict, source: str = "config", schema: dict | None = 
 
     Raises ConfigError naming the offending key (and the file) on the first problem.
     """
+    import jsonschema  # here, not at the top: a cell job reads its settings as JSON and never validates
+
     schema = schema or load_schema()
     filled = copy.deepcopy(config) if config else {}
     _fill_defaults(filled, schema)
