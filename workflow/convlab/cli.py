@@ -105,29 +105,29 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_bandwidth(args: argparse.Namespace) -> int:
+def _measure_device_record(backend_name: str, out: str, measure) -> dict:
+    """A device-wide measurement (bandwidth, ceiling) under the device lock, like any cell's,
+    written as JSON with the backend and device it ran on."""
     from convlab.backends import get_backend
     from convlab.devicelock import exclusive_device
 
-    backend = get_backend(args.backend)
-    with exclusive_device(backend.name):  # a measurement like any cell's: never beside another
-        record = {"backend": backend.name, "device": backend.device_info()["device"],
-                  "copy_gbps": backend.copy_bandwidth_gbps()}
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(record, indent=2) + "\n")
+    backend = get_backend(backend_name)
+    with exclusive_device(backend.name):
+        record = {"backend": backend.name, "device": backend.device_info()["device"], **measure(backend)}
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    Path(out).write_text(json.dumps(record, indent=2) + "\n")
+    return record
+
+
+def _cmd_bandwidth(args: argparse.Namespace) -> int:
+    record = _measure_device_record(args.backend, args.out,
+                                    lambda backend: {"copy_gbps": backend.copy_bandwidth_gbps()})
     print(f"{record['device']}: device-to-device copy {record['copy_gbps']:.1f} GB/s (read + write)")
     return 0
 
 
 def _cmd_ceiling(args: argparse.Namespace) -> int:
-    from convlab.backends import get_backend
-    from convlab.devicelock import exclusive_device
-
-    backend = get_backend(args.backend)
-    with exclusive_device(backend.name):
-        record = {"backend": backend.name, "device": backend.device_info()["device"], **backend.sgemm_ceiling()}
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(record, indent=2) + "\n")
+    record = _measure_device_record(args.backend, args.out, lambda backend: backend.sgemm_ceiling())
     print(f"{record['device']}: SGEMM {record['sgemm_gflops']:.0f} GFLOPS at {record['size']} ({record['math']})")
     return 0
 
