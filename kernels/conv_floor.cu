@@ -1,41 +1,32 @@
 // Bandwidth-floor direct convolution for few channels (issue 7): HWC and CHW entry points.
 //
-// Design (shared-memory tile, one load per input byte, no serial latency chains)
-//   A block of TX x BY threads owns an output tile of TX columns x TOY = BY * RPT rows (all K
-//   channels). Phase 1: the block stages the tile's input window -- (TOY-1)*ST+R rows x
-//   (TX-1)*ST+S columns x C channels -- in shared memory. Consecutive threads load
-//   consecutive floats of an input row (coalesced; HWC rows are C-interleaved, CHW rows one
-//   plane row each); every thread issues all its loads (fully unrolled, ~28 per thread)
-//   before it stores any of them, so a block has its whole window (~28 KB) in flight at once
-//   and several blocks per SM keep >= 64 KB per SM outstanding. Out-of-image taps are
-//   stored as zeros (zero padding), so the compute phase has no bounds checks and no
-//   separate border path: odd sizes, unaligned rows and every stride run the same code.
-//   Phase 2: thread (tx, ty) computes output column tx, rows ty*RPT .. ty*RPT+RPT-1 from
-//   shared memory, sliding down: each shared input row is read once (C*S words) and added
-//   into the RPT accumulator rows it touches; filter taps are compile-time __constant__
-//   operands (one FFMA each). Stores: HWC K consecutive floats per thread (a warp covers a
-//   contiguous 32*K-float span), CHW one coalesced float per plane.
+// Design (one DRAM read per input byte, all K output channels from that read)
+//   Tiles (FLOOR_PATH 0): a block of TX x BY threads owns an output tile TXC = TX * CPT columns
+//   wide and TOY = BY * RPT rows tall (all K channels). Its input window -- (TOY-1)*ST+R rows x
+//   (TXC-1)*ST+S columns x C channels -- is copied into shared memory with cp.async (global ->
+//   shared, no staging registers): 16 bytes per copy where rows are 16-byte aligned (HWC:
+//   W*C % 4 == 0; CHW: W % 4 == 0), over the aligned superset of each window row (a few spare
+//   floats each side), else 4 bytes per copy. Out-of-image taps are zero-filled by the copy
+//   (src-size 0), so the compute has no bounds checks and no border path: odd sizes and every
+//   stride run one code. Thread (tx, ty) then computes CPT adjacent columns x RPT rows, sliding
+//   down the window: each window row's taps are read once (128-bit shared loads when aligned)
+//   and added into the RPT rows they touch; filter taps are compile-time __constant__ operands
+//   (one FFMA each). Stores are streaming (__stcs), 128-bit where CPT*K (HWC) or CPT (CHW)
+//   floats are aligned. At stride 1 the H200 is issue-bound here (Nsight: 80 % issue active),
+//   so CPT = 4 cuts the shared loads and stores per output 4-fold.
+//   Streaming (FLOOR_PATH 1): no shared memory and no barriers; see run_stream. Faster where
+//   few rows share taps (strides 2-3).
 //   DRAM sees the copy floor plus the halos: vertical (R-ST)/(TOY*ST), horizontal
-//   (S-ST)/(TX*ST) (both mostly served by L2).
-//   Small images: pick RPT small (rows tunable / size-dependent RPT in the description) so
-//   that the grid has many short blocks; nothing in a thread is serial beyond one load
-//   round-trip, one barrier and RPT rows of FFMAs.
-//   CHW loads (sm_80+; HWC keeps the register-staged load above, which measured faster on an
-//   H200, one tile per block, FLOOR_TPB ignored): cp.async global->shared, 4 bytes per thread per float (zero-fill for the
-//   padding via src-size 0), so the window never passes through registers (<= 64 regs with
-//   __launch_bounds__(FLOOR_BLOCK, 1024 / FLOOR_BLOCK) for 3x3). The load walk advances its
-//   row/column incrementally (no divisions); CHW issues all C planes from one walk.
-//   FLOOR_TPB tiles per block (vertically consecutive): with two window buffers the next
-//   tile's window is in flight while the current tile computes (cp.async groups); with one
-//   buffer (window > 24 KB) the tiles run back to back. Older GPUs: plain loads, same code.
-//   If the window would not fit in 48 KB of static shared memory (very large strides or
-//   filters), a direct bounds-checked path reads global memory instead (correct, slower).
+//   (S-ST)/(TXC*ST) (both mostly served by L2).
+//   Small images: RPT 1 (size-dependent in the description) so that the grid has many short
+//   blocks. Older GPUs (no cp.async): plain loads, same code. A window too large for 48 KB of
+//   static shared memory (large strides or filters) takes a bounds-checked direct path.
 //
-// Defines (from the description): FLOOR_STRIDE = stride, FLOOR_PAD = pad, FLOOR_TX = output
-//   columns per block (= blockDim.x), FLOOR_RPT = output rows per thread, FLOOR_BLOCK =
-//   threads per block (blockDim.y = FLOOR_BLOCK / FLOOR_TX), FLOOR_TPB = tiles per block
-//   (grid.y = cdiv(cdiv(OH, TOY), FLOOR_TPB); default 1), FLOOR_LAYOUT = 1 (HWC entry point
-//   only) | 0 (CHW only) | undefined (both).
+// Defines (from the description): FLOOR_STRIDE = stride, FLOOR_PAD = pad, FLOOR_TX = threads
+//   per block along x (blockDim.x), FLOOR_CPT = output columns per thread (TXC = TX * CPT per
+//   block), FLOOR_RPT = output rows per thread, FLOOR_BLOCK = threads per block (blockDim.y =
+//   FLOOR_BLOCK / FLOOR_TX), FLOOR_PATH = 0 (tiles) | 1 (streaming), FLOOR_LAYOUT = 1 (HWC
+//   entry point only) | 0 (CHW only) | undefined (both). Grid: (cdiv(OW, TXC), cdiv(OH, TOY)).
 // Layouts: conv2d_floor_hwc: input (H, W, C), output (OH, OW, K);
 //          conv2d_floor_chw: input (C, H, W), output (K, OH, OW). Weights OIHW in c_weights.
 
@@ -54,9 +45,21 @@
 #ifndef FLOOR_RPT
 #define FLOOR_RPT 4
 #endif
+#ifndef FLOOR_PATH
+#define FLOOR_PATH 0
+#endif
+#ifndef FLOOR_CPT
+#define FLOOR_CPT 1
+#endif
 
 // OIHW = (K, C, R, S), filled from the weights buffer at setup (description key `constants`).
 __constant__ float c_weights[CONV_K * CONV_C * CONV_R * CONV_S];
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#define FLOOR_CP_ASYNC 1
+#else
+#define FLOOR_CP_ASYNC 0
+#endif
 
 namespace conv_floor {
 
@@ -70,16 +73,29 @@ constexpr int BLOCK = FLOOR_BLOCK;
 constexpr int TX = FLOOR_TX;
 constexpr int BY = BLOCK / TX;
 constexpr int RPT = FLOOR_RPT;
-constexpr int TOY = BY * RPT;                 // output rows per block
-constexpr int IR = (TOY - 1) * ST + R;        // input rows per block window
-constexpr int IC = (TX - 1) * ST + S;         // input columns per block window
-constexpr int TOT = C * IR * IC;              // floats in the window
-constexpr int NL = (TOT + BLOCK - 1) / BLOCK; // loads per thread
-constexpr bool SMEM = TOT * 4 <= 48 * 1024 && NL <= 64;
+constexpr int TOY = BY * RPT;                 // output rows per tile
+constexpr int IR = (TOY - 1) * ST + R;        // input rows per window
+constexpr int CPT = FLOOR_CPT;                // output columns per thread
+constexpr int TXC = TX * CPT;                 // output columns per block
+constexpr int IC = (TXC - 1) * ST + S;        // input columns per window
+constexpr int SMEM_LIMIT = 48 * 1024;         // static shared memory per block
 
-static_assert(ST >= 1 && PD >= 0 && RPT >= 1, "bad stride, pad or rows");
+static_assert(ST >= 1 && PD >= 0 && RPT >= 1 && CPT >= 1, "bad stride, pad, rows or columns");
 static_assert(BLOCK % TX == 0 && BY >= 1, "block must be a multiple of FLOOR_TX");
 static_assert(K * C * R * S <= 16384, "filter too large for __constant__ memory");
+
+// The window in shared memory: NP planes (HWC: 1 plane of C-interleaved rows; CHW: C planes)
+// of IR rows, each row RS floats apart. WIDE windows hold the 16-byte-aligned superset of
+// every row (3 spare floats each side), the others exactly the window.
+template <bool HWC, bool WIDE>
+struct Window {
+    static constexpr int NP = HWC ? 1 : C;
+    static constexpr int RL = HWC ? IC * C : IC;               // floats the window needs per row
+    static constexpr int RQ = WIDE ? (RL + 6 + 3) / 4 : 0;      // 16-byte chunks per row
+    static constexpr int RS = WIDE ? RQ * 4 : RL;               // row stride in shared memory
+    static constexpr int FLOATS = NP * IR * RS;
+    static constexpr bool FITS = FLOATS * 4 <= SMEM_LIMIT;
+};
 
 __device__ __forceinline__ float w(int k, int c, int r, int s) {
     return c_weights[((k * C + c) * R + r) * S + s];
@@ -98,22 +114,25 @@ __device__ __forceinline__ void store(float* __restrict__ out, int OH, int OW, i
     }
 }
 
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-#define FLOOR_CP_ASYNC 1
-#else
-#define FLOOR_CP_ASYNC 0
-#endif
-
-// One float global -> shared, asynchronously where the hardware has cp.async (sm_80+): the
-// load goes straight to shared memory (no staging registers); src-size 0 stores a zero
-// (padding) and reads nothing.
+// Global -> shared without staging registers where the hardware has cp.async (sm_80+);
+// src-size 0 writes zeros (padding) and reads nothing. 16-byte copies bypass L1 (.cg).
+__device__ __forceinline__ unsigned shared_address(const void* p) {
+    return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
 __device__ __forceinline__ void copy4(float* dst, const float* src, bool ok) {
 #if FLOOR_CP_ASYNC
-    unsigned d;
-    asm volatile("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(d) : "l"(dst));
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" :: "r"(d), "l"(src), "r"(ok ? 4 : 0) : "memory");
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n"
+                 :: "r"(shared_address(dst)), "l"(src), "r"(ok ? 4 : 0) : "memory");
 #else
     *dst = ok ? __ldg(src) : 0.0f;
+#endif
+}
+__device__ __forceinline__ void copy16(float* dst, const float* src, bool ok) {
+#if FLOOR_CP_ASYNC
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
+                 :: "r"(shared_address(dst)), "l"(src), "r"(ok ? 16 : 0) : "memory");
+#else
+    *reinterpret_cast<float4*>(dst) = ok ? __ldg(reinterpret_cast<const float4*>(src)) : make_float4(0, 0, 0, 0);
 #endif
 }
 __device__ __forceinline__ void commit() {
@@ -128,216 +147,263 @@ __device__ __forceinline__ void wait_groups() {
 #endif
 }
 
-// Issue the loads of one tile's window (rows iy0.., columns ix0..) into buf. The window is
-// NR rows of RL contiguous floats per plane (HWC: one plane of C-interleaved rows; CHW: C
-// planes sharing one row/column walk); consecutive threads take consecutive floats, the
-// row/column of each is advanced incrementally (no divisions in the loop).
+// First float of the window's rows in a plane row: HWC C-interleaved, CHW one float per column.
 template <bool HWC>
+__device__ __forceinline__ int window_first_float(int ix0) { return HWC ? ix0 * C : ix0; }
+
+// Issue the copies of one window (input rows iy0.., first input column ix0) into buf.
+// Consecutive threads take consecutive chunks of a row (coalesced).
+template <bool HWC, bool WIDE>
 __device__ __forceinline__ void issue_window(const float* __restrict__ in, float* buf, int H, int W,
                                              int ix0, int iy0, int tid) {
-    constexpr int RL = HWC ? IC * C : IC;
-    constexpr int NR = IR;
-    constexpr int PT = RL * NR;
-    constexpr int NP = HWC ? 1 : C;
-    constexpr int NI = (PT + BLOCK - 1) / BLOCK;
-    constexpr int DR = BLOCK / RL, DC = BLOCK % RL;
+    using Win = Window<HWC, WIDE>;
+    constexpr int UNIT = WIDE ? 4 : 1;                           // floats per copy
+    constexpr int PER_ROW = WIDE ? Win::RQ : Win::RL;            // copies per row
+    constexpr int COPIES = Win::NP * IR * PER_ROW;
     const int rowlen = HWC ? W * C : W;
-    const int gx0 = HWC ? ix0 * C : ix0;
     const size_t plane = (size_t)H * W;
-    int row = tid / RL, col = tid - (tid / RL) * RL;
+    // WIDE: rows start at the aligned float below the window's first (floor for negatives)
+    const int f0 = window_first_float<HWC>(ix0);
+    const int a0 = WIDE ? (f0 & ~3) : f0;
 #pragma unroll 4
-    for (int i = 0; i < NI; ++i) {
-        if (i + 1 < NI || row < NR) {
-            const int gy = iy0 + row, gx = gx0 + col;
-            const bool ok = (unsigned)gy < (unsigned)H && (unsigned)gx < (unsigned)rowlen;
-            const float* src = ok ? in + (size_t)gy * rowlen + gx : in;
-            float* dst = buf + row * RL + col;
-#pragma unroll
-            for (int p = 0; p < NP; ++p) copy4(dst + p * PT, ok ? src + p * plane : in, ok);
-        }
-        row += DR;
-        col += DC;
-        if (col >= RL) { col -= RL; ++row; }
+    for (int e = tid; e < COPIES; e += BLOCK) {
+        const int p = e / (IR * PER_ROW);
+        const int rem = e - p * (IR * PER_ROW);
+        const int row = rem / PER_ROW;
+        const int q = rem - row * PER_ROW;
+        const int gy = iy0 + row, gx = a0 + q * UNIT;
+        // WIDE chunks never straddle the row's end: rowlen % 4 == 0 there
+        const bool ok = (unsigned)gy < (unsigned)H && gx >= 0 && gx + UNIT <= rowlen;
+        const float* src = ok ? in + p * plane + (size_t)gy * rowlen + gx : in;
+        float* dst = buf + (p * IR + row) * Win::RS + q * UNIT;
+        if constexpr (WIDE) copy16(dst, src, ok);
+        else copy4(dst, src, ok);
     }
 }
 
-// Tiles per block (vertically consecutive); with two window buffers in shared memory the
-// next tile's window is in flight (cp.async) while the current one computes.
-#ifndef FLOOR_TPB
-#define FLOOR_TPB 1
-#endif
-constexpr int TPB = FLOOR_TPB;
-constexpr int NBUF = (TPB > 1 && FLOOR_CP_ASYNC && 2 * TOT * 4 <= 48 * 1024) ? 2 : 1;
-static_assert(TPB >= 1, "bad tiles per block");
+// Output columns per thread (FLOOR_CPT): with 4 (and HWC C*ST*4 or CHW ST*4 floats a
+// multiple of 4) a thread's taps of one window row are 16-byte aligned in shared memory and
+// its outputs 16-byte aligned in global memory, so it reads them with 128-bit shared loads
+// and writes 128-bit stores: far fewer instructions per output than one column per thread,
+// where the H200 is issue-bound at stride 1.
+// Taps a thread reads from one window row: HWC SPAN C-interleaved floats, CHW SPAN floats per plane.
+constexpr int SPAN_COLS = (CPT - 1) * ST + S;
 
 template <bool HWC>
-__device__ __forceinline__ void compute_tile(const float* sm, float* __restrict__ out, int OH, int OW,
-                                             int ox0, int oy0) {
-    // column tx, rows ty*RPT .. +RPT-1 of the tile, sliding down the shared window.
-    const int tx = threadIdx.x, ty = threadIdx.y;
-    const int ox = ox0 + tx;
-    if (ox >= OW) return;
-    float acc[RPT][K];
-#pragma unroll
-    for (int j = 0; j < RPT; ++j)
-#pragma unroll
-        for (int k = 0; k < K; ++k) acc[j][k] = 0.0f;
+struct Taps {
+    static constexpr int N = HWC ? SPAN_COLS * C : SPAN_COLS;                 // floats per plane row
+    static constexpr int STEP = HWC ? CPT * ST * C : CPT * ST;                // floats between threads
+    static constexpr bool VEC = STEP % 4 == 0 && FLOOR_CP_ASYNC;
+};
 
-    const int rbase = ty * RPT * ST;      // first window row of this thread
+// The thread's taps of one window row (one plane) into v[LEAD ..]: 128-bit loads from the
+// aligned float at or below the first tap when VEC (LEAD = that float's distance below it).
+template <int N, int LEAD, bool VEC>
+__device__ __forceinline__ void read_taps(const float* p, float (&v)[((LEAD + N + 3) / 4) * 4]) {
+    if constexpr (VEC) {
 #pragma unroll
-    for (int q = 0; q < (RPT - 1) * ST + R; ++q) {
-        bool used = false;
-#pragma unroll
-        for (int j = 0; j < RPT; ++j) used |= (q - j * ST >= 0 && q - j * ST < R);
-        if (!used) continue;
-        float x[C][S];
-#pragma unroll
-        for (int c = 0; c < C; ++c)
-#pragma unroll
-            for (int s = 0; s < S; ++s)
-                x[c][s] = HWC ? sm[(rbase + q) * (IC * C) + (tx * ST + s) * C + c]
-                              : sm[(c * IR + rbase + q) * IC + tx * ST + s];
-#pragma unroll
-        for (int j = 0; j < RPT; ++j) {
-            const int r = q - j * ST;
-            if (r < 0 || r >= R) continue;
-#pragma unroll
-            for (int c = 0; c < C; ++c)
-#pragma unroll
-                for (int s = 0; s < S; ++s)
-#pragma unroll
-                    for (int k = 0; k < K; ++k) acc[j][k] = fmaf(x[c][s], w(k, c, r, s), acc[j][k]);
+        for (int i = 0; i < (LEAD + N + 3) / 4; ++i) {
+            const float4 q = reinterpret_cast<const float4*>(p - LEAD)[i];
+            v[4 * i] = q.x; v[4 * i + 1] = q.y; v[4 * i + 2] = q.z; v[4 * i + 3] = q.w;
         }
-    }
+    } else {
 #pragma unroll
-    for (int j = 0; j < RPT; ++j) {
-        const int oy = oy0 + ty * RPT + j;
-        if (oy < OH) store<HWC>(out, OH, OW, oy, ox, acc[j]);
+        for (int i = 0; i < N; ++i) v[LEAD + i] = p[i];
     }
 }
 
+// Stores of one output row's CPT columns x K channels; 128-bit where aligned and in range.
 template <bool HWC>
-__device__ __forceinline__ void run_smem(const float* __restrict__ in, float* __restrict__ out,
-                                         int H, int W, int OH, int OW) {
-    __shared__ float sm[SMEM ? NBUF * TOT : 1];
-    const int tid = threadIdx.y * TX + threadIdx.x;
-    const int ox0 = blockIdx.x * TX;
-    const int ix0 = ox0 * ST - PD;
-    const int t0 = blockIdx.y * TPB;                       // first tile row of this block
-    const int nty = (OH + TOY - 1) / TOY;
-    const int nt = min(TPB, nty - t0);                     // >= 1 by the grid
-
-    issue_window<HWC>(in, sm, H, W, ix0, t0 * TOY * ST - PD, tid);
-    commit();
-#pragma unroll 1
-    for (int i = 0; i < nt; ++i) {
-        const int oy0 = (t0 + i) * TOY;
-        float* cur = sm + (NBUF == 2 ? (i & 1) * TOT : 0);
-        if constexpr (NBUF == 2) {
-            if (i + 1 < nt)
-                issue_window<HWC>(in, sm + ((i + 1) & 1) * TOT, H, W, ix0, (oy0 + TOY) * ST - PD, tid);
-            commit();                                      // possibly empty: keeps the count
-            wait_groups<1>();                              // this tile's window has landed
+__device__ __forceinline__ void store_cols(float* __restrict__ out, int OH, int OW, int oy, int ox,
+                                           const float (&acc)[CPT][K]) {
+    const bool whole = ox + CPT <= OW;
+    if (HWC) {
+        float* p = out + ((size_t)oy * OW + ox) * K;
+        if ((CPT * K) % 4 == 0 && whole && ((OW * K) & 3) == 0) {
+#pragma unroll
+            for (int i = 0; i < CPT * K / 4; ++i)
+                __stcs(reinterpret_cast<float4*>(p) + i,
+                       make_float4(acc[(4 * i) / K][(4 * i) % K], acc[(4 * i + 1) / K][(4 * i + 1) % K],
+                                   acc[(4 * i + 2) / K][(4 * i + 2) % K], acc[(4 * i + 3) / K][(4 * i + 3) % K]));
         } else {
-            wait_groups<0>();
+#pragma unroll
+            for (int i = 0; i < CPT; ++i)
+                if (ox + i < OW)
+#pragma unroll
+                    for (int k = 0; k < K; ++k) __stcs(p + i * K + k, acc[i][k]);
         }
-        __syncthreads();
-        compute_tile<HWC>(cur, out, OH, OW, ox0, oy0);
-        if (i + 1 < nt) {
-            __syncthreads();                               // buffer free before it is refilled
-            if constexpr (NBUF == 1) {
-                issue_window<HWC>(in, sm, H, W, ix0, (oy0 + TOY) * ST - PD, tid);
-                commit();
+    } else {
+#pragma unroll
+        for (int k = 0; k < K; ++k) {
+            float* p = out + (size_t)k * OH * OW + (size_t)oy * OW + ox;
+            if (CPT % 4 == 0 && whole && (OW & 3) == 0) {
+#pragma unroll
+                for (int i = 0; i < CPT / 4; ++i)
+                    __stcs(reinterpret_cast<float4*>(p) + i,
+                           make_float4(acc[4 * i][k], acc[4 * i + 1][k], acc[4 * i + 2][k], acc[4 * i + 3][k]));
+            } else {
+#pragma unroll
+                for (int i = 0; i < CPT; ++i)
+                    if (ox + i < OW) __stcs(p + i, acc[i][k]);
             }
         }
     }
 }
 
-// HWC (measured faster on the H200 than the cp.async path): the original register-staged
-// window load, one tile per block.
-template <bool HWC>
-__device__ __forceinline__ void run_smem_regs(const float* __restrict__ in, float* __restrict__ out,
-                                         int H, int W, int OH, int OW) {
-    __shared__ float sm[SMEM ? TOT : 1];
-    const int tid = threadIdx.y * TX + threadIdx.x;
-    const int ox0 = blockIdx.x * TX;
-    const int oy0 = blockIdx.y * TOY;
-    const int ix0 = ox0 * ST - PD;
-    const int iy0 = oy0 * ST - PD;
-
-    // Phase 1: all loads in flight, then all shared stores.
-    float v[NL];
-#pragma unroll
-    for (int i = 0; i < NL; ++i) {
-        const int e = tid + i * BLOCK;
-        v[i] = 0.0f;
-        if (i + 1 < NL || e < TOT) {
-            if (HWC) {
-                const int row = e / (IC * C);
-                const int f = e - row * (IC * C);
-                const int gy = iy0 + row;
-                const int gx = ix0 * C + f;
-                if ((unsigned)gy < (unsigned)H && (unsigned)gx < (unsigned)(W * C))
-                    v[i] = __ldg(in + ((size_t)gy * W) * C + gx);
-            } else {
-                const int c = e / (IR * IC);
-                const int rem = e - c * (IR * IC);
-                const int row = rem / IC;
-                const int col = rem - row * IC;
-                const int gy = iy0 + row;
-                const int gx = ix0 + col;
-                if ((unsigned)gy < (unsigned)H && (unsigned)gx < (unsigned)W)
-                    v[i] = __ldg(in + (size_t)c * H * W + (size_t)gy * W + gx);
-            }
-        }
-    }
-#pragma unroll
-    for (int i = 0; i < NL; ++i) {
-        const int e = tid + i * BLOCK;
-        if (i + 1 < NL || e < TOT) sm[e] = v[i];
-    }
-    __syncthreads();
-
-    // Phase 2: column tx, rows ty*RPT .. +RPT-1 of the tile, sliding down the shared window.
+// Columns tx*CPT .. +CPT-1, rows ty*RPT .. +RPT-1 of a tile, sliding down the window in shared
+// memory: each window row's taps are read once and added into the RPT rows they touch.
+// SHIFT: floats between a row's start in shared memory and the window's first float.
+template <bool HWC, bool WIDE, int SHIFT>
+__device__ __forceinline__ void compute_tile(const float* sm, float* __restrict__ out,
+                                             int OH, int OW, int ox0, int oy0) {
+    using Win = Window<HWC, WIDE>;
+    using T = Taps<HWC>;
+    constexpr bool VEC = WIDE && T::VEC;
+    constexpr int LEAD = VEC ? SHIFT % 4 : 0;           // taps start LEAD floats past an aligned float
+    constexpr int NV = ((LEAD + T::N + 3) / 4) * 4;
     const int tx = threadIdx.x, ty = threadIdx.y;
-    const int ox = ox0 + tx;
-    if (ox >= OW) return;
-    float acc[RPT][K];
+    const int ox = ox0 + tx * CPT;
+    float acc[RPT][CPT][K];
 #pragma unroll
     for (int j = 0; j < RPT; ++j)
 #pragma unroll
-        for (int k = 0; k < K; ++k) acc[j][k] = 0.0f;
+        for (int i = 0; i < CPT; ++i)
+#pragma unroll
+            for (int k = 0; k < K; ++k) acc[j][i][k] = 0.0f;
 
-    const int rbase = ty * RPT * ST;      // first window row of this thread
+    const float* base = sm + SHIFT + ty * RPT * ST * Win::RS + tx * T::STEP;
 #pragma unroll
     for (int q = 0; q < (RPT - 1) * ST + R; ++q) {
         bool used = false;
 #pragma unroll
         for (int j = 0; j < RPT; ++j) used |= (q - j * ST >= 0 && q - j * ST < R);
         if (!used) continue;
-        float x[C][S];
+        float v[Win::NP][NV];
 #pragma unroll
-        for (int c = 0; c < C; ++c)
-#pragma unroll
-            for (int s = 0; s < S; ++s)
-                x[c][s] = HWC ? sm[(rbase + q) * (IC * C) + (tx * ST + s) * C + c]
-                              : sm[(c * IR + rbase + q) * IC + tx * ST + s];
+        for (int p = 0; p < Win::NP; ++p) read_taps<T::N, LEAD, VEC>(base + (p * IR + q) * Win::RS, v[p]);
 #pragma unroll
         for (int j = 0; j < RPT; ++j) {
             const int r = q - j * ST;
             if (r < 0 || r >= R) continue;
 #pragma unroll
-            for (int c = 0; c < C; ++c)
+            for (int i = 0; i < CPT; ++i)
 #pragma unroll
-                for (int s = 0; s < S; ++s)
+                for (int c = 0; c < C; ++c)
 #pragma unroll
-                    for (int k = 0; k < K; ++k) acc[j][k] = fmaf(x[c][s], w(k, c, r, s), acc[j][k]);
+                    for (int s = 0; s < S; ++s) {
+                        const float x = HWC ? v[0][LEAD + (i * ST + s) * C + c] : v[c][LEAD + i * ST + s];
+#pragma unroll
+                        for (int k = 0; k < K; ++k) acc[j][i][k] = fmaf(x, w(k, c, r, s), acc[j][i][k]);
+                    }
         }
     }
 #pragma unroll
     for (int j = 0; j < RPT; ++j) {
         const int oy = oy0 + ty * RPT + j;
-        if (oy < OH) store<HWC>(out, OH, OW, oy, ox, acc[j]);
+        if (oy < OH && ox < OW) store_cols<HWC>(out, OH, OW, oy, ox, acc[j]);
+    }
+}
+
+// Floats of the one shared buffer both load paths use (the larger of the two windows that fit).
+template <bool HWC>
+struct SharedBuffer {
+    using Wide = Window<HWC, true>;
+    using Exact = Window<HWC, false>;
+    static constexpr int WIDE = Wide::FITS ? Wide::FLOATS : 0;
+    static constexpr int EXACT = Exact::FITS ? Exact::FLOATS : 0;
+    static constexpr int WINDOWS = WIDE > EXACT ? WIDE : EXACT;
+    static constexpr int FLOATS = WINDOWS + 1;
+};
+
+// One tile per block: copy its window into shared memory, then compute from it.
+template <bool HWC, bool WIDE, int SHIFT>
+__device__ __forceinline__ void run_tile(float* sm, const float* __restrict__ in, float* __restrict__ out,
+                                         int H, int W, int OH, int OW) {
+    const int tid = threadIdx.y * TX + threadIdx.x;
+    const int ox0 = blockIdx.x * TXC;
+    const int oy0 = blockIdx.y * TOY;
+    issue_window<HWC, WIDE>(in, sm, H, W, ox0 * ST - PD, oy0 * ST - PD, tid);
+    commit();
+    wait_groups<0>();
+    __syncthreads();
+    compute_tile<HWC, WIDE, SHIFT>(sm, out, OH, OW, ox0, oy0);
+}
+
+// WIDE windows start at the aligned float at or below the window's first: the distance is the
+// same for every block when a block's columns span a multiple of 4 floats (then the taps'
+// alignment is compile-time), else it is read per block.
+template <bool HWC>
+__device__ __forceinline__ void run_wide(float* sm, const float* __restrict__ in, float* __restrict__ out,
+                                         int H, int W, int OH, int OW) {
+    constexpr int FLOATS_PER_BLOCK_STEP = HWC ? TXC * ST * C : TXC * ST;
+    if constexpr (FLOATS_PER_BLOCK_STEP % 4 == 0) {
+        constexpr int SHIFT = (-(HWC ? C : 1) * PD) & 3;
+        run_tile<HWC, true, SHIFT>(sm, in, out, H, W, OH, OW);
+    } else {
+        switch (window_first_float<HWC>(blockIdx.x * TXC * ST - PD) & 3) {
+            case 0: run_tile<HWC, true, 0>(sm, in, out, H, W, OH, OW); break;
+            case 1: run_tile<HWC, true, 1>(sm, in, out, H, W, OH, OW); break;
+            case 2: run_tile<HWC, true, 2>(sm, in, out, H, W, OH, OW); break;
+            default: run_tile<HWC, true, 3>(sm, in, out, H, W, OH, OW); break;
+        }
+    }
+}
+
+// Streaming path (FLOOR_PATH 1): no shared memory, no barriers. A thread walks rows ty*RPT..
+// of its CPT columns (one after another), reading each input row's C*S taps straight from
+// global memory (L1 serves the neighbours' overlap) and adding them into the RPT rows they
+// touch; the row loop is fully unrolled so all of a column's loads can be in flight at once.
+// Fewer instructions and barriers than the tiles where few rows share taps (stride 2-3).
+template <bool HWC>
+__device__ __forceinline__ void run_stream(const float* __restrict__ in, float* __restrict__ out,
+                                           int H, int W, int OH, int OW) {
+    const int oy0 = blockIdx.y * TOY + threadIdx.y * RPT;
+    if (oy0 >= OH) return;
+    const int iy0 = oy0 * ST - PD;
+    const size_t plane = (size_t)H * W;
+#pragma unroll 1
+    for (int i = 0; i < CPT; ++i) {
+        const int ox = (blockIdx.x * TX + threadIdx.x) * CPT + i;
+        if (ox >= OW) return;
+        const int ix0 = ox * ST - PD;
+        float acc[RPT][K];
+#pragma unroll
+        for (int j = 0; j < RPT; ++j)
+#pragma unroll
+            for (int k = 0; k < K; ++k) acc[j][k] = 0.0f;
+#pragma unroll
+        for (int q = 0; q < (RPT - 1) * ST + R; ++q) {
+            bool used = false;
+#pragma unroll
+            for (int j = 0; j < RPT; ++j) used |= (q - j * ST >= 0 && q - j * ST < R);
+            if (!used) continue;
+            const int gy = iy0 + q;
+            const bool row_ok = (unsigned)gy < (unsigned)H;
+            float x[C][S];
+#pragma unroll
+            for (int s = 0; s < S; ++s) {
+                const bool ok = row_ok && (unsigned)(ix0 + s) < (unsigned)W;
+#pragma unroll
+                for (int c = 0; c < C; ++c)
+                    x[c][s] = ok ? __ldg(HWC ? in + ((size_t)gy * W + ix0 + s) * C + c
+                                             : in + c * plane + (size_t)gy * W + ix0 + s)
+                                 : 0.0f;
+            }
+#pragma unroll
+            for (int j = 0; j < RPT; ++j) {
+                const int r = q - j * ST;
+                if (r < 0 || r >= R) continue;
+#pragma unroll
+                for (int c = 0; c < C; ++c)
+#pragma unroll
+                    for (int s = 0; s < S; ++s)
+#pragma unroll
+                        for (int k = 0; k < K; ++k) acc[j][k] = fmaf(x[c][s], w(k, c, r, s), acc[j][k]);
+            }
+        }
+#pragma unroll
+        for (int j = 0; j < RPT; ++j)
+            if (oy0 + j < OH) store<HWC>(out, OH, OW, oy0 + j, ox, acc[j]);
     }
 }
 
@@ -346,54 +412,67 @@ __device__ __forceinline__ void run_smem_regs(const float* __restrict__ in, floa
 template <bool HWC>
 __device__ __forceinline__ void run_direct(const float* __restrict__ in, float* __restrict__ out,
                                            int H, int W, int OH, int OW) {
-    const int ox = blockIdx.x * TX + threadIdx.x;
-    if (ox >= OW) return;
 #pragma unroll 1
-    for (int jj = 0; jj < TPB * RPT; ++jj) {
-        const int j = jj % RPT;
-        const int oy = (blockIdx.y * TPB + jj / RPT) * TOY + threadIdx.y * RPT + j;
-        if (oy >= OH) return;
-        float acc[K];
+    for (int col = 0; col < CPT; ++col) {
+        const int ox = (blockIdx.x * TX + threadIdx.x) * CPT + col;
+        if (ox >= OW) return;
+#pragma unroll 1
+        for (int j = 0; j < RPT; ++j) {
+            const int oy = blockIdx.y * TOY + threadIdx.y * RPT + j;
+            if (oy >= OH) break;
+            float acc[K];
 #pragma unroll
-        for (int k = 0; k < K; ++k) acc[k] = 0.0f;
+            for (int k = 0; k < K; ++k) acc[k] = 0.0f;
 #pragma unroll
-        for (int r = 0; r < R; ++r) {
-            const int iy = oy * ST - PD + r;
-            if ((unsigned)iy >= (unsigned)H) continue;
+            for (int r = 0; r < R; ++r) {
+                const int iy = oy * ST - PD + r;
+                if ((unsigned)iy >= (unsigned)H) continue;
 #pragma unroll
-            for (int s = 0; s < S; ++s) {
-                const int ix = ox * ST - PD + s;
-                if ((unsigned)ix >= (unsigned)W) continue;
+                for (int s = 0; s < S; ++s) {
+                    const int ix = ox * ST - PD + s;
+                    if ((unsigned)ix >= (unsigned)W) continue;
 #pragma unroll
-                for (int c = 0; c < C; ++c) {
-                    const float x = HWC ? __ldg(in + ((size_t)iy * W + ix) * C + c)
-                                        : __ldg(in + (size_t)c * H * W + (size_t)iy * W + ix);
+                    for (int c = 0; c < C; ++c) {
+                        const float x = HWC ? __ldg(in + ((size_t)iy * W + ix) * C + c)
+                                            : __ldg(in + (size_t)c * H * W + (size_t)iy * W + ix);
 #pragma unroll
-                    for (int k = 0; k < K; ++k) acc[k] = fmaf(x, w(k, c, r, s), acc[k]);
+                        for (int k = 0; k < K; ++k) acc[k] = fmaf(x, w(k, c, r, s), acc[k]);
+                    }
                 }
             }
+            store<HWC>(out, OH, OW, oy, ox, acc);
         }
-        store<HWC>(out, OH, OW, oy, ox, acc);
     }
 }
 
 template <bool HWC>
 __device__ __forceinline__ void run(const float* __restrict__ in, float* __restrict__ out,
                                     int H, int W, int OH, int OW) {
-    if constexpr (SMEM && HWC) run_smem_regs<HWC>(in, out, H, W, OH, OW);
-    else if constexpr (SMEM)   run_smem<HWC>(in, out, H, W, OH, OW);
-    else                run_direct<HWC>(in, out, H, W, OH, OW);
+    // one buffer for both load paths: two static arrays would both count against occupancy
+#if FLOOR_PATH == 1
+    run_stream<HWC>(in, out, H, W, OH, OW);
+    return;
+#endif
+    __shared__ __align__(16) float sm[SharedBuffer<HWC>::FLOATS];
+    const bool aligned_rows = ((HWC ? W * C : W) & 3) == 0 && (reinterpret_cast<size_t>(in) & 15) == 0;
+    if constexpr (Window<HWC, true>::FITS) {
+        if (aligned_rows) { run_wide<HWC>(sm, in, out, H, W, OH, OW); return; }
+    }
+    if constexpr (Window<HWC, false>::FITS) run_tile<HWC, false, 0>(sm, in, out, H, W, OH, OW);
+    else run_direct<HWC>(in, out, H, W, OH, OW);
 }
 
 }  // namespace conv_floor
 
 // At least this many blocks per SM for 3x3 filters, K <= 4 and <= 24 accumulators: caps registers
-// at 64 per thread (the windows no longer pass through registers, so nothing spills).
-#define FLOOR_MINB ((CONV_R * CONV_S <= 9 && CONV_K <= 4 && CONV_K * FLOOR_RPT <= 24 && 1024 / FLOOR_BLOCK > 0) ? 1024 / FLOOR_BLOCK : 1)
+// at 64 per thread (windows never pass through registers, so nothing spills).
+#ifndef FLOOR_MINB
+#define FLOOR_MINB ((CONV_R * CONV_S <= 9 && CONV_K <= 4 && CONV_K * FLOOR_RPT * FLOOR_CPT <= 24 && 1024 / FLOOR_BLOCK > 0) ? 1024 / FLOOR_BLOCK : 1)
+#endif
 
 // FLOOR_LAYOUT (optional): 1 compiles the HWC entry point only, 0 the CHW one only.
 #if !defined(FLOOR_LAYOUT) || FLOOR_LAYOUT == 1
-extern "C" __global__ void __launch_bounds__(FLOOR_BLOCK)
+extern "C" __global__ void __launch_bounds__(FLOOR_BLOCK, FLOOR_MINB)
 conv2d_floor_hwc(const float* __restrict__ input, float* __restrict__ output,
                  int H, int W, int OH, int OW) {
     conv_floor::run<true>(input, output, H, W, OH, OW);

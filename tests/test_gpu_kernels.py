@@ -20,7 +20,8 @@ MAX_DEFAULT_SHARED = 48 * 1024
 TIMING = {"mode": "warm", "warmup": 1, "min_reps": 3, "max_reps": 6, "batch": 3, "stable_rel": 0.5,
           "budget_s": 0.01, "e2e_reps": 1}
 VERIFY = {"seed": 0, "tolerance": {"fp32": 1e-5, "tf32": 5e-3}}
-PROBLEMS = [(257, 130), (31, 17)]
+# odd rows (4-byte copies), and widths of a multiple of 4 (16-byte copies of aligned rows)
+PROBLEMS = [(257, 130), (31, 17), (67, 132), (300, 256)]
 # the image-convolution kernels (3 channels); tests/test_gpu_families.py covers the other families
 CUDA_KERNELS = sorted(name for name, spec in load_registry().items() if "conv2d" in spec.experiments)
 

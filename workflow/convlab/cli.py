@@ -20,25 +20,28 @@ def _cmd_cell(args: argparse.Namespace) -> int:
     """One Snakemake job: run the cell under the device lock and write its row atomically.
 
     Host work (imports, loading, the CUDA context) happens before the lock is taken, so that
-    parallel jobs overlap it with another cell's measurement."""
+    parallel jobs overlap it with another cell's measurement. The backend (CuPy's import and the
+    CUDA context, ~0.5 s) starts in a thread while this one decodes the picture: both wait
+    mostly outside the GIL (the driver, the PNG decoder)."""
+    from concurrent.futures import ThreadPoolExecutor
+
     from convlab.measure.phases import PhaseClock, process_age_s
 
     phases = PhaseClock()
     startup_ms = (process_age_s() or 0.0) * 1e3
-    from convlab.backends import get_backend
-    from convlab.devicelock import exclusive_device
     from convlab.grid import Cell
-    from convlab.measure import provenance
-    from convlab.row import write_row_atomically
-    from convlab.runner import load_inputs, measure_cell
 
     cell = Cell.from_json(args.spec)
-    backend = get_backend(cell.backend)
-    phases.lap("imports")
-    inputs = load_inputs(cell, args.image)
-    phases.lap("load")
-    backend.open_context()
-    provenance.git_commit()  # two git calls, cached: made before the lock, not inside it
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        backend_ready = pool.submit(_open_backend, cell.backend)
+        from convlab.devicelock import exclusive_device
+        from convlab.row import write_row_atomically
+        from convlab.runner import load_inputs, measure_cell
+
+        phases.lap("imports")
+        inputs = load_inputs(cell, args.image)
+        phases.lap("load")
+        backend = backend_ready.result()  # re-raises BackendUnavailable and the like
     phases.lap("context")
     with exclusive_device(cell.backend):
         phases.lap("lock_wait")
@@ -52,6 +55,18 @@ def _cmd_cell(args: argparse.Namespace) -> int:
     write_row_atomically(row, args.out)
     print(f"{cell.path}: {row['status']} {row.get('kernel_ms') or ''} {row.get('reason') or ''}".rstrip())
     return 0
+
+
+def _open_backend(name: str):
+    """The backend with its context open and provenance read (two git calls, cached), so
+    that none of it happens inside the device lock."""
+    from convlab.backends import get_backend
+    from convlab.measure import provenance
+
+    backend = get_backend(name)
+    backend.open_context()
+    provenance.git_commit()
+    return backend
 
 
 def _matching_cells(args: argparse.Namespace) -> list:
