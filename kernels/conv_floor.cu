@@ -12,8 +12,9 @@
 //   down the window: each window row's taps are read once (128-bit shared loads when aligned)
 //   and added into the RPT rows they touch; filter taps are compile-time __constant__ operands
 //   (one FFMA each). Stores are streaming (__stcs), 128-bit where CPT*K (HWC) or CPT (CHW)
-//   floats are aligned. At stride 1 the H200 is issue-bound here (Nsight: 80 % issue active),
-//   so CPT = 4 cuts the shared loads and stores per output 4-fold.
+//   floats are aligned. At stride 1 the H200 issues on 80 % of cycles here (Nsight), so CPT = 4
+//   cuts the shared loads and stores per output 4-fold (NCHW 1.26 -> 1.19 x copy). Issue is not
+//   the only limit: a division-free window copy (a fifth fewer instructions) did not speed up HWC.
 //   Streaming (FLOOR_PATH 1): no shared memory and no barriers; see run_stream. Faster where
 //   few rows share taps (strides 2-3).
 //   DRAM sees the copy floor plus the halos: vertical (R-ST)/(TOY*ST), horizontal

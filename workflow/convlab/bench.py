@@ -7,7 +7,11 @@
 - an empty kernel launch: the floor of a launch-bound size.
 
 Every kernel result is checked against the float64 reference; a failed check is printed, not
-hidden. Prints ratios: ours / copy (1.0 = at the floor), cuDNN / ours, ours / empty launch.
+hidden. Prints ratios: ours / copy (1.0 = at the floor), cuDNN / ours, ours / empty launch, and
+two ceilings that bound what any kernel can show: cuDNN / copy (the largest cuDNN / ours of a
+kernel that reads its input once and writes its output once) and copy / empty (the smallest
+ours / empty of such a kernel at a launch-bound size). Then issue 7's targets, each met or
+missed by how much, computed from the rows.
 """
 
 from __future__ import annotations
@@ -103,9 +107,62 @@ def _ratio(a: float | None, b: float | None) -> float:
     return float(a) / float(b) if a and b else float("nan")
 
 
+# issue 7's targets: ours / copy at the large sizes, cuDNN / ours at the largest stride-1 problem,
+# ours / empty launch at the launch-bound sizes
+FLOOR_SIZES, FLOOR_LIMIT = (2048, 4096), 1.25
+CUDNN_PROBLEM, CUDNN_TARGET = (4096, 1), 15.0
+LAUNCH_SIZES, LAUNCH_LIMIT = (128, 256, 512), 1.2
+
+
+def _worst(rows: list[dict[str, Any]], value) -> tuple[float, dict[str, Any]]:
+    scored = [(value(r), r) for r in rows]
+    return max(scored, key=lambda pair: pair[0] if pair[0] == pair[0] else float("inf"))
+
+
+def _where(r: dict[str, Any]) -> str:
+    return f"{r['size']}^2 stride {r['stride']} {r['layout']}"
+
+
+def check_targets(results: list[dict[str, Any]]) -> list[str]:
+    """One line per target of issue 7 that the rows cover: met or missed, the worst case and
+    the ceiling a read-once, write-once kernel could reach there. A row that is not ok counts
+    as a miss."""
+    lines = []
+    failed = [r for r in results if r["ours_status"] != "ok"]
+    for r in failed:
+        lines.append(f"MISS correctness: {_where(r)} is {r['ours_status']}")
+    floor_rows = [r for r in results if r["size"] in FLOOR_SIZES]
+    if floor_rows:
+        value, r = _worst(floor_rows, lambda r: _ratio(r["ours_ms"], r["copy_ms"]))
+        verdict = "met " if value <= FLOOR_LIMIT else "MISS"
+        over = "" if value <= FLOOR_LIMIT else ", no time" if value != value else \
+            f", {100 * (value / FLOOR_LIMIT - 1):.1f}% over"
+        lines.append(f"{verdict} ours / copy <= {FLOOR_LIMIT} at {', '.join(map(str, FLOOR_SIZES))}: worst "
+                     f"{value:.3f} ({_where(r)}{over})")
+    for r in results:
+        if (r["size"], r["stride"]) != CUDNN_PROBLEM:
+            continue
+        value, ceiling = _ratio(r["cudnn_ms"], r["ours_ms"]), _ratio(r["cudnn_ms"], r["copy_ms"])
+        verdict = "met " if value >= CUDNN_TARGET else "MISS"
+        lines.append(f"{verdict} cuDNN / ours >= {CUDNN_TARGET:g} at {_where(r)}: {value:.2f} "
+                     f"(at the copy floor it would be {ceiling:.2f})")
+    launch_rows = [r for r in results if r["size"] in LAUNCH_SIZES]
+    if launch_rows:
+        value, r = _worst(launch_rows, lambda r: _ratio(r["ours_ms"], r["empty_launch_ms"]))
+        copies = [_ratio(x["copy_ms"], x["empty_launch_ms"]) for x in launch_rows]
+        ours_over_copy = [_ratio(x["ours_ms"], x["copy_ms"]) for x in launch_rows]
+        verdict = "met " if value <= LAUNCH_LIMIT else "MISS"
+        lines.append(f"{verdict} ours / empty launch <= {LAUNCH_LIMIT} at {', '.join(map(str, LAUNCH_SIZES))}: "
+                     f"worst {value:.2f} ({_where(r)}); a copy of the same bytes is {min(copies):.2f}-"
+                     f"{max(copies):.2f} x the empty launch, ours / copy there {min(ours_over_copy):.2f}-"
+                     f"{max(ours_over_copy):.2f}")
+    return lines
+
+
 def format_table(results: list[dict[str, Any]]) -> str:
     header = (f"{'size':>6} {'s':>2} {'layout':>6} {'ours ms':>9} {'copy ms':>9} {'ours/copy':>9} "
-              f"{'%copyBW':>7} {'cuDNN ms':>9} {'cuDNN/ours':>10} {'naive/ours':>10} {'ours/empty':>10}  status")
+              f"{'%copyBW':>7} {'cuDNN ms':>9} {'cuDNN/ours':>10} {'naive/ours':>10} {'ours/empty':>10} "
+              f"{'cuDNN/copy':>10} {'copy/empty':>10}  status")
     lines = [f"floor benchmark on {results[0]['device']}" if results else "no results", header]
     for r in results:
         over_copy = _ratio(r["ours_ms"], r["copy_ms"])
@@ -113,8 +170,11 @@ def format_table(results: list[dict[str, Any]]) -> str:
             f"{r['size']:>6} {r['stride']:>2} {r['layout']:>6} {r['ours_ms'] or float('nan'):>9.4f} "
             f"{r['copy_ms']:>9.4f} {over_copy:>9.3f} {100 / over_copy:>6.1f}% {r['cudnn_ms'] or float('nan'):>9.4f} "
             f"{_ratio(r['cudnn_ms'], r['ours_ms']):>10.2f} {_ratio(r['naive_ms'], r['ours_ms']):>10.2f} "
-            f"{_ratio(r['ours_ms'], r['empty_launch_ms']):>10.2f}  {r['ours_status']} ({r['ours_kernel']}, "
+            f"{_ratio(r['ours_ms'], r['empty_launch_ms']):>10.2f} {_ratio(r['cudnn_ms'], r['copy_ms']):>10.2f} "
+            f"{_ratio(r['copy_ms'], r['empty_launch_ms']):>10.2f}  {r['ours_status']} ({r['ours_kernel']}, "
             f"err {r['ours_max_rel_err']})")
+    if results:
+        lines += ["targets (issue 7):", *(f"  {line}" for line in check_targets(results))]
     return "\n".join(lines)
 
 
