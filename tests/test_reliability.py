@@ -41,7 +41,7 @@ CELL_OUTPUT = re.compile(r"output: (results/cells/\S+\.csv)")
 # Columns that differ between two runs of the same cells: times, and where/when they ran.
 TIMING_AND_PROVENANCE = ["kernel_ms", "kernel_ms_min", "kernel_ms_max", "kernel_ms_iqr", "reps", "timing_stop",
                          "setup_ms", "e2e_ms", "gflops", "gbps", "copy_gbps", "floor_ms", "pct_of_floor",
-                         "stage_ms", "started_at", "finished_at", "host", "git_commit", "phase_ms", "job_ms"]
+                         "stage_ms", "started_at", "finished_at", "host", "git_commit", "phase_ms", "job_ms", "service_ms"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -386,7 +386,7 @@ def test_a_killed_cell_loses_nothing_and_the_rerun_makes_only_what_is_missing(tm
     repo = copy_repo(tmp_path / "repo")
     write_slow_config(repo)
     env = snakemake_env(repo)
-    lock = Path(env["TMPDIR"]) / "convlab-cpu-host.lock"
+    lock = Path(env["TMPDIR"]) / "convlab-cpu.lock"
     run = subprocess.Popen(snakemake_command(1, configfile=SLOW), cwd=repo, env=env,
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     killed = None

@@ -21,7 +21,7 @@ TINY = "config/tiny-cpu.yaml"
 # what differs between two runs of the same cells: timings and provenance
 VOLATILE = ["kernel_ms", "kernel_ms_min", "kernel_ms_max", "kernel_ms_iqr", "reps", "timing_stop", "setup_ms",
             "e2e_ms", "gflops", "gbps", "copy_gbps", "floor_ms", "pct_of_floor", "stage_ms", "started_at",
-            "finished_at", "host", "git_commit", "phase_ms", "job_ms"]
+            "finished_at", "host", "git_commit", "phase_ms", "job_ms", "service_ms"]
 ORDER = ["experiment", "kernel", "variant", "size", "batch", "C_in", "C_out", "W", "stride", "filter_size"]
 
 

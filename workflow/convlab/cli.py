@@ -7,70 +7,43 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+import time
 from pathlib import Path
 
 from convlab import DEFAULT_CONFIG, REPO_ROOT
-from convlab.config import ConfigError, load_config
-from convlab.measure.problem import ImageError
-from convlab.status import BackendUnavailable
 
 
 def _cmd_cell(args: argparse.Namespace) -> int:
-    """One Snakemake job: run the cell under the device lock and write its row atomically.
+    """One Snakemake job: a thin client of the measurement service, which measures the cell and
+    writes its row. CONVLAB_SERVICE=off measures in this process instead (for debugging)."""
+    from convlab.measure.phases import process_age_s
+    from convlab.service.client import measure_through_service
 
-    Host work (imports, loading, the CUDA context) happens before the lock is taken, so that
-    parallel jobs overlap it with another cell's measurement. The backend (CuPy's import and the
-    CUDA context, ~0.5 s) starts in a thread while this one decodes the picture: both wait
-    mostly outside the GIL (the driver, the PNG decoder)."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    from convlab.measure.phases import PhaseClock, process_age_s
-
-    phases = PhaseClock()
     startup_ms = (process_age_s() or 0.0) * 1e3
-    from convlab.grid import Cell
+    started_at = time.time() - startup_ms / 1e3
+    if os.environ.get("CONVLAB_SERVICE", "on").strip().lower() == "off":
+        from convlab.inprocess import measure_in_process
 
-    cell = Cell.from_json(args.spec)
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        backend_ready = pool.submit(_open_backend, cell.backend)
-        from convlab.devicelock import exclusive_device
-        from convlab.row import write_row_atomically
-        from convlab.runner import load_inputs, measure_cell
-
-        phases.lap("imports")
-        inputs = load_inputs(cell, args.image)
-        phases.lap("load")
-        backend = backend_ready.result()  # re-raises BackendUnavailable and the like
-    phases.lap("context")
-    with exclusive_device(cell.backend):
-        phases.lap("lock_wait")
-        row = measure_cell(inputs, args.bandwidth, backend)
-    phases.lap("measure")
-    job = {"startup": startup_ms, **phases.laps}
-    job.pop("measure")
-    row["phase_ms"] = ";".join(f"{k}={v:.4g}" for k, v in job.items()) + (
-        ";" + row["phase_ms"] if row.get("phase_ms") else "")
-    row["job_ms"] = startup_ms + sum(phases.laps.values())
-    write_row_atomically(row, args.out)
-    print(f"{cell.path}: {row['status']} {row.get('kernel_ms') or ''} {row.get('reason') or ''}".rstrip())
-    return 0
+        return measure_in_process(args.spec, args.out, args.image, args.bandwidth, started_at, startup_ms)
+    return measure_through_service(args.spec, args.out, args.image, args.bandwidth, started_at, startup_ms)
 
 
-def _open_backend(name: str):
-    """The backend with its context open and provenance read (two git calls, cached), so
-    that none of it happens inside the device lock."""
-    from convlab.backends import get_backend
-    from convlab.measure import provenance
+def _cmd_serve(args: argparse.Namespace) -> int:
+    """The measurement service in the foreground (cell jobs start it by themselves), or --status / --stop."""
+    from convlab.service import control
 
-    backend = get_backend(name)
-    backend.open_context()
-    provenance.git_commit()
-    return backend
+    if args.stop:
+        return control.stop(quiet=args.quiet)
+    if args.status:
+        return control.status()
+    return control.run(args.idle_timeout, spawned=args.spawned)
 
 
 def _matching_cells(args: argparse.Namespace) -> list:
     from convlab.backends import resolve_backend
+    from convlab.config import load_config
     from convlab.families import FAMILIES, build_cells
 
     config = load_config(args.config)
@@ -93,6 +66,7 @@ def _matching_cells(args: argparse.Namespace) -> list:
 
 def _cmd_run(args: argparse.Namespace) -> int:
     """Run cells by hand and print their rows (every variant unless one is given)."""
+    from convlab.backends import get_backend
     from convlab.devicelock import exclusive_device
     from convlab.row import write_row_atomically
     from convlab.runner import run_cell
@@ -106,9 +80,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if not cells:
         print(f"error: kernel {args.kernel!r} has nothing to run on this backend", file=sys.stderr)
         return 2
+    backend = get_backend(cells[0].backend)
     for cell in cells:
-        with exclusive_device(cell.backend):
-            row = run_cell(cell, image)
+        with exclusive_device(backend.device_key()):
+            row = run_cell(cell, image, backend=backend)
         width = max(len(k) for k in row)
         print(f"== {cell.path}")
         for key, value in row.items():
@@ -127,7 +102,7 @@ def _measure_device_record(backend_name: str, out: str, measure) -> dict:
     from convlab.devicelock import exclusive_device
 
     backend = get_backend(backend_name)
-    with exclusive_device(backend.name):
+    with exclusive_device(backend.device_key()):
         record = {"backend": backend.name, "device": backend.device_info()["device"], **measure(backend)}
     Path(out).parent.mkdir(parents=True, exist_ok=True)
     Path(out).write_text(json.dumps(record, indent=2) + "\n")
@@ -149,13 +124,13 @@ def _cmd_ceiling(args: argparse.Namespace) -> int:
 
 def _cmd_bench(args: argparse.Namespace) -> int:
     """The floor benchmark: our kernel, cuDNN best, the naive kernel and a copy, in one process."""
-    from convlab.backends import resolve_backend
+    from convlab.backends import get_backend, resolve_backend
 
     resolve_backend("cuda")  # one clear line where there is no GPU
     from convlab.bench import format_table, run_benchmark, write_results
     from convlab.devicelock import exclusive_device
 
-    with exclusive_device("cuda"):
+    with exclusive_device(get_backend("cuda").device_key()):
         results = run_benchmark(args.sizes, args.strides, args.data)
     write_results(results, args.out)
     print(format_table(results))
@@ -196,13 +171,10 @@ def _cmd_figures(args: argparse.Namespace) -> int:
 
 
 def _cmd_gallery(args: argparse.Namespace) -> int:
-    from convlab.devicelock import exclusive_device
     from convlab.gallery import render_edge_map
     from convlab.grid import Cell
 
-    cell = Cell.from_json(args.spec)
-    with exclusive_device(cell.backend):  # its kernel run must not overlap a cell's timing
-        render_edge_map(cell, args.image, args.out)
+    render_edge_map(Cell.from_json(args.spec), args.image, args.out)
     return 0
 
 
@@ -263,6 +235,15 @@ def build_parser() -> argparse.ArgumentParser:
     cell.add_argument("--bandwidth")
     cell.add_argument("--out", required=True)
     cell.set_defaults(handler=_cmd_cell)
+
+    serve = commands.add_parser("serve", help="the measurement service (cell jobs start it themselves)")
+    serve.add_argument("--idle-timeout", type=float, default=60.0, help="seconds without a cell before it exits")
+    serve.add_argument("--status", action="store_true", help="print the running service's identity and workers")
+    serve.add_argument("--stop", action="store_true", help="ask the running service to finish its cells and exit")
+    serve.add_argument("--quiet", action="store_true", help="with --stop: say nothing when no service runs")
+    # started by a cell job, which holds the start lock and names the socket
+    serve.add_argument("--spawned", metavar="KEY", help=argparse.SUPPRESS)
+    serve.set_defaults(handler=_cmd_serve)
 
     bandwidth = commands.add_parser("bandwidth", help="measure device-to-device copy bandwidth")
     bandwidth.add_argument("--backend", required=True, choices=["cuda", "cpu"])
@@ -340,18 +321,47 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
+def _is_user_error(error: Exception) -> bool:
+    """Mistakes a user can fix get one line, not a traceback. The error classes are imported here,
+    not at the top, so that a cell job (a thin client) imports none of their modules."""
+    from convlab.config import ConfigError
+    from convlab.measure.problem import ImageError
+    from convlab.status import BackendUnavailable
+
+    if isinstance(error, (ConfigError, BackendUnavailable, ImageError)):
+        return True
+    from convlab.data import DataError
+
+    return isinstance(error, DataError)
+
+
+# Commands a rule runs that a warm service worker can run instead of a fresh process: the data
+# and report commands in a tools worker, the device-wide ones on a device's worker.
+FORWARDED = {"source", "downscale", "aggregate", "figures", "seed-compare", "seed-report", "roofline", "findings",
+             "bandwidth", "ceiling", "gallery"}
+
+
+def _pool(args: argparse.Namespace) -> str:
+    if args.command in ("bandwidth", "ceiling"):
+        return args.backend
+    if args.command == "gallery":
+        return json.loads(args.spec).get("backend", "cpu")
+    return "tools"
+
+
+def main(argv: list[str] | None = None, forward: bool = True) -> int:
+    """``forward``: hand the commands in FORWARDED to the service (unless CONVLAB_SERVICE=off);
+    a service worker runs them with forward=False."""
+    argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
+    if forward and args.command in FORWARDED and os.environ.get("CONVLAB_SERVICE", "on").strip().lower() != "off":
+        from convlab.service.client import run_through_service
+
+        return run_through_service(argv, _pool(args))
     try:
         return args.handler(args)
-    except (ConfigError, BackendUnavailable, ImageError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
     except Exception as error:
-        # convlab.data (ffmpeg) is imported only by the data commands, not by every cell job
-        from convlab.data import DataError
-
-        if not isinstance(error, DataError):
+        if not _is_user_error(error):
             raise
         print(f"error: {error}", file=sys.stderr)
         return 2

@@ -44,8 +44,12 @@ def _section(config: dict, family: str, backend: str) -> dict:
     return section
 
 
+# Service settings, not measurement settings: kept out of the cell so that changing them re-runs nothing.
+SERVICE_TIMING_KEYS = ("cell_timeout_s",)
+
+
 def _timing(config: dict, backend: str) -> dict:
-    timing = dict(config["timing"])
+    timing = {k: v for k, v in config["timing"].items() if k not in SERVICE_TIMING_KEYS}
     if backend == "cpu":
         timing["budget_s"] = config["cpu"]["budget_s"]
     return timing

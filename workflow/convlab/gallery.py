@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 
 from convlab.backends import get_backend
+from convlab.devicelock import exclusive_device
 from convlab.grid import Cell
 from convlab.measure import problem as problem_mod
 from convlab.runner import load_inputs, place
@@ -26,7 +27,8 @@ def render_edge_map(cell: Cell, image_path: str | Path, out: str | Path) -> None
     inputs = load_inputs(cell, image_path)
     backend = get_backend(cell.backend)
     layout = backend.layout_for(inputs.spec)
-    with backend.guard("gallery"):
+    # its kernel run must not overlap a cell's timing on the same device
+    with exclusive_device(backend.device_key()), backend.guard("gallery"):
         _, buffers = place(backend, inputs, layout)
         prepared = backend.prepare(inputs.spec, cell.tunables, cell.settings, inputs.problem, buffers)
         prepared.run()

@@ -11,6 +11,7 @@ from typing import Any
 
 from convlab.config import ConfigError
 from convlab.registry import KernelSpec
+from convlab.row import variant_name
 
 CELLS_ROOT = "results/cells"
 MAX_BLOCK_EDGE = 1024  # CUDA's maxThreadsDim for x and y on every compute capability
@@ -56,7 +57,7 @@ class Cell:
     @property
     def variant(self) -> str:
         """The tunables as a path component, e.g. 'block~16', or 'default'."""
-        return "_".join(f"{k}~{v}" for k, v in sorted(self.tunables.items())) or "default"
+        return variant_name(self.tunables)
 
     @property
     def path(self) -> str:

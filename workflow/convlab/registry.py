@@ -5,9 +5,14 @@ The description format is documented in kernels/README.md.
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
+import os
+import sys
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import yaml
@@ -16,6 +21,8 @@ from convlab import KERNELS_DIR, REPO_ROOT
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 CPU_TWINS_DIR = PACKAGE_DIR / "cpu_twins"
+# More kernel folders (each with its registry.yaml), e.g. the tests' deliberately faulty kernels.
+EXTRA_KERNELS_ENV = "CONVLAB_EXTRA_KERNELS"
 # library name -> (module, prepare function) in convlab.backends
 LIBRARIES = {
     "cudnn": ("cudnn_conv", "prepare_cudnn"),
@@ -53,6 +60,7 @@ class KernelSpec:
     source: Path | None = None  # the .cu file, for kernels we write
     library: str | None = None  # cudnn, cupy_fft, ndimage
     cpu_twin: str | None = None
+    twin_path: Path | None = None  # the twin's module: convlab/cpu_twins/, or beside the description
     experiments: tuple[str, ...] = ("conv2d",)  # the families whose grids include this kernel
     # conditions on the problem and tunables (e.g. 'block >= S'); a cell that fails one is
     # an invalid configuration of this kernel, recorded with the condition
@@ -80,9 +88,23 @@ class KernelSpec:
             paths.append(self.source)
         if backend == "cuda" and self.library:
             paths.append(PACKAGE_DIR / "backends" / f"{LIBRARIES[self.library][0]}.py")
-        if backend == "cpu" and self.cpu_twin:
-            paths.append(CPU_TWINS_DIR / f"{self.cpu_twin}.py")
+        if backend == "cpu" and self.twin_path:
+            paths.append(self.twin_path)
         return paths
+
+    def load_twin(self) -> ModuleType:
+        """The cpu twin's module."""
+        if self.twin_path is None:
+            raise RegistryError(f"kernel {self.name!r} has no cpu twin")
+        if self.twin_path.parent == CPU_TWINS_DIR:
+            return importlib.import_module(f"convlab.cpu_twins.{self.cpu_twin}")
+        name = f"convlab_extra_twins.{self.name}"
+        if name not in sys.modules:
+            spec = importlib.util.spec_from_file_location(name, self.twin_path)
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+            sys.modules[name] = module
+        return sys.modules[name]
 
 
 def _check_stage(path: Path, index: int, stage: dict) -> None:
@@ -146,8 +168,12 @@ def _parse(name: str, path: Path) -> KernelSpec:
     if set(supports) - SUPPORT_KEYS:
         raise RegistryError(f"{path}: supports takes {sorted(SUPPORT_KEYS)} only")
     twin = raw.get("cpu_twin")
-    if twin and not (CPU_TWINS_DIR / f"{twin}.py").is_file():
-        raise RegistryError(f"{path}: cpu_twin {twin!r} has no module {CPU_TWINS_DIR / (twin + '.py')}")
+    twin_path = None
+    if twin:
+        twin_path = next((folder / f"{twin}.py" for folder in (CPU_TWINS_DIR, path.parent)
+                          if (folder / f"{twin}.py").is_file()), None)
+        if twin_path is None:
+            raise RegistryError(f"{path}: cpu_twin {twin!r} has no module {CPU_TWINS_DIR / (twin + '.py')}")
     return KernelSpec(
         name=name,
         summary=raw.get("summary", ""),
@@ -164,16 +190,32 @@ def _parse(name: str, path: Path) -> KernelSpec:
         source=source_path,
         library=library,
         cpu_twin=twin,
+        twin_path=twin_path,
         experiments=experiments,
         requires=tuple(str(condition) for condition in raw.get("requires") or ()),
     )
 
 
-@lru_cache(maxsize=4)
+def extra_kernel_dirs() -> tuple[Path, ...]:
+    return tuple(Path(p).resolve() for p in os.environ.get(EXTRA_KERNELS_ENV, "").split(os.pathsep) if p)
+
+
 def load_registry(kernels_dir: Path = KERNELS_DIR) -> dict[str, KernelSpec]:
-    with open(kernels_dir / "registry.yaml") as handle:
-        entries = (yaml.safe_load(handle) or {}).get("kernels", {})
-    return {name: _parse(name, kernels_dir / desc) for name, desc in entries.items()}
+    """The kernels of ``kernels_dir``, and of the folders CONVLAB_EXTRA_KERNELS names."""
+    return _load_registries((kernels_dir, *extra_kernel_dirs()))
+
+
+@lru_cache(maxsize=8)
+def _load_registries(folders: tuple[Path, ...]) -> dict[str, KernelSpec]:
+    registry: dict[str, KernelSpec] = {}
+    for folder in folders:
+        with open(folder / "registry.yaml") as handle:
+            entries = (yaml.safe_load(handle) or {}).get("kernels", {})
+        for name, desc in entries.items():
+            if name in registry:
+                raise RegistryError(f"{folder / 'registry.yaml'}: kernel {name!r} is registered twice")
+            registry[name] = _parse(name, folder / desc)
+    return registry
 
 
 def get_kernel(name: str, kernels_dir: Path = KERNELS_DIR) -> KernelSpec:

@@ -22,17 +22,44 @@ COLUMNS = [
     # timing (ms)
     "timing_mode", "kernel_ms", "kernel_ms_min", "kernel_ms_max", "kernel_ms_iqr", "reps", "timing_stop",
     "stage_ms", "setup_ms", "e2e_ms",
-    # the job's wall-clock phases (ms: startup, imports, load, context, lock_wait, place, setup,
-    # launch, timing, e2e, verify) and its whole wall time, process start to row written
-    "phase_ms", "job_ms",
+    # the job's wall-clock phases (ms; see the README), its whole wall time (client process start
+    # to row written) and the time the measurement service spent on this cell alone
+    "phase_ms", "job_ms", "service_ms",
     # derived
     "flops", "bytes", "gflops", "gbps", "copy_gbps", "floor_ms", "pct_of_floor",
     # verification against the float64 reference
     "max_rel_err", "rel_l2_err", "tolerance", "nonfinite",
     # provenance
-    "device", "compute_capability", "driver_version", "runtime_version", "cupy_version", "cudnn_version",
+    "device", "gpu_index", "gpu_uuid", "compute_capability", "driver_version", "runtime_version", "cupy_version", "cudnn_version",
     "git_commit", "convlab_version", "host", "started_at", "finished_at",
 ]
+
+
+def row_format() -> str:
+    """A short hash of the column list: names the row contract a cell's CSV was written in."""
+    import hashlib
+
+    return hashlib.sha256(",".join(COLUMNS).encode()).hexdigest()[:12]
+
+
+def variant_name(tunables: dict[str, Any]) -> str:
+    """The tunables as a path component, e.g. 'block~16', or 'default'."""
+    return "_".join(f"{k}~{v}" for k, v in sorted(tunables.items())) or "default"
+
+
+def failure_row(spec: dict[str, Any], status: str, reason: str, **extra: Any) -> dict[str, Any]:
+    """The row of a cell whose measurement never produced one (its worker died or hung, or the
+    service went away): what was asked, the status and why. Built from the cell's spec alone,
+    so that a process without NumPy can write it."""
+    tunables = spec.get("tunables") or {}
+    return {
+        "experiment": spec.get("experiment"), "kernel": spec.get("kernel"),
+        "variant": variant_name(tunables), "backend": spec.get("backend"), "size": spec.get("size"),
+        "batch": spec.get("batch"), "filter_size": spec.get("filter_size"), "stride": spec.get("stride"),
+        "padding": spec.get("padding"), "block": tunables.get("block"),
+        "timing_mode": (spec.get("timing") or {}).get("mode"),
+        "status": status, "reason": reason[:2000], **extra,
+    }
 
 
 def _cell_text(value: Any) -> Any:

@@ -34,7 +34,7 @@ from convlab.status import INVALID_CONFIG, OK, UNSUPPORTED, WRONG, CellFailure
 
 E2E_SINGLE_REP_BYTES = 256 << 20
 HOST_REFERENCE_FLOPS = 1e8
-DEVICE_COLUMNS = ("device", "compute_capability", "driver_version", "runtime_version", "cupy_version",
+DEVICE_COLUMNS = ("device", "gpu_index", "gpu_uuid", "compute_capability", "driver_version", "runtime_version", "cupy_version",
                   "cudnn_version")
 
 

@@ -1,5 +1,15 @@
 # One job per cell. A cell's inputs are its image and its kernel's own files, and its
 # params are its full settings, so Snakemake re-runs exactly the cells a change touches.
+# The job is a thin client: the measurement service (convlab.service) measures the cell and
+# writes its row, and is asked to stop when the run ends.
+
+
+onsuccess:
+    stop_measurement_service()
+
+
+onerror:
+    stop_measurement_service()
 
 
 rule copy_bandwidth:
@@ -53,6 +63,7 @@ rule cell:
         runner=RUNNER,
         spec=cell_spec,
         image=image_option,
+        row_format=ROW_FORMAT,
     shell:
         "{params.runner} cell --spec {params.spec:q} {params.image} "
         "--bandwidth {input.bandwidth} --out {output.row} > {log} 2>&1"

@@ -1,6 +1,7 @@
 # Configuration, backend and the cell grid. Everything here runs when the DAG is built.
 import os
 import shlex
+import subprocess
 import sys
 from pathlib import Path
 
@@ -11,6 +12,8 @@ from convlab.config import ConfigError, validate_config
 from convlab.families import build_cells, gallery_size, image_sizes
 from convlab.grid import CELL_PATH, LOG_PATH
 from convlab.registry import load_registry, relative
+from convlab.row import row_format
+from convlab.service.client import export_service_settings
 
 # Jobs run the package from this checkout, whatever else is on PYTHONPATH. The path is
 # relative to the working directory so that moving the checkout re-runs nothing.
@@ -25,6 +28,14 @@ try:
     CELLS = build_cells(config, BACKEND)
 except ConfigError as error:
     sys.exit(f"error: {error}")
+
+# The measurement service's settings reach cell jobs through their environment, not their
+# params, so that changing a timeout re-runs no cell.
+export_service_settings(
+    config["timing"]["cell_timeout_s"], config["service"]["idle_timeout_s"]
+)
+# Part of every cell's params: a change to the row's columns re-measures every cell once.
+ROW_FORMAT = row_format()
 
 CELLS_BY_PATH = {cell.path: cell for cell in CELLS}
 KERNELS = load_registry()
@@ -119,6 +130,12 @@ def gallery_cells():
         ):
             chosen.setdefault(cell.kernel, cell)
     return chosen
+
+
+def stop_measurement_service():
+    """At the end of a run, the service it started finishes and exits (else it idles out).
+    The jobs' own interpreter asks, so that it finds the service they used."""
+    subprocess.run(f"{RUNNER} serve --stop --quiet", shell=True, check=False)
 
 
 def final_outputs():

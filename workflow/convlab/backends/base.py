@@ -97,6 +97,17 @@ class Backend(ABC):
     def open_context(self) -> None:  # noqa: B027 (an optional hook: nothing to open on the cpu)
         """Create the device context and load the backend's own helpers, outside any timing."""
 
+    def device_key(self) -> str:
+        """Names this device's lock (convlab.devicelock): one measurement on it at a time."""
+        return self.name
+
+    def release_memory(self) -> None:  # noqa: B027 (an optional hook: the cpu frees as it goes)
+        """Give back cached device memory between cells, so one cell's use cannot starve the next."""
+
+    def fault(self) -> str | None:
+        """Why this backend can no longer measure (a sticky device error), or None while it can."""
+        return None
+
     def guard(self, stage: str):
         """A context manager that turns this backend's errors into CellFailure subclasses."""
         from contextlib import nullcontext

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import os
 import platform
 import time
@@ -75,7 +74,7 @@ class CpuBackend(Backend):
                 problem: ConvProblem | GemmProblem, buffers: KernelBuffers) -> PreparedKernel:
         if not spec.cpu_twin:
             raise UnsupportedCell(f"kernel {spec.name!r} has no cpu twin", "setup")
-        twin = importlib.import_module(f"convlab.cpu_twins.{spec.cpu_twin}")
+        twin = spec.load_twin()
 
         if isinstance(problem, GemmProblem):
             def run() -> None:

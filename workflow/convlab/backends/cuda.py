@@ -45,6 +45,15 @@ def _fill_constant(module: cupy.RawModule, symbol: str, buffer: cupy.ndarray) ->
     pointer.copy_from_device(buffer.data, buffer.nbytes)
 
 
+def gpu_uuid(properties: dict) -> str:
+    """'GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx', as nvidia-smi and CUDA_VISIBLE_DEVICES write it."""
+    raw = properties.get("uuid", b"")
+    text = raw.hex() if isinstance(raw, bytes) else str(raw).replace("-", "")
+    if len(text) != 32:
+        return ""
+    return f"GPU-{text[:8]}-{text[8:12]}-{text[12:16]}-{text[16:20]}-{text[20:]}"
+
+
 def _matmul(stage: dict, operands: dict, names: dict) -> Callable[[], None]:
     """out = a @ b on views of the operands (no copies), through cuBLAS; a view of
     [buffer, batch, rows, cols] makes it a batched (strided) GEMM, and a 2-D operand
@@ -72,18 +81,23 @@ class CudaBackend(Backend):
         self._host_ms_per_rep = 0.05
         self._flush_buffer = None
         self._device_info: dict[str, Any] | None = None
+        # compiled modules by (source text, options): a service worker compiles each once
+        self._modules: dict[tuple[str, tuple[str, ...]], cupy.RawModule] = {}
+        # the index among the GPUs its measurement service uses (0 in a one-shot process)
+        self.gpu_index = 0
 
     # -- provenance -------------------------------------------------------------------
     def device_info(self) -> dict[str, Any]:
         """Read once per process: importing cuDNN to ask its version costs a tenth of a second."""
         if self._device_info is None:
             self._device_info = self._read_device_info()
-        return dict(self._device_info)
+        return {**self._device_info, "gpu_index": self.gpu_index}
 
     def _read_device_info(self) -> dict[str, Any]:
         props = self.properties
         info = {
             "device": props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"]),
+            "gpu_uuid": gpu_uuid(props),
             "compute_capability": f"{props['major']}.{props['minor']}",
             "driver_version": cupy.cuda.runtime.driverGetVersion(),
             "runtime_version": cupy.cuda.runtime.runtimeGetVersion(),
@@ -104,6 +118,32 @@ class CudaBackend(Backend):
         cupy.empty(1, dtype=cupy.float32)  # the first allocation creates the CUDA context
         self._spin.compile()  # from CuPy's cache after the first job
         self.device_info()
+
+    def device_key(self) -> str:
+        return f"cuda-{self.device_info()['gpu_uuid']}"
+
+    def release_memory(self) -> None:
+        self.synchronize()
+        cupy.get_default_memory_pool().free_all_blocks()
+        cupy.get_default_pinned_memory_pool().free_all_blocks()
+
+    def fault(self) -> str | None:
+        """A sticky error (illegal address, launch failure) poisons the context for good: after
+        one, even a synchronize or a one-element copy fails."""
+        try:
+            self.device.synchronize()
+            probe = cupy.arange(4, dtype=cupy.float32)
+            if float(probe.sum()) != 6.0:
+                return "the device computed 0+1+2+3 wrongly after this cell"
+        except Exception as error:  # any failure here means the context is unusable
+            return f"{type(error).__name__}: {error}"
+        return None
+
+    def _module(self, code: str, options: tuple[str, ...]) -> cupy.RawModule:
+        key = (code, options)
+        if key not in self._modules:
+            self._modules[key] = cupy.RawModule(code=code, options=options)
+        return self._modules[key]
 
     # -- data -------------------------------------------------------------------------
     def to_device(self, host: np.ndarray) -> Any:
@@ -147,7 +187,7 @@ class CudaBackend(Backend):
         defines = dict(problem.defines())
         defines.update({key: evaluate(value, names) for key, value in spec.defines.items()})
         options = ("--std=c++17", *(f"-D{key}={value}" for key, value in defines.items()))
-        module = cupy.RawModule(code=spec.source.read_text(), options=options) if spec.source else None
+        module = self._module(spec.source.read_text(), options) if spec.source else None
         operands = buffers.named()
         for name, size in spec.scratch.items():
             operands[name] = cupy.empty(evaluate(size, names), dtype=cupy.float32)

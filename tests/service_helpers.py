@@ -1,0 +1,129 @@
+"""Running cell jobs against a private measurement service: its own runtime folder, the tests'
+faulty kernels registered, and every service it started stopped afterwards."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+from convlab.config import validate_config
+from convlab.families import build_cells
+from convlab.grid import Cell
+
+REPO = Path(__file__).resolve().parents[1]
+FAULT_KERNELS = REPO / "tests" / "kernels"
+# Columns that differ between two runs of the same cell: times, and where and when it ran.
+VOLATILE = {"kernel_ms", "kernel_ms_min", "kernel_ms_max", "kernel_ms_iqr", "reps", "timing_stop", "setup_ms",
+            "e2e_ms", "gflops", "gbps", "copy_gbps", "floor_ms", "pct_of_floor", "stage_ms", "started_at",
+            "finished_at", "phase_ms", "job_ms", "service_ms", "git_commit", "host"}
+
+
+class ServiceSandbox:
+    """A runtime folder of its own, so that tests never meet another service, and the environment
+    cell jobs run with."""
+
+    def __init__(self, root: Path, backend: str) -> None:
+        self.root, self.backend = root, backend
+        self.runtime = root / "run"
+        self.runtime.mkdir(mode=0o700)
+        self.image = root / "input_64.png"
+        cv2.imwrite(str(self.image), np.random.default_rng(5).integers(0, 256, (64, 64, 3), dtype=np.uint8))
+        self.env = dict(os.environ, PYTHONPATH=str(REPO / "workflow"), CONVLAB_RUNTIME_DIR=str(self.runtime),
+                        CONVLAB_EXTRA_KERNELS=str(FAULT_KERNELS), CONVLAB_SERVICE_IDLE_S="30",
+                        CONVLAB_CELL_TIMEOUT_S="120")
+        self.env.pop("CONVLAB_SERVICE", None)
+
+    def cell(self, kernel: str, size: int = 64, stride: int = 1, block: int = 16) -> Cell:
+        """One cell of ``kernel`` (on cuda, with this block edge where the kernel takes one)."""
+        os.environ["CONVLAB_EXTRA_KERNELS"] = str(FAULT_KERNELS)
+        try:
+            from convlab.registry import get_kernel
+
+            overrides = {kernel: {"block": [block]}} if "block" in get_kernel(kernel).tunables else {}
+            config = validate_config({
+                "kernels": overrides,
+                "backend": self.backend, "source_size": 64,
+                "conv2d": {"sizes": [size], "strides": [stride], "kernels": [kernel]},
+                "cpu": {"sizes": [size], "budget_s": 0.05, "tiling": {"sizes": [64]}},
+                "tiling": {"enabled": False}, "winograd_layers": {"enabled": False}, "gemm": {"enabled": False},
+                "timing": {"budget_s": 0.05, "min_reps": 3, "e2e_reps": 1}})
+            (cell,) = build_cells(config, self.backend)
+        finally:
+            os.environ.pop("CONVLAB_EXTRA_KERNELS", None)
+        return cell
+
+    def command(self, cell: Cell, out: Path, image: Path | None = None) -> list[str]:
+        image = self.image if image is None else image
+        return [sys.executable, "-m", "convlab", "cell", "--spec", cell.to_json(), "--image", str(image),
+                "--out", str(out)]
+
+    def run(self, cell: Cell, out: Path, image: Path | None = None, timeout: float = 300,
+            **env: str) -> subprocess.CompletedProcess:
+        return subprocess.run(self.command(cell, out, image), env={**self.env, **env}, cwd=REPO,
+                              capture_output=True, text=True, timeout=timeout)
+
+    def start(self, cell: Cell, out: Path, **env: str) -> subprocess.Popen:
+        return subprocess.Popen(self.command(cell, out), env={**self.env, **env}, cwd=REPO,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def convlab(self, *args: str, **env: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "convlab", *args], env={**self.env, **env}, cwd=REPO,
+                              capture_output=True, text=True, timeout=120)
+
+    def info(self) -> dict:
+        """The running service's record (pid, identity), waiting a little for it to appear."""
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            for path in self.runtime.glob("*.json"):
+                try:
+                    return json.loads(path.read_text())
+                except (OSError, json.JSONDecodeError):
+                    pass
+            time.sleep(0.05)
+        raise AssertionError(f"no service record in {self.runtime}")
+
+    def status(self) -> dict:
+        result = self.convlab("serve", "--status")
+        assert result.returncode == 0, result.stdout + result.stderr
+        return json.loads(result.stdout)
+
+    def logs(self) -> str:
+        return "".join(path.read_text(errors="replace") for path in self.runtime.glob("*.log"))
+
+    def close(self) -> None:
+        self.convlab("serve", "--stop", "--quiet")
+        for path in self.runtime.glob("*.json"):
+            try:
+                os.kill(int(json.loads(path.read_text())["pid"]), signal.SIGKILL)
+            except (OSError, ValueError, KeyError, json.JSONDecodeError):
+                pass
+
+
+def read_row(path: Path) -> dict[str, str]:
+    with open(path, newline="") as handle:
+        (row,) = list(csv.DictReader(handle))
+    return row
+
+
+def stable_part(row: dict[str, str]) -> dict[str, str]:
+    return {key: value for key, value in row.items() if key not in VOLATILE}
+
+
+def wait_for_exit(pid: int, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.05)
+    return False

@@ -1,0 +1,56 @@
+"""The measurement service on a real GPU (marker gpu): a sticky CUDA error and a hung kernel each
+become an error row, the worker is replaced, and the next cell's row is what a clean run gives."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from service_helpers import ServiceSandbox, read_row, stable_part
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture
+def sandbox(tmp_path: Path):
+    box = ServiceSandbox(tmp_path, "cuda")
+    yield box
+    box.close()
+
+
+def test_rows_name_the_gpu_they_ran_on(sandbox, tmp_path):
+    result = sandbox.run(sandbox.cell("direct"), tmp_path / "row.csv")
+    assert result.returncode == 0, result.stderr
+    row = read_row(tmp_path / "row.csv")
+    assert row["status"] == "ok" and row["gpu_index"] == "0" and row["gpu_uuid"].startswith("GPU-")
+    (worker,) = sandbox.status()["workers"]
+    assert worker["uuid"] == row["gpu_uuid"] and worker["device"] == row["device"]
+
+
+def test_a_sticky_cuda_error_is_an_error_row_and_the_next_cell_gets_a_fresh_worker(sandbox, tmp_path):
+    direct = sandbox.cell("direct")
+    assert sandbox.run(direct, tmp_path / "clean.csv").returncode == 0
+    sandbox.convlab("serve", "--stop")
+    assert sandbox.run(sandbox.cell("direct", stride=2), tmp_path / "warm.csv").returncode == 0
+    before = sandbox.status()["workers"][0]["pid"]
+    fault = sandbox.run(sandbox.cell("fault_oob_write"), tmp_path / "fault.csv")
+    assert fault.returncode == 0, fault.stderr
+    row = read_row(tmp_path / "fault.csv")
+    assert row["status"] == "error" and "illegal" in row["reason"].lower(), row["reason"]
+    assert row["kernel_ms"] == ""
+    after = sandbox.run(direct, tmp_path / "after.csv")
+    assert after.returncode == 0, after.stderr
+    assert stable_part(read_row(tmp_path / "after.csv")) == stable_part(read_row(tmp_path / "clean.csv"))
+    assert sandbox.status()["workers"][0]["pid"] != before  # the poisoned worker left; a fresh one measured
+
+
+def test_a_hung_kernel_times_out_and_the_gpu_measures_again(sandbox, tmp_path):
+    started = time.monotonic()
+    hung = sandbox.run(sandbox.cell("fault_hang"), tmp_path / "hung.csv", CONVLAB_CELL_TIMEOUT_S="10")
+    assert hung.returncode == 0, hung.stderr
+    row = read_row(tmp_path / "hung.csv")
+    assert (row["status"], row["reason"]) == ("error", "timeout after 10 s")
+    assert time.monotonic() - started < 120
+    assert sandbox.run(sandbox.cell("direct"), tmp_path / "next.csv").returncode == 0
+    assert read_row(tmp_path / "next.csv")["status"] == "ok"

@@ -1,0 +1,12 @@
+"""The measurement service: one long-lived worker per GPU (and one for the cpu), and cell jobs as
+thin clients of it, in the manner of Bazel's persistent workers.
+
+- identity: which service a process may use (host, user, GPUs, Slurm job, checkout, code) and
+  where its socket lives;
+- protocol: the framed JSON request/response;
+- client: the cell job's side (standard library only);
+- server: the socket, peer checks, dispatch and idle exit;
+- workers: starting, timing out and replacing worker processes;
+- worker: the worker process, which keeps the CUDA context, modules, plans and pictures;
+- control: `python -m convlab serve` (run, --status, --stop).
+"""

@@ -1,0 +1,106 @@
+"""The client/service protocol: one JSON object each way, framed by a 4-byte length (standard library only).
+
+Requests:
+  {"op": "cell", "spec": <cell JSON text>, "image": path|null, "bandwidth": path|null, "out": path,
+   "timeout_s": number, "client": {"pid": int, "started_at": epoch s, "startup_ms": ms, "sent_at": epoch s}}
+  {"op": "run", "argv": [...], "cwd": path, "pool": "tools"|"cuda"|"cpu", "timeout_s": number}
+      -> any other command a rule runs (python -m convlab <argv>), in a warm worker:
+         {"ok": true, "exit_code": int, "stdout": str, "stderr": str}
+  {"op": "ping"}  -> who the service is, its workers
+  {"op": "stop"}  -> the service finishes the cells in flight and exits
+
+Responses: {"ok": true, ...} or {"ok": false, "error": "<one line>"}.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import struct
+from typing import Any
+
+MAX_MESSAGE = 1 << 20  # a cell spec is about 1 KiB
+HEADER = struct.Struct(">I")
+REQUEST_FIELDS = {
+    "cell": {"op": str, "spec": str, "image": (str, type(None)), "bandwidth": (str, type(None)), "out": str,
+             "timeout_s": (int, float), "client": dict},
+    "run": {"op": str, "argv": list, "cwd": str, "pool": str, "timeout_s": (int, float)},
+    "ping": {"op": str},
+    "stop": {"op": str},
+}
+REQUIRED = {"cell": {"op", "spec", "out", "client"}, "run": {"op", "argv", "cwd", "pool"}, "ping": {"op"},
+            "stop": {"op"}}
+POOLS = ("cuda", "cpu", "tools")
+CLIENT_FIELDS = {"pid", "started_at", "startup_ms", "sent_at"}
+
+
+class ProtocolError(ValueError):
+    """A message that is not a valid request or response: answered with one line, never a crash."""
+
+
+def send_message(sock: socket.socket, message: dict[str, Any]) -> None:
+    body = json.dumps(message, separators=(",", ":")).encode()
+    if len(body) > MAX_MESSAGE:
+        raise ProtocolError(f"message of {len(body)} bytes exceeds the limit of {MAX_MESSAGE}")
+    sock.sendall(HEADER.pack(len(body)) + body)
+
+
+def _read_exactly(sock: socket.socket, count: int) -> bytes:
+    chunks, remaining = [], count
+    while remaining:
+        chunk = sock.recv(min(remaining, 1 << 16))
+        if not chunk:
+            raise ConnectionError("connection closed mid-message")
+        chunks.append(chunk)
+        remaining -= len(chunk)
+    return b"".join(chunks)
+
+
+def receive_message(sock: socket.socket) -> dict[str, Any]:
+    """One framed JSON object. ProtocolError for an oversize, undecodable or non-object message;
+    ConnectionError when the peer goes away."""
+    (length,) = HEADER.unpack(_read_exactly(sock, HEADER.size))
+    if length > MAX_MESSAGE:
+        raise ProtocolError(f"message of {length} bytes exceeds the limit of {MAX_MESSAGE}")
+    try:
+        message = json.loads(_read_exactly(sock, length))
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ProtocolError(f"not JSON: {error}") from error
+    if not isinstance(message, dict):
+        raise ProtocolError("a message must be a JSON object")
+    return message
+
+
+def check_request(message: dict[str, Any]) -> dict[str, Any]:
+    """The request itself, or ProtocolError naming what is wrong with it."""
+    op = message.get("op")
+    if op not in REQUEST_FIELDS:
+        raise ProtocolError(f"unknown op {op!r} (known: {', '.join(sorted(REQUEST_FIELDS))})")
+    fields = REQUEST_FIELDS[op]
+    unknown = sorted(set(message) - set(fields))
+    if unknown:
+        raise ProtocolError(f"unknown field(s) for {op}: {', '.join(unknown)}")
+    missing = sorted(REQUIRED[op] - set(message))
+    if missing:
+        raise ProtocolError(f"missing field(s) for {op}: {', '.join(missing)}")
+    for name, kinds in fields.items():
+        if name in message and not isinstance(message[name], kinds):
+            raise ProtocolError(f"field {name} has the wrong type ({type(message[name]).__name__})")
+    if op == "run":
+        if not all(isinstance(arg, str) for arg in message["argv"]):
+            raise ProtocolError("argv holds strings only")
+        if message["pool"] not in POOLS:
+            raise ProtocolError(f"unknown pool {message['pool']!r} (known: {', '.join(POOLS)})")
+    if op == "cell":
+        client = message["client"]
+        if set(client) - CLIENT_FIELDS:
+            raise ProtocolError(f"unknown client field(s): {', '.join(sorted(set(client) - CLIENT_FIELDS))}")
+        if not all(isinstance(value, (int, float)) for value in client.values()):
+            raise ProtocolError("client fields are numbers")
+        if message.get("timeout_s", 1) <= 0:
+            raise ProtocolError("timeout_s must be positive")
+    return message
+
+
+def error_response(text: str) -> dict[str, Any]:
+    return {"ok": False, "error": " ".join(text.split())}
