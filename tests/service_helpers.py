@@ -48,7 +48,10 @@ class ServiceSandbox:
         try:
             from convlab.registry import get_kernel
 
-            overrides = {kernel: {"block": [block]}} if "block" in get_kernel(kernel).tunables else {}
+            tunables = get_kernel(kernel).tunables
+            overrides = {kernel: {"block": [block]}} if "block" in tunables else {}
+            if "plan" in tunables:
+                overrides = {kernel: {"plan": ["heuristic"]}}
             config = validate_config({
                 "kernels": overrides,
                 "backend": self.backend, "source_size": 64,

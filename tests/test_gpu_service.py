@@ -54,3 +54,16 @@ def test_a_hung_kernel_times_out_and_the_gpu_measures_again(sandbox, tmp_path):
     assert time.monotonic() - started < 120
     assert sandbox.run(sandbox.cell("direct"), tmp_path / "next.csv").returncode == 0
     assert read_row(tmp_path / "next.csv")["status"] == "ok"
+
+
+def test_a_repeated_cudnn_cell_reuses_its_plans_and_its_choice(sandbox, tmp_path):
+    """plan: best times every plan once per problem in a worker; the second cell only allocates."""
+    cell = sandbox.cell("cudnn", size=64)
+    cell = cell.__class__(**{**cell.__dict__, "tunables": {"plan": "best"}})
+    rows = []
+    for name in ("first.csv", "second.csv"):
+        assert sandbox.run(cell, tmp_path / name).returncode == 0
+        rows.append(read_row(tmp_path / name))
+    assert rows[0]["status"] == rows[1]["status"] == "ok"
+    assert rows[0]["engine"] == rows[1]["engine"]
+    assert float(rows[1]["setup_ms"]) < float(rows[0]["setup_ms"]) / 5

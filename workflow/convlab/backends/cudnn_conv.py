@@ -7,6 +7,8 @@ cap and keeps the fastest (the seed-001 method, with the search kept out of kern
 
 from __future__ import annotations
 
+from collections import OrderedDict
+from dataclasses import dataclass
 from typing import Any
 
 import cupy
@@ -68,47 +70,88 @@ def _build_graph(cudnn, handle, spec: KernelSpec, settings: dict, problem: ConvP
     return graph, x, w, y
 
 
-def prepare_cudnn(backend, spec: KernelSpec, tunables: dict, settings: dict,
-                  problem: ConvProblem, buffers: KernelBuffers) -> PreparedKernel:
-    cudnn = import_cudnn()
-    handle = _handle(cudnn)
+@dataclass
+class _Plans:
+    """What setup found for one problem: the graph, its usable plans, and the plan chosen."""
+
+    graph: Any
+    tensors: tuple[Any, Any, Any]  # x, w, y
+    usable: list[tuple[int, str, int]]  # (index, engine name, workspace bytes)
+    declined: int
+    heuristic: tuple[int, str, int]
+    chosen: tuple[int, str, int]
+
+
+# A long-lived measurement worker builds each problem's plans once (and times them once for
+# ``plan: best``); a later cell of the same problem, layouts, math and plan choice reuses them.
+_PLAN_CACHE: OrderedDict[tuple, _Plans] = OrderedDict()
+PLAN_CACHE_SIZE = 256
+
+
+def _plan_key(spec: KernelSpec, tunables: dict, settings: dict, problem: ConvProblem) -> tuple:
+    return (tuple(sorted(spec.layout.items())), settings.get("math", "strict"), int(settings["workspace_limit_mb"]),
+            tunables.get("plan", "heuristic"), problem)
+
+
+def _find_plans(backend, cudnn, handle, spec: KernelSpec, tunables: dict, settings: dict, problem: ConvProblem,
+                buffers: KernelBuffers) -> _Plans:
+    """Build the graph, keep the plans that run here, and choose one (timing each for ``best``)."""
     try:
         graph, x, w, y = _build_graph(cudnn, handle, spec, settings, problem)
     except cudnn.cudnnGraphNotSupportedError as error:
         raise UnsupportedCell(f"cuDNN: {error}", "setup") from error
     pack = {x: buffers.image.data.ptr, w: buffers.weights.data.ptr, y: buffers.output.data.ptr}
-
-    usable: list[tuple[int, str, Any]] = []  # (index, engine name, workspace)
+    usable: list[tuple[int, str, int]] = []
+    workspaces = {}
     declined = []
     for index in range(graph.get_execution_plan_count()):
         try:
             name = graph.get_plan_name_at_index(index)
-            size = graph.get_workspace_size_plan_at_index(index)
-            workspace = cupy.empty(max(int(size), 1), dtype=cupy.uint8)
+            size = int(graph.get_workspace_size_plan_at_index(index))
+            workspace = cupy.empty(max(size, 1), dtype=cupy.uint8)
             graph.execute_plan_at_index(pack, workspace.data.ptr, index, handle=handle)
             backend.synchronize()
         except Exception as error:  # a plan that does not build or run here is skipped
             declined.append(f"{index}: {error}")
             continue
-        usable.append((index, name, workspace))
+        usable.append((index, name, size))
+        workspaces[index] = workspace
     if not usable:
         raise UnsupportedCell("cuDNN offered no plan that runs: " + "; ".join(declined)[:500], "setup")
 
-    heuristic = usable[0]
-    chosen = heuristic
-    timed = {}
+    heuristic = chosen = usable[0]
     if tunables.get("plan", "heuristic") == "best":
-        for index, _name, workspace in usable:
+        timed = {}
+        for index, _name, _size in usable:
 
-            def one(i=index, ws=workspace) -> None:
+            def one(i=index, ws=workspaces[index]) -> None:
                 graph.execute_plan_at_index(pack, ws.data.ptr, i, handle=handle)
 
             backend.time_batch(one, 2, False)
             timed[index] = float(np.median(backend.time_batch(one, AUTOTUNE_REPS, False)))
         best_index = min(timed, key=timed.get)
         chosen = next(entry for entry in usable if entry[0] == best_index)
+    return _Plans(graph, (x, w, y), usable, len(declined), heuristic, chosen)
 
-    index, name, workspace = chosen
+
+def prepare_cudnn(backend, spec: KernelSpec, tunables: dict, settings: dict,
+                  problem: ConvProblem, buffers: KernelBuffers) -> PreparedKernel:
+    cudnn = import_cudnn()
+    handle = _handle(cudnn)
+    key = _plan_key(spec, tunables, settings, problem)
+    plans = _PLAN_CACHE.get(key)
+    if plans is None:
+        plans = _find_plans(backend, cudnn, handle, spec, tunables, settings, problem, buffers)
+        _PLAN_CACHE[key] = plans
+        while len(_PLAN_CACHE) > PLAN_CACHE_SIZE:
+            _PLAN_CACHE.popitem(last=False)
+    else:
+        _PLAN_CACHE.move_to_end(key)
+    x, w, y = plans.tensors
+    pack = {x: buffers.image.data.ptr, w: buffers.weights.data.ptr, y: buffers.output.data.ptr}
+    index, name, size = plans.chosen
+    workspace = cupy.empty(max(size, 1), dtype=cupy.uint8)
+    graph = plans.graph
 
     def run() -> None:
         graph.execute_plan_at_index(pack, workspace.data.ptr, index, handle=handle)
@@ -116,8 +159,8 @@ def prepare_cudnn(backend, spec: KernelSpec, tunables: dict, settings: dict,
     return PreparedKernel(run, {
         "implementation": f"cuDNN {cudnn.backend_version()} frontend",
         "engine": name,
-        "engine_heuristic": heuristic[1],
-        "plans_usable": len(usable),
-        "plans_declined": len(declined),
+        "engine_heuristic": plans.heuristic[1],
+        "plans_usable": len(plans.usable),
+        "plans_declined": plans.declined,
         "workspace_bytes": int(workspace.nbytes),
     })
