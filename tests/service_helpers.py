@@ -37,7 +37,8 @@ class ServiceSandbox:
         self.runtime.mkdir(mode=0o700)
         self.image = root / "input_64.png"
         cv2.imwrite(str(self.image), np.random.default_rng(5).integers(0, 256, (64, 64, 3), dtype=np.uint8))
-        self.env = dict(os.environ, PYTHONPATH=str(REPO / "workflow"), CONVLAB_RUNTIME_DIR=str(self.runtime),
+        python_path = os.pathsep.join(filter(None, [str(REPO / "workflow"), os.environ.get("PYTHONPATH")]))
+        self.env = dict(os.environ, PYTHONPATH=python_path, CONVLAB_RUNTIME_DIR=str(self.runtime),
                         CONVLAB_EXTRA_KERNELS=str(FAULT_KERNELS), CONVLAB_SERVICE_IDLE_S="30",
                         CONVLAB_CELL_TIMEOUT_S="120")
         self.env.pop("CONVLAB_SERVICE", None)
