@@ -131,3 +131,9 @@ def wait_for_exit(pid: int, seconds: float) -> bool:
             return True
         time.sleep(0.05)
     return False
+
+
+def differences(row: dict[str, str], reference: dict[str, str]) -> dict[str, tuple[str, str]]:
+    """The stable columns in which two rows differ: (row's value, reference's value)."""
+    mine, theirs = stable_part(row), stable_part(reference)
+    return {key: (mine.get(key), theirs.get(key)) for key in mine.keys() | theirs.keys() if mine.get(key) != theirs.get(key)}
