@@ -6,6 +6,7 @@ and write the row atomically. The measurement itself is convlab.runner's.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,12 +43,15 @@ def status_line(row: dict[str, Any], path: str) -> str:
 
 def run_job(job: CellJob, backend: Backend, device_key: str, job_phases: dict[str, float],
             job_started: float, service_started: float | None = None,
-            extra: dict[str, Any] | None = None, write_to: str | None = None) -> dict[str, Any]:
+            extra: dict[str, Any] | None = None, write_to: str | None = None,
+            settle: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
     """Measure ``job`` on ``backend`` and write its row (to ``write_to`` if given, else job.out).
 
     ``job_phases`` are the phases before this call (e.g. the client's start-up), ``job_started``
     the epoch second the job's process started, and ``service_started`` when a service worker
     took the cell (None in-process). ``extra`` columns (the commit, the GPU index) are set last.
+    ``settle(row)`` runs after the measurement and before the row's times are taken: a worker
+    checks the device and frees its memory there, so that the cell's time includes both.
     """
     cell = job.cell
     clock = PhaseClock()
@@ -56,6 +60,9 @@ def run_job(job: CellJob, backend: Backend, device_key: str, job_phases: dict[st
     with exclusive_device(device_key):
         clock.lap("lock_wait")
         row = measure_cell(inputs, job.bandwidth, backend)
+        if settle is not None:
+            settle(row)
+    clock.lap("settle")
     measured = row.pop("phase_ms", None) or ""
     row.update(extra or {})
     phases = {**job_phases, **clock.laps}

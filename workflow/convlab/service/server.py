@@ -225,6 +225,8 @@ class MeasurementService:
         handed, started_at = time.time(), now_utc()
         try:
             reply = worker.run(job, float(request.get("timeout_s") or 300))
+            if reply.get("exit"):
+                worker.await_exit()  # it leaves after a sticky device error: never hand it another cell
         except (WorkerGone, WorkerTimeout) as failure:
             reply = self._failure_row(request, spec, job, worker, str(failure), handed, started_at)
         finally:

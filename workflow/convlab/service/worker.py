@@ -135,10 +135,44 @@ def _open_backend(backend_name: str, gpu_index: int):
     return backend
 
 
-def serve_jobs(backend_name: str, gpu_index: int, jobs: TextIO, replies: TextIO) -> int:
+def measure_one(job: dict[str, Any], backend, user_errors: tuple[type[BaseException], ...]) -> dict[str, Any]:
+    """One cell: its row written to the job's pending path, and the reply for the service."""
     from convlab.celljob import CellJob, run_job, status_line
     from convlab.status import ERROR
 
+    taken_at = time.time()
+    request = job["request"]
+    cell_job = CellJob(spec=request["spec"], out=request["out"], image=request.get("image"),
+                       bandwidth=request.get("bandwidth"))
+    faults: list[str | None] = []
+
+    def settle(row: dict[str, Any]) -> None:
+        """A sticky device error ends this worker; otherwise free the cell's device memory."""
+        faults.append(backend.fault() if row["status"] == ERROR else None)
+        if faults[-1] is None:
+            backend.release_memory()
+
+    try:
+        path = cell_job.cell.path
+        row = run_job(cell_job, backend, backend.device_key(), _job_phases(job, taken_at),
+                      job_started=request["client"].get("started_at", taken_at), service_started=taken_at,
+                      extra={"git_commit": job.get("git_commit")} if job.get("git_commit") else None,
+                      write_to=job["pending"], settle=settle)
+    except user_errors as error:
+        return {"ok": False, "error": str(error)}
+    except (TypeError, ValueError, KeyError) as error:
+        return {"ok": False, "error": f"not a valid cell: {type(error).__name__}: {error}"}
+    except Exception as error:  # a pipeline bug: the traceback goes to the service log
+        traceback.print_exc()
+        return {"ok": False, "error": f"internal error in the measurement worker: {type(error).__name__}: {error}"}
+    fault = faults[0] if faults else None
+    if fault is not None:
+        print(f"device unusable after {path}: {fault}; this worker leaves", file=sys.stderr)
+    return {"ok": True, "line": status_line(row, path), "status": row["status"],
+            "service_ms": row.get("service_ms"), "exit": fault is not None, "fault": fault}
+
+
+def serve_jobs(backend_name: str, gpu_index: int, jobs: TextIO, replies: TextIO) -> int:
     backend = None
     try:
         if backend_name == "tools":
@@ -160,40 +194,13 @@ def serve_jobs(backend_name: str, gpu_index: int, jobs: TextIO, replies: TextIO)
             _reply(replies, run_command(job["run"]["argv"], job["run"]["cwd"]))
             if backend is not None:
                 backend.release_memory()
-            continue
-        if backend is None:
+        elif backend is None:
             _reply(replies, {"ok": False, "error": "the tools worker measures no cells"})
-            continue
-        taken_at = time.time()
-        request = job["request"]
-        cell_job = CellJob(spec=request["spec"], out=request["out"], image=request.get("image"),
-                           bandwidth=request.get("bandwidth"))
-        try:
-            path = cell_job.cell.path
-            row = run_job(cell_job, backend, backend.device_key(), _job_phases(job, taken_at),
-                          job_started=request["client"].get("started_at", taken_at), service_started=taken_at,
-                          extra={"git_commit": job.get("git_commit")} if job.get("git_commit") else None,
-                          write_to=job["pending"])
-        except user_errors as error:
-            _reply(replies, {"ok": False, "error": str(error)})
-            continue
-        except (TypeError, ValueError, KeyError) as error:
-            _reply(replies, {"ok": False, "error": f"not a valid cell: {type(error).__name__}: {error}"})
-            continue
-        except Exception as error:  # a pipeline bug: the traceback goes to the service log
-            traceback.print_exc()
-            _reply(replies, {"ok": False, "error": f"internal error in the measurement worker: "
-                             f"{type(error).__name__}: {error}"})
-            continue
-        fault = backend.fault() if row["status"] == ERROR else None
-        if fault is None:
-            backend.release_memory()
-        _reply(replies, {"ok": True, "line": status_line(row, path), "status": row["status"],
-                         "service_ms": row.get("service_ms"), "exit": fault is not None,
-                         "fault": fault})
-        if fault is not None:
-            print(f"worker {gpu_index}: device unusable after {path}: {fault}; leaving", file=sys.stderr)
-            return 0
+        else:
+            reply = measure_one(job, backend, user_errors)
+            _reply(replies, reply)
+            if reply.get("exit"):
+                return 0
     return 0
 
 

@@ -98,6 +98,13 @@ class Worker:
             self.kill()
             raise WorkerTimeout(f"timeout after {timeout_s:g} s") from error
 
+    def await_exit(self, seconds: float = 30.0) -> None:
+        """Wait for a worker that said it is leaving; kill it if it lingers."""
+        try:
+            self.process.wait(timeout=seconds)
+        except subprocess.TimeoutExpired:
+            self.kill()
+
     def alive(self) -> bool:
         return self.process.poll() is None
 
