@@ -67,7 +67,8 @@ class ServiceSandbox:
 
     def command(self, cell: Cell, out: Path, image: Path | None = None) -> list[str]:
         image = self.image if image is None else image
-        return [sys.executable, "-m", "convlab", "cell", "--spec", cell.to_json(), "--image", str(image),
+        # `python -S`, as the cell rule runs it
+        return [sys.executable, "-S", "-m", "convlab", "cell", "--spec", cell.to_json(), "--image", str(image),
                 "--out", str(out)]
 
     def run(self, cell: Cell, out: Path, image: Path | None = None, timeout: float = 300,

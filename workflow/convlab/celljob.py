@@ -60,12 +60,13 @@ def run_job(job: CellJob, backend: Backend, device_key: str, job_phases: dict[st
     with exclusive_device(device_key):
         clock.lap("lock_wait")
         row = measure_cell(inputs, job.bandwidth, backend)
+        clock.lap("measure")  # itemised by measure_cell's own phases (place ... verify)
         if settle is not None:
             settle(row)
-    clock.lap("settle")
+        clock.lap("settle")
     measured = row.pop("phase_ms", None) or ""
     row.update(extra or {})
-    phases = {**job_phases, **clock.laps}
+    phases = {**job_phases, **{name: ms for name, ms in clock.laps.items() if name != "measure"}}
     row["phase_ms"] = format_phases(phases) + (";" + measured if measured else "")
     now = time.time()
     row["job_ms"] = (now - job_started) * 1e3

@@ -23,7 +23,7 @@ def _cmd_cell(args: argparse.Namespace) -> int:
 
     startup_ms = (process_age_s() or 0.0) * 1e3
     started_at = time.time() - startup_ms / 1e3
-    if os.environ.get("CONVLAB_SERVICE", "on").strip().lower() == "off":
+    if not _service_on():
         from convlab.inprocess import measure_in_process
 
         return measure_in_process(args.spec, args.out, args.image, args.bandwidth, started_at, startup_ms)
@@ -349,12 +349,23 @@ def _pool(args: argparse.Namespace) -> str:
     return "tools"
 
 
+def _service_on() -> bool:
+    return os.environ.get("CONVLAB_SERVICE", "on").strip().lower() != "off"
+
+
 def main(argv: list[str] | None = None, forward: bool = True) -> int:
     """``forward``: hand the commands in FORWARDED to the service (unless CONVLAB_SERVICE=off);
-    a service worker runs them with forward=False."""
+    a service worker runs them with forward=False.
+
+    Rules start ``python -S``: a thin client needs only the standard library, and skipping
+    site-packages saves most of the interpreter's start on environments with many packages.
+    A command that runs here instead starts again with them."""
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
-    if forward and args.command in FORWARDED and os.environ.get("CONVLAB_SERVICE", "on").strip().lower() != "off":
+    thin = args.command == "serve" or (_service_on() and (args.command == "cell" or (forward and args.command in FORWARDED)))
+    if sys.flags.no_site and not thin:
+        os.execv(sys.executable, [sys.executable, "-m", "convlab", *argv])
+    if forward and args.command in FORWARDED and _service_on():
         from convlab.service.client import run_through_service
 
         return run_through_service(argv, _pool(args))

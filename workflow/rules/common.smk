@@ -16,10 +16,12 @@ from convlab.row import row_format
 from convlab.service.client import export_service_settings
 
 # Jobs run the package from this checkout, whatever else is on PYTHONPATH. The path is
-# relative to the working directory so that moving the checkout re-runs nothing.
+# relative to the working directory so that moving the checkout re-runs nothing. `-S`: a job is
+# a thin client of the measurement service and needs no site-packages (convlab.cli restarts
+# with them where a command runs in the job's own process).
 RUNNER = (
     f"PYTHONPATH={os.path.relpath(Path(workflow.basedir) / 'workflow')}"
-    "${PYTHONPATH:+:$PYTHONPATH} python -m convlab"
+    "${PYTHONPATH:+:$PYTHONPATH} python -S -m convlab"
 )
 
 try:
