@@ -1,4 +1,5 @@
 # Configuration, backend and the cell grid. Everything here runs when the DAG is built.
+import functools
 import os
 import shlex
 import subprocess
@@ -97,17 +98,19 @@ def image_option(wildcards, input):
     return f"--image {input.image}" if input.image else ""
 
 
+@functools.cache
 def files_of(kernel, backend):
-    """A kernel's own files: editing one kernel re-runs only the jobs that use it."""
+    """A kernel's own files: editing one kernel re-runs only the jobs that use it (cached: asked
+    once per cell job while the DAG is built)."""
     return [relative(p) for p in KERNELS[kernel].files(backend)]
 
 
 def kernel_files(wildcards):
-    return files_of(wildcards.kernel, wildcards.backend)
+    return list(files_of(wildcards.kernel, wildcards.backend))
 
 
 def gallery_kernel_files(wildcards):
-    return files_of(wildcards.kernel, BACKEND)
+    return list(files_of(wildcards.kernel, BACKEND))
 
 
 def figure(name, title):

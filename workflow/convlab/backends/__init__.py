@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 import shutil
 import subprocess
 
@@ -23,10 +24,15 @@ def gpu_visible() -> bool:
 
 
 def gpu_visible_quick() -> bool:
-    """gpu_visible() without importing CuPy, for building the DAG fast: CuPy is installed
-    and nvidia-smi lists a GPU (falls back to asking CuPy where nvidia-smi is missing)."""
-    if importlib.util.find_spec("cupy") is None:
+    """gpu_visible() without importing CuPy, for building the DAG fast: CuPy is installed and
+    the NVIDIA driver lists a GPU (its /proc folder, a file read; else nvidia-smi, which takes
+    up to a second; else CuPy). CUDA_VISIBLE_DEVICES set empty hides every GPU."""
+    if importlib.util.find_spec("cupy") is None or os.environ.get("CUDA_VISIBLE_DEVICES") == "":
         return False
+    from convlab.service.identity import host_gpus
+
+    if host_gpus():
+        return True
     smi = shutil.which("nvidia-smi")
     if smi is None:
         return gpu_visible()
