@@ -249,3 +249,16 @@ def test_gpus_of_different_models_are_one_line_asking_to_choose():
     line = mixed_models(mixed)
     assert "\n" not in line and "0: NVIDIA H100, 1: NVIDIA H200, 2: NVIDIA H100" in line
     assert line.endswith("CUDA_VISIBLE_DEVICES=0,2")
+
+
+def test_a_week_old_identity_leaves_no_files_behind(tmp_path):
+    from convlab.service.server import prune_runtime_dir
+
+    old, current = tmp_path / "aaaa.log", tmp_path / "bbbb.log"
+    for path in (old, tmp_path / "aaaa.start.lock", current, tmp_path / "bbbb.start.lock", tmp_path / "notes.txt"):
+        path.write_text("x")
+    week_ago = time.time() - 8 * 24 * 3600
+    for path in tmp_path.iterdir():
+        os.utime(path, (week_ago, week_ago))
+    prune_runtime_dir(tmp_path, keep="bbbb")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bbbb.log", "bbbb.start.lock", "notes.txt"]

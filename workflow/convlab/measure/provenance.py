@@ -13,6 +13,11 @@ from convlab import REPO_ROOT, __version__
 
 @lru_cache(maxsize=1)
 def git_commit() -> str:
+    """read_git_commit(), once per process."""
+    return read_git_commit()
+
+
+def read_git_commit() -> str:
     """The pipeline's commit, '+dirty' when tracked files differ. Outside a checkout (a copied
     tree on a GPU node, say) CONVLAB_GIT_COMMIT names it, else 'unknown'."""
     try:

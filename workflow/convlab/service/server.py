@@ -12,14 +12,15 @@ import json
 import os
 import socket
 import struct
-import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
 from typing import IO, Any
 
+from convlab.measure.provenance import read_git_commit
 from convlab.row import failure_row, write_row_atomically
+from convlab.service.client import process_alive
 from convlab.service.identity import Identity, ServicePaths
 from convlab.service.protocol import (
     POOLS,
@@ -35,20 +36,23 @@ REQUEST_READ_TIMEOUT_S = 30.0
 TOOLS_WORKERS = min(4, os.cpu_count() or 1)  # report and data commands side by side
 COMMAND_TIMEOUT_S = 3600.0
 PEER_CREDENTIALS = struct.Struct("3i")  # pid, uid, gid
-REPO_ROOT = Path(__file__).resolve().parents[3]
 
 
-def git_commit_now() -> str:
-    """The checkout's commit as the cell is measured ('+dirty' with uncommitted edits): asked per
-    cell, since a long-lived service outlives commits and kernel edits."""
-    try:
-        commit = subprocess.run(["git", "-C", str(REPO_ROOT), "rev-parse", "--short=12", "HEAD"],
-                                capture_output=True, text=True, timeout=10, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(REPO_ROOT), "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, timeout=10, check=True).stdout.strip()
-        return commit + ("+dirty" if dirty else "")
-    except (OSError, subprocess.SubprocessError):
-        return os.environ.get("CONVLAB_GIT_COMMIT", "unknown")
+STALE_AFTER_S = 7 * 24 * 3600
+
+
+def prune_runtime_dir(folder: Path, keep: str) -> None:
+    """Every code edit makes a new identity and leaves the old one's log and lock behind: drop
+    those untouched for a week."""
+    cutoff = time.time() - STALE_AFTER_S
+    for path in folder.glob("*"):
+        if path.name.startswith(keep) or path.suffix not in (".log", ".lock", ".json"):
+            continue
+        try:
+            if path.stat().st_mtime < cutoff:
+                path.unlink()
+        except OSError:
+            pass
 
 
 def peer_uid(connection: socket.socket) -> int:
@@ -86,10 +90,13 @@ class MeasurementService:
         self._stopping = threading.Event()
         self._listener: socket.socket | None = None
         self._socket_inode = 0
+        # inside a Slurm job the service lives no longer than the job's task
+        self._job_task = int(os.environ["SLURM_TASK_PID"]) if os.environ.get("SLURM_TASK_PID", "").isdigit() else 0
 
     # -- lifetime -------------------------------------------------------------------------------
     def bind(self) -> None:
         self.paths.socket.unlink(missing_ok=True)  # a dead service's socket; the caller holds the start lock
+        prune_runtime_dir(self.paths.socket.parent, keep=self.paths.socket.stem)
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         listener.bind(str(self.paths.socket))
         os.chmod(self.paths.socket, 0o600)
@@ -110,6 +117,11 @@ class MeasurementService:
             except TimeoutError:
                 if self._idle_for() > self.idle_timeout_s:
                     print(f"{now_utc()} idle for {self.idle_timeout_s:g} s: leaving", file=sys.stderr, flush=True)
+                    break
+                if self._job_task and not process_alive(self._job_task):
+                    # where the cluster does not end a job's detached processes itself
+                    print(f"{now_utc()} Slurm job {os.environ.get('SLURM_JOB_ID')} ended: leaving",
+                          file=sys.stderr, flush=True)
                     break
                 continue
             with self._state:
@@ -218,7 +230,8 @@ class MeasurementService:
         pool.ensure_started()
         out = Path(request["out"])
         pending = out.parent / f".{out.name}.{os.getpid()}.{threading.get_ident()}.pending"
-        job = {"request": request, "git_commit": git_commit_now(), "pending": str(pending)}
+        # the commit is read per cell: a long-lived service outlives commits and kernel edits
+        job = {"request": request, "git_commit": read_git_commit(), "pending": str(pending)}
         worker = pool.acquire()
         if worker is None:
             return error_response(pool.error or f"no {backend} worker could be started; see {self.paths.log}")
