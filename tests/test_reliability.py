@@ -358,7 +358,7 @@ def write_slow_config(repo: Path) -> None:
 
 
 def measuring_cell(repo: Path, lock: Path) -> tuple[int, str] | None:
-    """(pid, output row) of this repository's cell process while it holds the device lock."""
+    """(pid, output row) of this repository's cell job while a measurement holds the device lock."""
     if not lock.exists():
         return None
     with open(lock, "a") as handle:
@@ -373,7 +373,7 @@ def measuring_cell(repo: Path, lock: Path) -> tuple[int, str] | None:
         if not proc.name.isdigit():
             continue
         try:
-            argv = (proc / "cmdline").read_bytes().decode().split("\0")
+            argv = [arg for arg in (proc / "cmdline").read_bytes().decode().split("\0") if arg != "-S"]
             if argv[1:4] == ["-m", "convlab", "cell"] and Path(os.readlink(proc / "cwd")) == repo.resolve():
                 return int(proc.name), argv[argv.index("--out") + 1]
         except (OSError, ValueError, IndexError):
