@@ -1,4 +1,4 @@
-"""The floor benchmark (issue 7): in one process, side by side on one GPU, per size and stride:
+"""The floor benchmark: in one process, side by side on one GPU, per size and stride:
 
 - the floor kernels (conv_floor_hwc, conv_floor_nchw), best variant of each;
 - cuDNN's best plan (cudnn in NHWC, cudnn_nchw in NCHW, strict fp32);
@@ -10,8 +10,8 @@ Every kernel result is checked against the float64 reference; a failed check is 
 hidden. Prints ratios: ours / copy (1.0 = at the floor), cuDNN / ours, ours / empty launch, and
 two ceilings that bound what any kernel can show: cuDNN / copy (the largest cuDNN / ours of a
 kernel that reads its input once and writes its output once) and copy / empty (the smallest
-ours / empty of such a kernel at a launch-bound size). Then issue 7's targets, each met or
-missed by how much, computed from the rows.
+ours / empty of such a kernel at a launch-bound size). Then the floor kernels' targets, each met
+or missed by how much, computed from the rows.
 """
 
 from __future__ import annotations
@@ -109,7 +109,7 @@ def _ratio(a: float | None, b: float | None) -> float:
     return float(a) / float(b) if a and b else float("nan")
 
 
-# issue 7's targets: ours / copy at the large sizes, cuDNN / ours at the largest stride-1 problem,
+# The floor kernels' targets: ours / copy at the large sizes, cuDNN / ours at the largest stride-1 problem,
 # ours / empty launch at the launch-bound sizes
 FLOOR_SIZES, FLOOR_LIMIT = (2048, 4096), 1.25
 CUDNN_PROBLEM, CUDNN_TARGET = (4096, 1), 15.0
@@ -126,7 +126,7 @@ def _where(r: dict[str, Any]) -> str:
 
 
 def check_targets(results: list[dict[str, Any]]) -> list[str]:
-    """One line per target of issue 7 that the rows cover: met or missed, the worst case and
+    """One line per floor-kernel target that the rows cover: met or missed, the worst case and
     the ceiling a read-once, write-once kernel could reach there. A row that is not ok counts
     as a miss."""
     lines = [f"MISS correctness: {_where(r)} is {r['ours_status']}" for r in results if r["ours_status"] != "ok"]

@@ -1,4 +1,4 @@
-# The floor benchmark of issue 7 (not part of `all`): `snakemake --cores 1 benchmark`.
+# The floor benchmark of the floor kernels (not part of `all`): `snakemake --cores 1 benchmark`.
 # One process runs our floor kernels, cuDNN's best plan, the naive kernels and a device copy
 # of the same bytes side by side, and prints the ratios (also in the .txt beside the CSV).
 

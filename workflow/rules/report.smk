@@ -73,7 +73,7 @@ rule gallery:
         "{params.runner} gallery --spec {params.spec:q} --image {input.image} --out {output.edges} > {log} 2>&1"
 
 
-# ---- The seeds side by side with this run, the roofline and the findings (issue 4).
+# ---- The seeds side by side with this run, the roofline and the findings.
 
 
 include: "report_common.smk"
