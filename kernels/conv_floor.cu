@@ -1,4 +1,4 @@
-// Bandwidth-floor direct convolution for few channels (issue 7): HWC and CHW entry points.
+// Bandwidth-floor direct convolution for few channels (read the input once, write the output once): HWC and CHW entry points.
 //
 // Design (one DRAM read per input byte, all K output channels from that read)
 //   Tiles (FLOOR_PATH 0): a block of TX x BY threads owns an output tile TXC = TX * CPT columns

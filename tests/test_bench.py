@@ -55,6 +55,6 @@ def test_table_prints_ratios_ceilings_and_targets():
     text = format_table(large())
     assert text.splitlines()[0] == "floor benchmark on Test GPU"
     assert "cuDNN/copy" in text and "copy/empty" in text
-    assert "targets (issue 7):" in text
+    assert "targets (floor kernels):" in text
     first = text.splitlines()[2].split()
     assert first[:3] == ["4096", "1", "hwc"] and first[5] == "1.100"

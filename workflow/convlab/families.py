@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from convlab.config import ConfigError
-from convlab.grid import Cell, _as_int, kernel_options, resolve_padding
+from convlab.grid import Cell, as_int, kernel_options, resolve_padding
 from convlab.measure import problem as problem_mod
 from convlab.measure.problem import ConvProblem, GemmProblem
 from convlab.operands import ConvOperands, GemmOperands, Operands
@@ -132,7 +132,7 @@ def family_cells(config: dict, family: str, backend: str, registry: dict[str, Ke
             continue  # e.g. a GPU-only kernel with no cpu twin
         overrides = config["kernels"].get(name, {})
         tunables, settings = kernel_options(spec, backend, overrides)
-        only_sizes = [_as_int(v) for v in overrides.get("sizes", [])]
+        only_sizes = [as_int(v) for v in overrides.get("sizes", [])]
         keys = sorted(tunables)
         for fields in problems:
             if only_sizes and family != "winograd_layers" and fields["size"] not in only_sizes:

@@ -37,7 +37,7 @@ def _load(summary_csv: str | Path) -> pd.DataFrame:
     return frame
 
 
-def _figure(nrows: int, ncols: int, width: float = 4.4, height: float = 3.6,
+def new_figure(nrows: int, ncols: int, width: float = 4.4, height: float = 3.6,
             legend_width: float = 0.0) -> tuple[Figure, list[list[Axes]]]:
     # A bare Agg figure, not pyplot: nothing is registered globally, so nothing is left open.
     figure = Figure(figsize=(width * ncols + legend_width, height * nrows), dpi=DPI)
@@ -46,7 +46,7 @@ def _figure(nrows: int, ncols: int, width: float = 4.4, height: float = 3.6,
     return figure, [list(row) for row in axes]
 
 
-def _save(figure: Figure, path: Path) -> Path:
+def save_figure(figure: Figure, path: Path) -> Path:
     figure.tight_layout()
     figure.savefig(path, dpi=DPI, bbox_inches="tight")
     return path
@@ -56,14 +56,14 @@ def _note(ax: Axes, text: str) -> None:
     ax.text(0.5, 0.5, text, transform=ax.transAxes, ha="center", va="center", fontsize=12, color="0.35")
 
 
-def _note_figure(path: Path, title: str, text: str) -> Path:
+def note_figure(path: Path, title: str, text: str) -> Path:
     with sns.axes_style("white"):
-        figure, axes = _figure(1, 1, width=6.0, height=3.0)
+        figure, axes = new_figure(1, 1, width=6.0, height=3.0)
     ax = axes[0][0]
     _note(ax, text)
     ax.set_axis_off()
     figure.suptitle(title)
-    return _save(figure, path)
+    return save_figure(figure, path)
 
 
 def _title(frame: pd.DataFrame, what: str) -> str:
@@ -97,7 +97,7 @@ def _best_variants(frame: pd.DataFrame) -> pd.DataFrame:
     return best
 
 
-def _natural(labels: Iterable[str]) -> list[str]:
+def natural_order(labels: Iterable[str]) -> list[str]:
     # block~8 before block~16: compare the digit runs as numbers.
     return sorted(set(labels), key=lambda t: [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", t)])
 
@@ -107,20 +107,20 @@ def _natural_column(column: pd.Series) -> pd.Series:
     return column.str.replace(r"\d+", lambda m: m.group().zfill(12), regex=True)
 
 
-def _plain(value: float, _position: object = None) -> str:
+def plain_tick(value: float, _position: object = None) -> str:
     return f"{value:g}"
 
 
-def _log_y(ax: Axes) -> None:
+def log_y_axis(ax: Axes) -> None:
     """Log y with plain numbers (0.01, not 10^-2), labelling more minor ticks the fewer decades show."""
     ax.set_yscale("log")
-    ax.yaxis.set_major_formatter(FuncFormatter(_plain))
+    ax.yaxis.set_major_formatter(FuncFormatter(plain_tick))
     low, high = ax.get_ylim()
     decades = math.log10(high / low) if low > 0 else math.inf
     # Leading digits of the labelled minor ticks: enough to read a value, too few to collide.
     digits = "2345678" if decades < 0.5 else "23457" if decades < 1 else "25" if decades < 3 else ""
     if digits:
-        ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: _plain(v) if f"{v:.0e}"[0] in digits else ""))
+        ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: plain_tick(v) if f"{v:.0e}"[0] in digits else ""))
         ax.grid(True, which="minor", axis="y", linewidth=0.5, alpha=0.5)
     else:
         ax.yaxis.set_minor_formatter(NullFormatter())
@@ -140,7 +140,7 @@ def _hide_y_ticks(axes: list[Axes]) -> None:
         ax.tick_params(axis="y", which="both", labelleft=False)
 
 
-def _colors(n: int) -> list:
+def palette_colors(n: int) -> list:
     """Distinct colours: the colour-blind palette up to 10 lines, tab20 (then husl) beyond."""
     if n <= 10:
         return sns.color_palette("colorblind", n)
@@ -173,13 +173,13 @@ def _by_stride(frame: pd.DataFrame, path: Path, what: str, y: str, ylabel: str,
                logy: bool, floor_line: bool = False) -> Path:
     """The shared layout of the three headline figures: one column per stride, one line per kernel."""
     if frame.empty:
-        return _note_figure(path, what, NO_ROWS)
+        return note_figure(path, what, NO_ROWS)
     best = _best_variants(frame)
     strides = sorted(frame["stride"].dropna().unique())
     sizes = sorted(frame["H"].dropna().unique())
-    labels = _natural(best["label"])
-    palette = dict(zip(labels, _colors(len(labels))))
-    figure, axes = _figure(1, len(strides))
+    labels = natural_order(best["label"])
+    palette = dict(zip(labels, palette_colors(len(labels))))
+    figure, axes = new_figure(1, len(strides))
     any_wrong = False
     for ax, stride in zip(axes[0], strides):
         part = best[(best["stride"] == stride) & best[y].notna()]
@@ -196,7 +196,7 @@ def _by_stride(frame: pd.DataFrame, path: Path, what: str, y: str, ylabel: str,
         ax.set_ylabel(ylabel if ax is axes[0][0] else "")
     if logy:  # after every panel is drawn: the shared limits decide which ticks get labels
         for ax in axes[0]:
-            _log_y(ax)
+            log_y_axis(ax)
     if best[y].isna().all() and not floor_line:  # the floor figure fixes its own 0-110 range
         _hide_y_ticks(axes[0])
     figure.suptitle(_title(frame, what))
@@ -205,28 +205,28 @@ def _by_stride(frame: pd.DataFrame, path: Path, what: str, y: str, ylabel: str,
         handles.append(Line2D([], [], color="0.3", linestyle="--", label="memory-bandwidth floor"))
     if handles:
         figure.legend(handles=handles, loc="center left", bbox_to_anchor=(1.0, 0.5), frameon=False)
-    return _save(figure, path)
+    return save_figure(figure, path)
 
 
 def _variants(frame: pd.DataFrame, path: Path) -> Path:
     """Every variant of each kernel that has several: does the tunable matter, and where?"""
     what = "Kernel time of every variant"
     if frame.empty:
-        return _note_figure(path, what, NO_ROWS)
+        return note_figure(path, what, NO_ROWS)
     counts = frame.groupby("kernel")["variant"].nunique()
     kernels = sorted(counts[counts > 1].index)
     if not kernels:
-        return _note_figure(path, _title(frame, what), "no kernel with several variants in this run")
+        return note_figure(path, _title(frame, what), "no kernel with several variants in this run")
     strides = sorted(frame["stride"].dropna().unique())
     sizes = sorted(frame["H"].dropna().unique())
     timed = frame[frame["status"].isin(TIMED) & frame["kernel_ms"].notna()].copy()
     timed["label"] = _with_filter(timed, timed["variant"])
     # Room for the per-row legends, which tight_layout would otherwise take from the panels.
-    figure, axes = _figure(len(kernels), len(strides), legend_width=3.2)
+    figure, axes = new_figure(len(kernels), len(strides), legend_width=3.2)
     for row, kernel in zip(axes, kernels):
         mine = timed[timed["kernel"] == kernel]
-        all_labels = _natural(_with_filter(frame, frame["variant"])[frame["kernel"] == kernel])
-        palette = dict(zip(all_labels, _colors(len(all_labels))))
+        all_labels = natural_order(_with_filter(frame, frame["variant"])[frame["kernel"] == kernel])
+        palette = dict(zip(all_labels, palette_colors(len(all_labels))))
         any_wrong = False
         for ax, stride in zip(row, strides):
             part = mine[mine["stride"] == stride]
@@ -238,7 +238,7 @@ def _variants(frame: pd.DataFrame, path: Path) -> Path:
             ax.set_xlabel(SIZE_LABEL)
             ax.set_ylabel(TIME_LABEL if ax is row[0] else "")
         for ax in row:
-            _log_y(ax)
+            log_y_axis(ax)
         if mine.empty:
             _hide_y_ticks(row)
         # Variants that never produced a time still get a legend entry, marked as such.
@@ -250,19 +250,19 @@ def _variants(frame: pd.DataFrame, path: Path) -> Path:
         row[-1].legend(handles=handles, title=f"{kernel} ({counts[kernel]} variants)",
                        loc="center left", bbox_to_anchor=(1.02, 0.5), frameon=False)
     figure.suptitle(_title(frame, what))
-    return _save(figure, path)
+    return save_figure(figure, path)
 
 
 def _status(frame: pd.DataFrame, path: Path) -> Path:
     what = "Outcome of every cell, per kernel"
     if frame.empty:
-        return _note_figure(path, what, NO_ROWS)
+        return note_figure(path, what, NO_ROWS)
     counts = frame.groupby(["kernel", "status"]).size().rename("cells").reset_index()
     order = [s for s in STATUSES if s in set(counts["status"])]
     order += sorted(set(counts["status"]) - set(order))  # an unexpected status still shows up
     palette = {s: STATUS_COLORS.get(s, "#17becf") for s in order}
     kernels = sorted(counts["kernel"].unique())
-    figure, axes = _figure(1, 1, width=max(5.5, 1.1 * len(kernels) * len(order) ** 0.5 + 2.5), height=4.0)
+    figure, axes = new_figure(1, 1, width=max(5.5, 1.1 * len(kernels) * len(order) ** 0.5 + 2.5), height=4.0)
     ax = axes[0][0]
     sns.barplot(data=counts, x="kernel", y="cells", hue="status", order=kernels, hue_order=order,
                 palette=palette, ax=ax)
@@ -275,7 +275,7 @@ def _status(frame: pd.DataFrame, path: Path) -> Path:
     ax.set_ylabel("cells (count)")
     ax.set_title(_title(frame, what))
     ax.legend(title="status", loc="center left", bbox_to_anchor=(1.02, 0.5), frameon=False)
-    return _save(figure, path)
+    return save_figure(figure, path)
 
 
 def render_figures(summary_csv: str | Path, outdir: str | Path) -> list[Path]:

@@ -82,7 +82,7 @@ def _is_positive_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 1
 
 
-def _as_int(value: Any) -> Any:
+def as_int(value: Any) -> Any:
     """'16' -> 16: Snakemake's --config reads nested values as strings (kernels={'direct':
     {'block': [16]}}), and such a cell must be the same cell as one from a YAML config."""
     if isinstance(value, str) and re.fullmatch(r"\s*[+-]?\d+\s*", value):
@@ -103,7 +103,7 @@ def check_tunable_values(spec: KernelSpec, key: str, values: list) -> list:
         raise ConfigError(f"{where}: give at least one value")
     defaults = spec.tunables.get(key) or []
     if defaults and all(_is_positive_int(v) for v in defaults):
-        values = [_as_int(value) for value in values]
+        values = [as_int(value) for value in values]
         for value in values:
             if not _is_positive_int(value):
                 raise ConfigError(
@@ -129,7 +129,7 @@ def kernel_options(spec: KernelSpec, backend: str, overrides: dict) -> tuple[dic
     settings = dict(spec.settings)
     for key, value in overrides.items():
         if key == "sizes":
-            if not (isinstance(value, list) and value and all(_is_positive_int(_as_int(v)) for v in value)):
+            if not (isinstance(value, list) and value and all(_is_positive_int(as_int(v)) for v in value)):
                 raise ConfigError(f"kernels.{spec.name}.sizes: give a list of image sizes (integers >= 1)")
         elif key in spec.tunables:
             values = check_tunable_values(spec, key, value if isinstance(value, list) else [value])

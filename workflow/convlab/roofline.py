@@ -12,9 +12,9 @@ import seaborn as sns
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter
 
-from convlab.figures import _note_figure, _plain, _save
+from convlab.figures import note_figure, plain_tick, save_figure
 from convlab.seedcompare import load_summary
-from convlab.seedfigures import _figure
+from convlab.seedfigures import seed_figure
 from convlab.status import OK
 
 MARKERS = {"conv2d": "o", "tiling": "s", "winograd_layers": "^", "gemm": "D"}
@@ -59,13 +59,13 @@ def render_roofline(summary_csv: str | Path, bandwidth_json: str | Path, ceiling
     out_png = Path(out_png)
     out_png.parent.mkdir(parents=True, exist_ok=True)
     if points.empty:
-        return _note_figure(out_png, title, "no ok cell with flops and bytes in this run")
+        return note_figure(out_png, title, "no ok cell with flops and bytes in this run")
     copy_gbps = float(bandwidth.get("copy_gbps") or np.nan)
     peak = float(ceiling.get("sgemm_gflops") or np.nan)
     families = sorted(points["family"].unique())
     palette = dict(zip(families, sns.color_palette("tab10" if len(families) <= 10 else "husl", len(families))))
     with sns.axes_style("whitegrid"), sns.plotting_context("notebook"):
-        figure, axes = _figure(1, 2, width=5.8, height=4.8, legend_width=3.4, share=False)
+        figure, axes = seed_figure(1, 2, width=5.8, height=4.8, legend_width=3.4, share=False)
         low, high = points["intensity"].min() / 2, points["intensity"].max() * 2
         if copy_gbps == copy_gbps and peak == peak:
             low, high = min(low, peak / copy_gbps / 4), max(high, peak / copy_gbps * 4)
@@ -89,8 +89,8 @@ def render_roofline(summary_csv: str | Path, bandwidth_json: str | Path, ceiling
             top = np.nanmax([points[y].max(), roof if roof == roof else np.nan])
             ax.set_ylim(points[y].min() / 2, top * 2.5)
             ax.set_xlim(low, high)
-            ax.xaxis.set_major_formatter(FuncFormatter(_plain))
-            ax.yaxis.set_major_formatter(FuncFormatter(_plain))
+            ax.xaxis.set_major_formatter(FuncFormatter(plain_tick))
+            ax.yaxis.set_major_formatter(FuncFormatter(plain_tick))
             ax.set_xlabel("arithmetic intensity (FLOP / byte moved)")
             ax.set_ylabel(ylabel)
         axes[0][0].set_title("compute: min(intensity x copy GB/s, SGEMM ceiling)", fontsize=10)
@@ -107,4 +107,4 @@ def render_roofline(summary_csv: str | Path, bandwidth_json: str | Path, ceiling
                                   label=f"FP32 SGEMM {peak:,.0f} GFLOP/s (measured,\n{ceiling.get('math', '')})"))
         figure.legend(handles=handles, loc="center left", bbox_to_anchor=(1.0, 0.5), frameon=False, fontsize=9)
         figure.suptitle(f"{title}: {len(points)} ok cells")
-        return _save(figure, out_png)
+        return save_figure(figure, out_png)

@@ -16,8 +16,7 @@ import seaborn as sns
 from matplotlib.axes import Axes
 from matplotlib.lines import Line2D
 
-from convlab.figures import _colors, _log_y, _natural, _save
-from convlab.figures import _figure as _shared_figure
+from convlab.figures import log_y_axis, natural_order, new_figure, palette_colors, save_figure
 from convlab.seedcompare import NEVER_RAN, NOT_RUN, UNMAPPED, layer_speedups
 from convlab.status import OK
 
@@ -38,10 +37,10 @@ FIGURES = {
 SEEDS = ("000", "001", "002", "003", "004")
 
 
-def _figure(nrows: int, ncols: int, width: float, height: float, legend_width: float = 0.0, share: bool = True):
+def seed_figure(nrows: int, ncols: int, width: float, height: float, legend_width: float = 0.0, share: bool = True):
     if share:
-        return _shared_figure(nrows, ncols, width=width, height=height, legend_width=legend_width)
-    figure, axes = _shared_figure(1, 1, width=width * ncols + legend_width, height=height * nrows)
+        return new_figure(nrows, ncols, width=width, height=height, legend_width=legend_width)
+    figure, axes = new_figure(1, 1, width=width * ncols + legend_width, height=height * nrows)
     figure.clear()
     grid = figure.subplots(nrows, ncols, squeeze=False)
     return figure, [list(row) for row in grid]
@@ -121,10 +120,10 @@ def _line_figure(comparison: pd.DataFrame, stem: str, path: Path) -> Path:
         part["_series"] = part["method"] + " (" + part["kernel"] + ")"
     else:
         part["_series"] = part[series].map(_series_key)
-    keys = _natural(part["_series"])
-    palette = dict(zip(keys, _colors(len(keys))))
+    keys = natural_order(part["_series"])
+    palette = dict(zip(keys, palette_colors(len(keys))))
     unit = part["unit"].iloc[0]
-    figure, axes = _figure(1, len(panels), width=4.6, height=4.4, legend_width=3.0)
+    figure, axes = seed_figure(1, len(panels), width=4.6, height=4.4, legend_width=3.0)
     for ax, name in zip(axes[0], panels):
         mine = part[part[panel] == name]
         _versus(ax, mine, "_series", palette)
@@ -139,18 +138,18 @@ def _line_figure(comparison: pd.DataFrame, stem: str, path: Path) -> Path:
                     transform=ax.transAxes, ha="center", fontsize=9, color="0.35",
                     bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.8})
     for ax in axes[0]:
-        _log_y(ax)
+        log_y_axis(ax)
     handles = [Line2D([], [], color=palette[k], linewidth=2, label=k) for k in keys]
     handles += _style_handles(seed_gpu, this_gpu, (part["defect"] != "").any())
     figure.legend(handles=handles, loc="center left", bbox_to_anchor=(1.0, 0.5), frameon=False, fontsize=9)
     figure.suptitle(f"{title}\nseed: {seed_gpu}   this run: {this_gpu}")
-    return _save(figure, path)
+    return save_figure(figure, path)
 
 
 def _tiling_figure(comparison: pd.DataFrame, summary: pd.DataFrame, path: Path) -> Path:
     part = comparison[comparison["seed"] == "002"]
     seed_gpu, this_gpu = _gpus(part)
-    figure, axes = _figure(1, 2, width=5.2, height=4.2, legend_width=1.0, share=False)
+    figure, axes = seed_figure(1, 2, width=5.2, height=4.2, legend_width=1.0, share=False)
     ax = axes[0][0]
     methods = list(part["method"])
     x = np.arange(len(methods))
@@ -178,14 +177,14 @@ def _tiling_figure(comparison: pd.DataFrame, summary: pd.DataFrame, path: Path) 
         best["filter"] = best["filter_size"].astype(int).astype(str).radd("filter ").str.cat(
             best["filter_size"].astype(int).astype(str), sep="x")
         sns.lineplot(data=best, x="size", y="kernel_ms", hue="kernel", style="filter", markers=True,
-                     estimator=None, ax=ax, palette=_colors(best["kernel"].nunique()))
+                     estimator=None, ax=ax, palette=palette_colors(best["kernel"].nunique()))
         _size_axis(ax, best["size"].tolist(), "image size (pixels)")
-        _log_y(ax)
+        log_y_axis(ax)
         ax.set_ylabel("kernel time (ms, best variant)")
         ax.set_title(f"this run's tiling sweep ({this_gpu})", fontsize=9)
         ax.legend(loc="center left", bbox_to_anchor=(1.02, 0.5), frameon=False, fontsize=8)
     figure.suptitle(f"{FIGURES['seed002_tiling'][4]}\nseed: {seed_gpu}   this run: {this_gpu}")
-    return _save(figure, path)
+    return save_figure(figure, path)
 
 
 def _winograd_figure(comparison: pd.DataFrame, summary: pd.DataFrame, path: Path) -> Path:
@@ -194,7 +193,7 @@ def _winograd_figure(comparison: pd.DataFrame, summary: pd.DataFrame, path: Path
     seed_gpu, this_gpu = _gpus(part)
     kernel, baseline = [k.strip() for k in row["kernel"].split("/")]
     table = layer_speedups(summary, kernel, baseline)
-    figure, axes = _figure(1, 1, width=max(6.0, 0.55 * len(table) + 3), height=4.2)
+    figure, axes = seed_figure(1, 1, width=max(6.0, 0.55 * len(table) + 3), height=4.2)
     ax = axes[0][0]
     if table.empty:
         ax.text(0.5, 0.5, NOT_RUN_TEXT, transform=ax.transAxes, ha="center", color="0.35")
@@ -215,7 +214,7 @@ def _winograd_figure(comparison: pd.DataFrame, summary: pd.DataFrame, path: Path
     ax.set_xlabel("layer: C_in, H x W, C_out (K)")
     ax.legend(loc="upper left", fontsize=8, framealpha=0.9)
     ax.set_title(f"{FIGURES['seed004_winograd'][4]}\nseed: {seed_gpu}   this run: {this_gpu}", fontsize=10)
-    return _save(figure, path)
+    return save_figure(figure, path)
 
 
 def _fmt(value: float) -> str:
