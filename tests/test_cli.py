@@ -43,10 +43,78 @@ def test_missing_image_says_how_to_make_it():
     assert "snakemake --cores 1 data/input_77.png" in result.stderr
 
 
-def test_unknown_kernel_is_a_clear_error(image):
+def one_error_line(result: subprocess.CompletedProcess, starts: str) -> str:
+    """A refused argument: exit status 2, one `error:` line naming it, no traceback, no row."""
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: {starts}"), result.stderr
+    assert "== results/cells" not in result.stdout
+    return lines[0]
+
+
+def test_unknown_kernel_is_one_line_listing_the_kernels_run_takes(image):
     result = convlab("run", "--kernel", "nope", "--size", "80", "--backend", "cpu", "--image", str(image))
-    assert result.returncode == 2
-    assert "unknown kernel(s) nope" in result.stderr and "Traceback" not in result.stderr
+    line = one_error_line(result, "--kernel nope: unknown kernel")
+    # the conv2d kernels with a cpu twin, not every registered kernel (sgemm_naive is a gemm kernel)
+    assert "direct" in line and "cudnn" in line and "sgemm_naive" not in line and "ndimage" not in line
+
+
+def test_stride_zero_is_one_error_line(image):
+    result = convlab("run", "--kernel", "direct", "--size", "80", "--stride", "0", "--backend", "cpu",
+                     "--image", str(image))
+    assert "from 1 to 64" in one_error_line(result, "--stride 0:")
+
+
+def test_negative_stride_is_one_error_line(image):
+    result = convlab("run", "--kernel", "direct", "--size", "80", "--stride", "-1", "--backend", "cpu",
+                     "--image", str(image))
+    one_error_line(result, "--stride -1:")
+
+
+def test_negative_size_is_refused_not_offered_an_image():
+    result = convlab("run", "--kernel", "direct", "--size", "-5", "--backend", "cpu")
+    line = one_error_line(result, "--size -5:")
+    assert "snakemake" not in line and "from 1 to" in line
+
+
+@pytest.mark.parametrize("filter_size", ["0", "4", "33"])
+def test_bad_filter_size_is_one_error_line(image, filter_size):
+    result = convlab("run", "--kernel", "direct", "--size", "80", "--filter-size", filter_size, "--backend", "cpu",
+                     "--image", str(image))
+    one_error_line(result, f"--filter-size {filter_size}:")
+
+
+def test_block_on_the_cpu_backend_is_refused_not_ignored(image):
+    result = convlab("run", "--kernel", "direct", "--size", "80", "--block", "64", "--backend", "cpu",
+                     "--image", str(image))
+    line = one_error_line(result, "--block 64: does not apply on the cpu backend")
+    assert "leave out --block" in line
+
+
+def test_plan_on_the_cpu_backend_is_refused_not_ignored(image):
+    result = convlab("run", "--kernel", "cudnn", "--size", "80", "--plan", "best", "--backend", "cpu",
+                     "--image", str(image))
+    one_error_line(result, "--plan best: does not apply on the cpu backend")
+
+
+@pytest.mark.parametrize("kernel, option", [("fft", ["--block", "8"]), ("direct", ["--plan", "best"])])
+def test_tunable_the_kernel_lacks_is_refused_on_cuda(image, kernel, option):
+    # checked before the backend is started, so this runs without a GPU too
+    result = convlab("run", "--kernel", kernel, "--size", "80", *option, "--backend", "cuda", "--image", str(image))
+    one_error_line(result, f"{option[0]} {option[1]}: kernel {kernel} has no {option[0][2:]} tunable")
+
+
+def test_a_block_too_large_for_the_gpu_is_still_a_cell_on_cuda():
+    """64 is a legal edge whose 64x64 launch the GPU refuses: a measurement (invalid_config), not bad input."""
+    from convlab.cli import _matching_cells, build_parser
+    from convlab.config import load_config
+    from convlab.runargs import check_run_args
+
+    args = build_parser().parse_args(["run", "--kernel", "direct", "--size", "80", "--block", "64"])
+    check_run_args(args.kernel, args.size, args.stride, args.filter_size, {"block": 64, "plan": None}, "cuda")
+    cells = _matching_cells(args, load_config(args.config), "cuda")
+    assert [cell.variant for cell in cells] == ["block~64"]
 
 
 @pytest.mark.skipif(gpu_visible(), reason="checks the error given where no GPU is visible")
@@ -54,7 +122,7 @@ def test_forcing_cuda_without_a_gpu_is_one_line(image):
     result = convlab("run", "--kernel", "direct", "--size", "80", "--backend", "cuda", "--image", str(image))
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: backend 'cuda'")
+    assert len(lines) == 1 and lines[0].startswith("error: backend cuda")
 
 
 def test_missing_cudnn_is_one_clear_line(monkeypatch):

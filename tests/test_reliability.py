@@ -16,7 +16,6 @@ import fcntl
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -28,6 +27,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
+from workflow_helpers import CELL_OUTPUT, REPO, TINY, cell_rows, copy_repo, snakemake, snakemake_command, snakemake_env
 
 from convlab import data
 from convlab.config import ConfigError, validate_config
@@ -35,13 +35,11 @@ from convlab.families import build_cells
 from convlab.row import COLUMNS
 from convlab.status import STATUSES
 
-REPO = Path(__file__).resolve().parents[1]
-TINY = "config/tiny-cpu.yaml"
-CELL_OUTPUT = re.compile(r"output: (results/cells/\S+\.csv)")
 # Columns that differ between two runs of the same cells: times, and where/when they ran.
 TIMING_AND_PROVENANCE = ["kernel_ms", "kernel_ms_min", "kernel_ms_max", "kernel_ms_iqr", "reps", "timing_stop",
                          "setup_ms", "e2e_ms", "gflops", "gbps", "copy_gbps", "floor_ms", "pct_of_floor",
-                         "stage_ms", "started_at", "finished_at", "host", "git_commit", "phase_ms", "job_ms", "service_ms"]
+                         "stage_ms", "started_at", "finished_at", "host", "git_commit", "phase_ms", "job_ms", "service_ms",
+                         "row_check"]  # a hash over the row, times included
 
 
 # ---------------------------------------------------------------------------------------------
@@ -241,41 +239,6 @@ def test_kernel_sizes_must_be_positive():
 
 # ---------------------------------------------------------------------------------------------
 # The real workflow in temporary copies of the repository
-
-
-def copy_repo(target: Path) -> Path:
-    shutil.copytree(REPO, target, ignore=shutil.ignore_patterns(
-        ".git", ".snakemake", "results", "data", "__pycache__", ".pytest_cache", ".whl", ".venv", "*.egg-info"))
-    subprocess.run(["git", "init", "-q"], cwd=target, check=True)
-    return target
-
-
-def snakemake_env(repo: Path) -> dict[str, str]:
-    env = dict(os.environ)
-    # the jobs' `python` must be the interpreter running the tests
-    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
-    # a device lock (and temporary files) of this run's own, apart from other runs on this host
-    tmpdir = repo.parent / "tmp"
-    tmpdir.mkdir(exist_ok=True)
-    env["TMPDIR"] = str(tmpdir)
-    return env
-
-
-def snakemake_command(cores: int, *args: str, configfile: str = TINY) -> list[str]:
-    return [sys.executable, "-m", "snakemake", "--cores", str(cores), "--configfile", configfile, *args]
-
-
-def snakemake(repo: Path, cores: int, *args: str, configfile: str = TINY, check: bool = True
-              ) -> subprocess.CompletedProcess:
-    result = subprocess.run(snakemake_command(cores, *args, configfile=configfile), cwd=repo,
-                            env=snakemake_env(repo), capture_output=True, text=True, timeout=600)
-    if check and result.returncode != 0:
-        raise AssertionError(f"snakemake {' '.join(args)} failed:\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}")
-    return result
-
-
-def cell_rows(repo: Path) -> dict[str, Path]:
-    return {str(path.relative_to(repo)): path for path in sorted((repo / "results/cells").rglob("*.csv"))}
 
 
 def comparable(summary: Path) -> pd.DataFrame:

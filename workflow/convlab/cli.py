@@ -41,19 +41,15 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     return control.run(args.idle_timeout, spawned=args.spawned)
 
 
-def _matching_cells(args: argparse.Namespace) -> list:
-    from convlab.backends import resolve_backend
-    from convlab.config import load_config
+def _matching_cells(args: argparse.Namespace, config: dict, backend: str) -> list:
     from convlab.families import FAMILIES, build_cells
 
-    config = load_config(args.config)
-    backend = resolve_backend(args.backend or config["backend"])
     for family in FAMILIES:
         if family != "conv2d":
             config[family]["enabled"] = False
     section = config["conv2d"]
     section.update(sizes=[args.size], strides=[args.stride], kernels=[args.kernel])
-    if args.filter_size:
+    if args.filter_size is not None:
         section["filter_sizes"] = [args.filter_size]
     config["cpu"]["sizes"] = [args.size]
     overrides = config["kernels"].setdefault(args.kernel, {})
@@ -66,17 +62,24 @@ def _matching_cells(args: argparse.Namespace) -> list:
 
 def _cmd_run(args: argparse.Namespace) -> int:
     """Run cells by hand and print their rows (every variant unless one is given)."""
-    from convlab.backends import get_backend
+    from convlab.backends import get_backend, resolve_backend
+    from convlab.config import load_config
     from convlab.devicelock import exclusive_device
     from convlab.row import write_row_atomically
+    from convlab.runargs import check_run_args
     from convlab.runner import run_cell
 
+    config = load_config(args.config)
+    backend_name = resolve_backend(args.backend or config["backend"])
+    # before the image is looked for: a bad size must not be answered with how to make its image
+    check_run_args(args.kernel, args.size, args.stride, args.filter_size,
+                   {"block": args.block, "plan": args.plan}, backend_name)
     image = Path(args.image or REPO_ROOT / f"data/input_{args.size}.png")
     if not image.is_file():
         print(f"error: {image} does not exist; make it with: snakemake --cores 1 data/input_{args.size}.png",
               file=sys.stderr)
         return 2
-    cells = _matching_cells(args)
+    cells = _matching_cells(args, config, backend_name)
     if not cells:
         print(f"error: kernel {args.kernel!r} has nothing to run on this backend", file=sys.stderr)
         return 2
@@ -322,17 +325,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _is_user_error(error: Exception) -> bool:
-    """Mistakes a user can fix get one line, not a traceback. The error classes are imported here,
-    not at the top, so that a cell job (a thin client) imports none of their modules."""
-    from convlab.config import ConfigError
-    from convlab.measure.problem import ImageError
-    from convlab.status import BackendUnavailable
+    """Mistakes a user can fix get one line, not a traceback. convlab.status is standard library
+    only, so a cell job (a thin client) can ask."""
+    from convlab.status import UserError
 
-    if isinstance(error, (ConfigError, BackendUnavailable, ImageError)):
-        return True
-    from convlab.data import DataError
-
-    return isinstance(error, DataError)
+    return isinstance(error, UserError)
 
 
 # Commands a rule runs that a warm service worker can run instead of a fresh process: the data
@@ -372,7 +369,13 @@ def main(argv: list[str] | None = None, forward: bool = True) -> int:
     try:
         return args.handler(args)
     except Exception as error:
-        if not _is_user_error(error):
-            raise
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+        # A rule shows its log's last line on the terminal when it fails: that line is always
+        # one `error:` line, after the traceback where there is one.
+        if _is_user_error(error):
+            print(f"error: {error}", file=sys.stderr)
+            return 2
+        import traceback
+
+        traceback.print_exc()
+        print(f"error: {args.command} failed: {type(error).__name__}: {error}", file=sys.stderr)
+        return 1

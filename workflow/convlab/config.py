@@ -9,9 +9,10 @@ from typing import Any
 import yaml
 
 from convlab import SCHEMA_PATH
+from convlab.status import UserError
 
 
-class ConfigError(ValueError):
+class ConfigError(UserError, ValueError):
     """A configuration mistake, reported with the key it concerns."""
 
 

@@ -23,6 +23,8 @@ from typing import Any
 import ffmpeg
 import numpy as np
 
+from convlab.status import UserError
+
 # A Mandelbrot render: sharp edges, smooth gradients and fine texture, the same on every machine.
 SOURCE_FILTER = "mandelbrot=size={size}x{size}:maxiter=512"
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -32,7 +34,7 @@ SOURCE_ADVICE = ("give an 8- or 16-bit RGB, RGBA or grayscale picture (PNG, JPEG
                  "or set source_image: null to generate one")
 
 
-class DataError(ValueError):
+class DataError(UserError, ValueError):
     """The source image cannot be prepared; the message says which file and what to do."""
 
 

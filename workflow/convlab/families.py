@@ -36,9 +36,11 @@ def image_path(size: int) -> str:
 def _section(config: dict, family: str, backend: str) -> dict:
     """The family's section, with the cpu backend's smaller grid applied."""
     section = dict(config[family])
+    section["sizes_key"] = f"{family}.sizes"
     if backend == "cpu":
         if family == "conv2d":
             section["sizes"] = config["cpu"]["sizes"]
+            section["sizes_key"] = "cpu.sizes (the cpu backend's conv2d sizes)"
         else:
             section.update(config["cpu"].get(family, {}))
     return section
@@ -88,7 +90,18 @@ def _check_filters(family: str, sizes: list[int], filter_sizes: list[int], paddi
 
 
 # -- problems per family: dicts of Cell fields -------------------------------------------------
+def _check_picture_sizes(section: dict, config: dict) -> None:
+    """Pictures are the source scaled down, never up: a larger size would measure invented pixels."""
+    larger = [size for size in section["sizes"] if size > config["source_size"]]
+    if larger:
+        raise ConfigError(
+            f"{section['sizes_key']}: {', '.join(map(str, larger))} larger than source_size "
+            f"{config['source_size']}; the pictures are the source scaled down, so raise source_size "
+            "or drop these sizes")
+
+
 def _conv2d_problems(section: dict, config: dict) -> Iterator[dict]:
+    _check_picture_sizes(section, config)
     _check_filters("conv2d", section["sizes"], section["filter_sizes"], section["padding"])
     for size, stride, k in itertools.product(section["sizes"], section["strides"], section["filter_sizes"]):
         yield dict(size=size, stride=stride, filter_size=k, padding=resolve_padding(section["padding"], k),

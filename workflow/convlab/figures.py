@@ -15,6 +15,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter, NullFormatter, NullLocator
 
+from convlab.aggregate import code_versions
 from convlab.status import ERROR, INVALID_CONFIG, OK, OOM, STATUSES, UNSUPPORTED, WRONG
 
 DPI = 120
@@ -70,7 +71,9 @@ def _title(frame: pd.DataFrame, what: str) -> str:
     first = frame.iloc[0]
     device = first["device"] or "unknown device"
     mode = f", {first['timing_mode']} timing" if first["timing_mode"] else ""
-    return f"{what}\n{device} (backend {first['backend'] or '?'}{mode})"
+    versions = code_versions(frame)
+    mixed = f"\nWARNING: rows of {len(versions)} code versions mixed" if len(versions) > 1 else ""
+    return f"{what}\n{device} (backend {first['backend'] or '?'}{mode}){mixed}"
 
 
 def _with_filter(frame: pd.DataFrame, labels: pd.Series) -> pd.Series:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from convlab.aggregate import mixed_code_note
 from convlab.roofline import load_device
 from convlab.seedcompare import NEVER_RAN, load_summary, read_comparison
 from convlab.status import OK
@@ -126,6 +127,10 @@ def findings_html(summary: pd.DataFrame, comparison: pd.DataFrame, bandwidth: di
              f"{_num(ceiling.get('sgemm_gflops', float('nan')), 4)} GFLOP/s"
              f"{' (' + html.escape(str(ceiling.get('math'))) + ')' if ceiling.get('math') else ''}. "
              "Every sentence below is computed from results/summary.csv and the seed comparison.</p>"]
+    mixed = mixed_code_note(summary)
+    if mixed:
+        parts.append(f"<p><strong>Warning:</strong> {html.escape(mixed)}. Run snakemake without "
+                     "--rerun-triggers to measure every cell with the current code.</p>")
     for experiment, title in TITLES.items():
         table = fastest(summary, experiment)
         parts.append(f"<h3>Fastest kernel: {html.escape(title)}</h3>")

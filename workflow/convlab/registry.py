@@ -18,6 +18,7 @@ from typing import Any
 import yaml
 
 from convlab import KERNELS_DIR, REPO_ROOT
+from convlab.status import UserError
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 CPU_TWINS_DIR = PACKAGE_DIR / "cpu_twins"
@@ -37,7 +38,7 @@ KNOWN_KEYS = {"name", "summary", "source", "library", "layout", "precision", "tu
 SUPPORT_KEYS = {"stride", "filter_size"}
 
 
-class RegistryError(ValueError):
+class RegistryError(UserError, ValueError):
     """A kernel that is not registered, or a launch description that is malformed."""
 
 

@@ -1,11 +1,15 @@
-"""The result row: its columns, and an atomic writer so no half-written CSV is ever read."""
+"""The result row: its columns, its check, and an atomic writer.
+
+A row file is a result only when it is whole: one header in the current format, one row as
+long as the header, every column its status requires, and a check over the rest of the row
+that matches. Anything else is damaged (truncated, emptied, overwritten) and is never read as
+a result.
+"""
 
 from __future__ import annotations
 
 import csv
 import io
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -31,8 +35,26 @@ COLUMNS = [
     "max_rel_err", "rel_l2_err", "tolerance", "nonfinite",
     # provenance
     "device", "gpu_index", "gpu_uuid", "compute_capability", "driver_version", "runtime_version", "cupy_version", "cudnn_version",
-    "git_commit", "convlab_version", "host", "started_at", "finished_at",
+    "git_commit", "convlab_version", "code_version", "host", "started_at", "finished_at",
+    # a hash of every other column's text: a row that was cut or edited no longer matches
+    "row_check",
 ]
+CHECK_COLUMN = "row_check"
+# Columns a row of each status cannot lack: what was measured, its outcome and provenance, and
+# for a measured row its time and its verification.
+REQUIRED = ("experiment", "kernel", "variant", "backend", "size", "status", "git_commit", "code_version")
+REQUIRED_MEASURED = ("kernel_ms", "reps", "max_rel_err", "tolerance", "flops", "gflops", "device",
+                     "started_at", "finished_at")
+MEASURED_STATUSES = ("ok", "wrong")
+
+
+class DamagedRow(ValueError):
+    """A row file that is not a whole row of the current format."""
+
+
+class OtherFormat(ValueError):
+    """A whole row written under another column list (an older convlab): not damaged, but not
+    comparable either; its cell's params re-measure it."""
 
 
 def row_format() -> str:
@@ -51,10 +73,13 @@ def failure_row(spec: dict[str, Any], status: str, reason: str, **extra: Any) ->
     """The row of a cell whose measurement never produced one (its worker died or hung, or the
     service went away): what was asked, the status and why. Built from the cell's spec alone,
     so that a process without NumPy can write it."""
+    from convlab.codeversion import measurement_version
+
     tunables = spec.get("tunables") or {}
-    return {
+    backend = spec.get("backend") or "cpu"
+    return {"code_version": measurement_version(backend),
         "experiment": spec.get("experiment"), "kernel": spec.get("kernel"),
-        "variant": variant_name(tunables), "backend": spec.get("backend"), "size": spec.get("size"),
+        "variant": variant_name(tunables), "backend": backend, "size": spec.get("size"),
         "batch": spec.get("batch"), "filter_size": spec.get("filter_size"), "stride": spec.get("stride"),
         "padding": spec.get("padding"), "block": tunables.get("block"),
         "timing_mode": (spec.get("timing") or {}).get("mode"),
@@ -70,29 +95,67 @@ def _cell_text(value: Any) -> Any:
     return value
 
 
+def row_check(texts: list[str]) -> str:
+    """The check over a row's other columns, as written (text, in column order)."""
+    import hashlib
+
+    return hashlib.sha256("\x1f".join(texts).encode()).hexdigest()[:16]
+
+
 def format_row(values: dict[str, Any]) -> str:
+    """The row as CSV text, header included, with its check. The one place a row is written."""
     unknown = set(values) - set(COLUMNS)
     if unknown:
         raise KeyError(f"not in the row contract: {sorted(unknown)}")
+    texts = {k: str(_cell_text(values.get(k))) for k in COLUMNS if k != CHECK_COLUMN}
+    texts[CHECK_COLUMN] = row_check(list(texts.values()))
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=COLUMNS, lineterminator="\n")
     writer.writeheader()
-    writer.writerow({k: _cell_text(values.get(k)) for k in COLUMNS})
+    writer.writerow(texts)
     return buffer.getvalue()
 
 
-def write_row_atomically(values: dict[str, Any], path: str | Path) -> None:
-    """Write to a temporary file in the same directory, fsync, then rename over ``path``."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    text = format_row(values)
-    fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+def parse_row(text: str) -> list[str]:
+    """The one row of a row file's text, in COLUMNS order. Raises DamagedRow saying what is
+    wrong, or OtherFormat for a whole row of another column list."""
     try:
-        with os.fdopen(fd, "w") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+        records = list(csv.reader(io.StringIO(text, newline="")))
+    except csv.Error as error:
+        raise DamagedRow(f"not CSV ({error})") from None
+    if not text:
+        raise DamagedRow("empty")
+    if len(records) != 2:
+        raise DamagedRow(f"{len(records)} lines, not a header and one row")
+    header, values = records
+    if len(values) != len(header):
+        raise DamagedRow(f"{len(values)} values under {len(header)} columns")
+    if header != COLUMNS:
+        if not text.endswith("\n") or (header[-1] == CHECK_COLUMN and values[-1] != row_check(values[:-1])):
+            raise DamagedRow("cut short, in another version's columns")
+        raise OtherFormat("written by another convlab version (its columns differ)")
+    if values[-1] != row_check(values[:-1]):
+        raise DamagedRow("its check does not match its values (cut or edited)")
+    row = dict(zip(COLUMNS, values))
+    required = REQUIRED + (REQUIRED_MEASURED if row["status"] in MEASURED_STATUSES else ("reason",))
+    missing = [name for name in required if not row[name]]
+    if missing:
+        raise DamagedRow(f"status {row['status'] or '(none)'} without {', '.join(missing)}")
+    return values
+
+
+def read_row_file(path: str | Path) -> list[str]:
+    """parse_row() of a file; a file that is not UTF-8 text is damaged."""
+    try:
+        text = Path(path).read_bytes().decode("utf-8")
+    except UnicodeDecodeError:
+        raise DamagedRow("not text") from None
+    return parse_row(text)
+
+
+def write_row_atomically(values: dict[str, Any], path: str | Path) -> None:
+    """Write the row beside ``path`` and rename it over ``path``, so that no reader ever sees
+    half a row."""
+    from convlab.atomicfile import write_text_atomically
+
+    write_text_atomically(path, format_row(values))

@@ -103,7 +103,7 @@ def measure_cell(inputs: CellInputs, bandwidth_path: str | Path | None = None,
     layout = backend.layout_for(spec)
     row = describe(inputs, layout)
     row["started_at"] = provenance.now_utc()
-    row.update(provenance.host_provenance())
+    row.update(provenance.host_provenance(cell.backend))
     device = backend.device_info()
     row.update({k: v for k, v in device.items() if k in DEVICE_COLUMNS})
     unsupported = spec.unsupported_reason(cell.stride, cell.filter_size)

@@ -44,5 +44,10 @@ class KernelFailure(CellFailure):
     status = ERROR
 
 
-class BackendUnavailable(RuntimeError):
+class UserError(Exception):
+    """A mistake the user can fix (a config value, a missing picture, a damaged row): the command
+    prints one `error:` line and exits 2, with no traceback."""
+
+
+class BackendUnavailable(UserError, RuntimeError):
     """The requested backend cannot run here (e.g. cuda without a GPU): a user error, not a row."""

@@ -5,8 +5,9 @@ rule aggregate:
     input:
         cells=[cell.path for cell in CELLS],
     output:
+        # update(): a failed aggregation restores the previous summary instead of deleting it
         summary=report(
-            "results/summary.csv",
+            update("results/summary.csv"),
             caption="../report/summary.rst",
             category="Summary",
             labels={"table": "all cells"},
@@ -16,6 +17,7 @@ rule aggregate:
     conda:
         "../../envs/convlab.yaml"
     params:
+        code=CODE["summary"],
         runner=RUNNER,
     shell:
-        "{params.runner} aggregate --out {output.summary} {input.cells} > {log} 2>&1"
+        logged("{params.runner} aggregate --out {output.summary} {input.cells}")

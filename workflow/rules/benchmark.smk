@@ -21,5 +21,8 @@ rule benchmark:
         sizes=" ".join(str(size) for size in config["conv2d"]["sizes"]),
         strides=" ".join(str(stride) for stride in config["conv2d"]["strides"]),
     shell:
-        "{params.runner} bench --sizes {params.sizes} --strides {params.strides} "
-        "--out {output.table} > {log} 2>&1 && cat {output.text}"
+        logged(
+            "{params.runner} bench --sizes {params.sizes} --strides {params.strides} "
+            "--out {output.table}",
+            then="cat {output.text}",
+        )

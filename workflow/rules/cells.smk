@@ -22,10 +22,11 @@ rule copy_bandwidth:
     resources:
         gpu=GPU_JOB,
     params:
+        code=CODE["measurement"],
         runner=RUNNER,
         backend=BACKEND,
     shell:
-        "{params.runner} bandwidth --backend {params.backend} --out {output} > {log} 2>&1"
+        logged("{params.runner} bandwidth --backend {params.backend} --out {output}")
 
 
 rule sgemm_ceiling:
@@ -38,10 +39,11 @@ rule sgemm_ceiling:
     resources:
         gpu=GPU_JOB,
     params:
+        code=CODE["measurement"],
         runner=RUNNER,
         backend=BACKEND,
     shell:
-        "{params.runner} ceiling --backend {params.backend} --out {output} > {log} 2>&1"
+        logged("{params.runner} ceiling --backend {params.backend} --out {output}")
 
 
 rule cell:
@@ -59,11 +61,17 @@ rule cell:
         "../../envs/convlab.yaml"
     resources:
         gpu=GPU_JOB,
+        # always 1, whatever the backend: a `measurement` limit (the slurm profile's 1) runs
+        # a group's cells one at a time, so the group asks for one cell's CPUs and memory
+        measurement=1,
     params:
+        code=CODE["measurement"],
         runner=RUNNER,
         spec=cell_spec,
         image=image_option,
         row_format=ROW_FORMAT,
     shell:
-        "{params.runner} cell --spec {params.spec:q} {params.image} "
-        "--bandwidth {input.bandwidth} --out {output.row} > {log} 2>&1"
+        logged(
+            "{params.runner} cell --spec {params.spec:q} {params.image} "
+            "--bandwidth {input.bandwidth} --out {output.row}"
+        )

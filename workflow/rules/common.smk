@@ -8,13 +8,22 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(workflow.basedir) / "workflow"))
 
-from convlab.backends import resolve_backend
-from convlab.config import ConfigError, validate_config
+from convlab.backends.choice import choose_backend, refuse_local_cuda_without_gpu
+from convlab.codeversion import (
+    data_version,
+    gallery_version,
+    measurement_version,
+    report_version,
+    summary_version,
+)
+from convlab.config import validate_config
+from convlab.damaged import move_damaged_rows
 from convlab.families import build_cells, gallery_size, image_sizes
 from convlab.grid import CELL_PATH, LOG_PATH
 from convlab.registry import load_registry, relative
 from convlab.row import row_format
 from convlab.service.client import export_service_settings
+from convlab.status import UserError
 
 # Jobs run the package from this checkout, whatever else is on PYTHONPATH. The path is
 # relative to the working directory so that moving the checkout re-runs nothing. `-S`: a job is
@@ -27,10 +36,19 @@ RUNNER = (
 
 try:
     config = validate_config(config, source="config (config/config.yaml and --config)")
-    BACKEND = resolve_backend(config["backend"], quick=True)
+    CHOICE = choose_backend(config["backend"])
+    BACKEND = CHOICE.backend
     CELLS = build_cells(config, BACKEND)
-except ConfigError as error:
+except UserError as error:
     sys.exit(f"error: {error}")
+
+# The run's first lines: the backend and device, and any damaged row, which is moved aside so
+# that this run measures its cell again. Jobs that Snakemake starts on cluster nodes re-read
+# this file; only the run the user started speaks (and moves files).
+if workflow.is_main_process:
+    print(CHOICE.line, file=sys.stderr)
+    for moved in move_damaged_rows([cell.path for cell in CELLS]):
+        print(moved.line(), file=sys.stderr)
 
 # The measurement service's settings reach cell jobs through their environment, not their
 # params, so that changing a timeout re-runs no cell.
@@ -39,6 +57,15 @@ export_service_settings(
 )
 # Part of every cell's params: a change to the row's columns re-measures every cell once.
 ROW_FORMAT = row_format()
+# Hashes of the Python code behind each kind of output, in their rules' params: an edit to the
+# measurement code re-measures the cells, an edit to a figure re-renders only the report.
+CODE = {
+    "measurement": measurement_version(BACKEND),
+    "summary": summary_version(),
+    "report": report_version(),
+    "gallery": gallery_version(BACKEND),
+    "data": data_version(),
+}
 
 CELLS_BY_PATH = {cell.path: cell for cell in CELLS}
 KERNELS = load_registry()
@@ -47,6 +74,10 @@ GALLERY_SIZE = gallery_size(config, CELLS)
 BANDWIDTH = f"results/device/{BACKEND}_copy_bandwidth.json"
 CEILING = f"results/device/{BACKEND}_sgemm_ceiling.json"
 GPU_JOB = 1 if BACKEND == "cuda" else 0
+
+
+onstart:
+    preflight()
 
 
 # On a cluster these run on the submitting host: they are quick and need no GPU.
@@ -59,9 +90,12 @@ localrules:
     gallery_input,
 
 
-# A `gpu` limit given with --resources applies per group submission (see the slurm profile).
+# Limits on these given with --resources apply per group submission, not to the whole run:
+# with the slurm profile's gpu=1 and measurement=1 a group holds one cell at a time and asks
+# for one cell's GPU, CPUs and memory, and any number of groups run side by side.
 resource_scopes:
     gpu="local",
+    measurement="local",
 
 
 wildcard_constraints:
@@ -114,9 +148,10 @@ def gallery_kernel_files(wildcards):
 
 
 def figure(name, title):
-    """A report figure of the conv2d experiment, captioned by workflow/report/<name>.rst."""
+    """A report figure of the conv2d experiment, captioned by workflow/report/<name>.rst. Marked
+    update(): a failed re-render restores the previous figure instead of deleting it."""
     return report(
-        f"results/figures/{name}.png",
+        update(f"results/figures/{name}.png"),
         caption=f"../report/{name}.rst",
         category="conv2d",
         subcategory="Figures",
@@ -137,6 +172,30 @@ def gallery_cells():
     return chosen
 
 
+def preflight():
+    """Before the first job: refuse what would fail every measurement (cuda with no GPU where
+    the jobs run)."""
+    try:
+        refuse_local_cuda_without_gpu(BACKEND, workflow.executor_plugin.name)
+    except UserError as error:
+        sys.exit(f"error: {error}")
+
+
+def logged(command, then=None):
+    """``command`` with its output in the rule's log. When it fails, the log's last line (the
+    command's one `error:` line) is shown on the terminal too, and `warning:` lines always are.
+    ``then`` runs after a success."""
+    parts = [
+        command,
+        "> {log} 2>&1",
+        "&& {{ grep '^warning:' {log} >&2 || true; }}",
+        "|| {{ tail -n 1 {log} >&2; exit 1; }}",
+    ]
+    if then:
+        parts.append(f"&& {then}")
+    return " ".join(parts)
+
+
 def stop_measurement_service():
     """At the end of a run, the service it started finishes and exits (else it idles out).
     The jobs' own interpreter asks, so that it finds the service they used."""
@@ -144,7 +203,10 @@ def stop_measurement_service():
 
 
 def final_outputs():
-    outputs = ["results/summary.csv", "results/figures/time_vs_size.png"]
+    # The rows are targets themselves: a row that went missing (say, moved aside as damaged)
+    # is measured again even though the summary built from it is still there.
+    outputs = [cell.path for cell in CELLS]
+    outputs += ["results/summary.csv", "results/figures/time_vs_size.png"]
     outputs += [
         f"results/gallery/{kernel}_{GALLERY_SIZE}.png" for kernel in gallery_cells()
     ]

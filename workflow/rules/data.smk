@@ -24,6 +24,7 @@ rule source_image:
     conda:
         "../../envs/convlab.yaml"
     params:
+        code=CODE["data"],
         runner=RUNNER,
         size=config["source_size"],
         user_image=(
@@ -32,8 +33,9 @@ rule source_image:
             else ""
         ),
     shell:
-        "{params.runner} source --size {params.size} {params.user_image} --out {output.image} "
-        "> {log} 2>&1 || {{ tail -n 1 {log} >&2; exit 1; }}"
+        logged(
+            "{params.runner} source --size {params.size} {params.user_image} --out {output.image}"
+        )
 
 
 rule downscale:
@@ -46,7 +48,10 @@ rule downscale:
     conda:
         "../../envs/convlab.yaml"
     params:
+        code=CODE["data"],
         runner=RUNNER,
         size=lambda wildcards: int(wildcards.size),
     shell:
-        "{params.runner} downscale --source {input.source} --size {params.size} --out {output.image} > {log} 2>&1"
+        logged(
+            "{params.runner} downscale --source {input.source} --size {params.size} --out {output.image}"
+        )

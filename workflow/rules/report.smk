@@ -12,7 +12,7 @@ rule figures:
         variants=figure("variants", "variants"),
         status=figure("status", "cells by status"),
         status_table=report(
-            "results/figures/status_table.html",
+            update("results/figures/status_table.html"),
             caption="../report/status_table.rst",
             category="Summary",
             labels={"table": "failed cells"},
@@ -22,10 +22,13 @@ rule figures:
     conda:
         "../../envs/convlab.yaml"
     params:
+        code=CODE["report"],
         runner=RUNNER,
         outdir=lambda wildcards, output: os.path.dirname(output.time),
     shell:
-        "{params.runner} figures --summary {input.summary} --outdir {params.outdir} > {log} 2>&1"
+        logged(
+            "{params.runner} figures --summary {input.summary} --outdir {params.outdir}"
+        )
 
 
 rule gallery_input:
@@ -33,7 +36,7 @@ rule gallery_input:
         image="data/input_{size}.png",
     output:
         image=report(
-            "results/gallery/input_{size}.png",
+            update("results/gallery/input_{size}.png"),
             caption="../report/input.rst",
             category="conv2d",
             subcategory="Gallery",
@@ -44,7 +47,7 @@ rule gallery_input:
     conda:
         "../../envs/convlab.yaml"
     shell:
-        "cp {input.image} {output.image} 2> {log}"
+        logged("cp {input.image} {output.image}")
 
 
 rule gallery:
@@ -54,7 +57,7 @@ rule gallery:
         original="results/gallery/input_{size}.png",
     output:
         edges=report(
-            "results/gallery/{kernel}_{size}.png",
+            update("results/gallery/{kernel}_{size}.png"),
             caption="../report/gallery.rst",
             category="conv2d",
             subcategory="Gallery",
@@ -67,10 +70,13 @@ rule gallery:
     resources:
         gpu=GPU_JOB,
     params:
+        code=CODE["gallery"],
         runner=RUNNER,
         spec=lambda wildcards: gallery_cells()[wildcards.kernel].to_json(),
     shell:
-        "{params.runner} gallery --spec {params.spec:q} --image {input.image} --out {output.edges} > {log} 2>&1"
+        logged(
+            "{params.runner} gallery --spec {params.spec:q} --image {input.image} --out {output.edges}"
+        )
 
 
 # ---- The seeds side by side with this run, the roofline and the findings.
@@ -86,7 +92,7 @@ rule seed_comparison:
         method_map=METHOD_MAP,
     output:
         table=report(
-            f"{SEED_DIR}/comparison.csv",
+            update(f"{SEED_DIR}/comparison.csv"),
             caption="../report/seed_comparison.rst",
             category="Summary",
             labels={"table": "seed numbers vs this run"},
@@ -96,10 +102,13 @@ rule seed_comparison:
     conda:
         "../../envs/convlab.yaml"
     params:
+        code=CODE["report"],
         runner=RUNNER,
     shell:
-        "{params.runner} seed-compare --seeds {input.seeds} --map {input.method_map} "
-        "--summary {input.summary} --out {output.table} > {log} 2>&1"
+        logged(
+            "{params.runner} seed-compare --seeds {input.seeds} --map {input.method_map} "
+            "--summary {input.summary} --out {output.table}"
+        )
 
 
 rule seed000:
@@ -123,12 +132,15 @@ rule seed000:
     conda:
         "../../envs/convlab.yaml"
     params:
+        code=CODE["report"],
         runner=RUNNER,
         seed="000",
         outdir=lambda wildcards, output: os.path.dirname(output.table),
     shell:
-        "{params.runner} seed-report --seed {params.seed} --comparison {input.comparison} "
-        "--summary {input.summary} --outdir {params.outdir} > {log} 2>&1"
+        logged(
+            "{params.runner} seed-report --seed {params.seed} --comparison {input.comparison} "
+            "--summary {input.summary} --outdir {params.outdir}"
+        )
 
 
 rule seed001:
@@ -168,12 +180,15 @@ rule seed001:
     conda:
         "../../envs/convlab.yaml"
     params:
+        code=CODE["report"],
         runner=RUNNER,
         seed="001",
         outdir=lambda wildcards, output: os.path.dirname(output.table),
     shell:
-        "{params.runner} seed-report --seed {params.seed} --comparison {input.comparison} "
-        "--summary {input.summary} --outdir {params.outdir} > {log} 2>&1"
+        logged(
+            "{params.runner} seed-report --seed {params.seed} --comparison {input.comparison} "
+            "--summary {input.summary} --outdir {params.outdir}"
+        )
 
 
 rule seed002:
@@ -197,12 +212,15 @@ rule seed002:
     conda:
         "../../envs/convlab.yaml"
     params:
+        code=CODE["report"],
         runner=RUNNER,
         seed="002",
         outdir=lambda wildcards, output: os.path.dirname(output.table),
     shell:
-        "{params.runner} seed-report --seed {params.seed} --comparison {input.comparison} "
-        "--summary {input.summary} --outdir {params.outdir} > {log} 2>&1"
+        logged(
+            "{params.runner} seed-report --seed {params.seed} --comparison {input.comparison} "
+            "--summary {input.summary} --outdir {params.outdir}"
+        )
 
 
 rule seed003:
@@ -224,12 +242,15 @@ rule seed003:
     conda:
         "../../envs/convlab.yaml"
     params:
+        code=CODE["report"],
         runner=RUNNER,
         seed="003",
         outdir=lambda wildcards, output: os.path.dirname(output.table),
     shell:
-        "{params.runner} seed-report --seed {params.seed} --comparison {input.comparison} "
-        "--summary {input.summary} --outdir {params.outdir} > {log} 2>&1"
+        logged(
+            "{params.runner} seed-report --seed {params.seed} --comparison {input.comparison} "
+            "--summary {input.summary} --outdir {params.outdir}"
+        )
 
 
 rule seed004:
@@ -253,12 +274,15 @@ rule seed004:
     conda:
         "../../envs/convlab.yaml"
     params:
+        code=CODE["report"],
         runner=RUNNER,
         seed="004",
         outdir=lambda wildcards, output: os.path.dirname(output.table),
     shell:
-        "{params.runner} seed-report --seed {params.seed} --comparison {input.comparison} "
-        "--summary {input.summary} --outdir {params.outdir} > {log} 2>&1"
+        logged(
+            "{params.runner} seed-report --seed {params.seed} --comparison {input.comparison} "
+            "--summary {input.summary} --outdir {params.outdir}"
+        )
 
 
 rule roofline:
@@ -268,7 +292,7 @@ rule roofline:
         ceiling=CEILING,
     output:
         figure=report(
-            "results/figures/roofline.png",
+            update("results/figures/roofline.png"),
             caption="../report/roofline.rst",
             category="Summary",
             labels={"table": "roofline (every experiment)"},
@@ -278,10 +302,13 @@ rule roofline:
     conda:
         "../../envs/convlab.yaml"
     params:
+        code=CODE["report"],
         runner=RUNNER,
     shell:
-        "{params.runner} roofline --summary {input.summary} --bandwidth {input.bandwidth} "
-        "--ceiling {input.ceiling} --out {output.figure} > {log} 2>&1"
+        logged(
+            "{params.runner} roofline --summary {input.summary} --bandwidth {input.bandwidth} "
+            "--ceiling {input.ceiling} --out {output.figure}"
+        )
 
 
 rule findings:
@@ -292,7 +319,7 @@ rule findings:
         ceiling=CEILING,
     output:
         page=report(
-            "results/findings.html",
+            update("results/findings.html"),
             caption="../report/findings.rst",
             category="Summary",
             labels={"table": "findings"},
@@ -302,10 +329,13 @@ rule findings:
     conda:
         "../../envs/convlab.yaml"
     params:
+        code=CODE["report"],
         runner=RUNNER,
     shell:
-        "{params.runner} findings --summary {input.summary} --comparison {input.comparison} "
-        "--bandwidth {input.bandwidth} --ceiling {input.ceiling} --out {output.page} > {log} 2>&1"
+        logged(
+            "{params.runner} findings --summary {input.summary} --comparison {input.comparison} "
+            "--bandwidth {input.bandwidth} --ceiling {input.ceiling} --out {output.page}"
+        )
 
 
 # Quick and GPU-free: they run on the submitting host.

@@ -13,10 +13,11 @@ SEED_EXPERIMENT = {
 
 
 def seed_item(name, seed, what, kernel, stride, size, caption=None):
-    """A seed figure or table in the report, filed under the experiment that reproduces it."""
+    """A seed figure or table in the report, filed under the experiment that reproduces it
+    (update(): a failed re-render restores the previous one)."""
     suffix = "html" if name.endswith("_table") else "png"
     return report(
-        f"{SEED_DIR}/{name}.{suffix}",
+        update(f"{SEED_DIR}/{name}.{suffix}"),
         caption=f"../report/{caption or name}.rst",
         category=SEED_EXPERIMENT[seed],
         subcategory=f"Seed {seed} vs this run",

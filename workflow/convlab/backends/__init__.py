@@ -57,18 +57,25 @@ def get_backend(name: str) -> Backend:
 
         return CpuBackend()
     if name == "cuda":
+        from convlab.backends.choice import install_hint, visible_gpu_names
+
         try:
-            import cupy  # noqa: F401
+            import cupy
         except ImportError as error:
+            raise BackendUnavailable(f"backend cuda needs CuPy ({error}): {install_hint()}") from error
+        try:
+            count = cupy.cuda.runtime.getDeviceCount()
+            problem = None if count > 0 else "it sees no device"
+        except Exception as error:  # no driver, or a CuPy built for another CUDA: CuPy's own errors
+            problem = f"{type(error).__name__}: {error}"
+        if problem and visible_gpu_names():
             raise BackendUnavailable(
-                "backend 'cuda' needs CuPy: pip install -r envs/requirements-cuda13.txt "
-                "(or -cuda12.txt for a CUDA 12 driver)"
-            ) from error
-        if not gpu_visible():
+                f"CuPy cannot use the GPU the driver lists ({problem}): reinstall it for this driver, "
+                f"{install_hint()}; or set backend: cpu to measure the CPU on purpose")
+        if problem:
             raise BackendUnavailable(
-                "backend 'cuda' was requested but no CUDA GPU is visible "
-                "(check nvidia-smi and CUDA_VISIBLE_DEVICES, or use backend: cpu)"
-            )
+                "backend cuda: no CUDA GPU is visible (check nvidia-smi and CUDA_VISIBLE_DEVICES, "
+                "or use backend: cpu)")
         from convlab.backends.cuda import CudaBackend
 
         return CudaBackend()

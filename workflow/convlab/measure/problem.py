@@ -7,6 +7,8 @@ from pathlib import Path
 
 import numpy as np
 
+from convlab.status import UserError
+
 FLOAT32_BYTES = 4
 
 
@@ -86,7 +88,7 @@ class GemmProblem:
         return {}
 
 
-class ImageError(ValueError):
+class ImageError(UserError, ValueError):
     """The input image cannot be used as a cell's input."""
 
 

@@ -34,5 +34,9 @@ def now_utc() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="microseconds")
 
 
-def host_provenance() -> dict[str, str]:
-    return {"host": socket.gethostname(), "git_commit": git_commit(), "convlab_version": __version__}
+def host_provenance(backend: str) -> dict[str, str]:
+    """The host, the checkout's commit, and the hash of the code that measures on ``backend``."""
+    from convlab.codeversion import measurement_version
+
+    return {"host": socket.gethostname(), "git_commit": git_commit(), "convlab_version": __version__,
+            "code_version": measurement_version(backend)}

@@ -30,12 +30,11 @@ class RuntimeDirError(RuntimeError):
 
 
 def code_fingerprint(package_dir: Path = PACKAGE_DIR) -> str:
-    """A hash of the runner package's Python sources: an edit makes a new service."""
-    digest = hashlib.sha256()
-    for path in sorted(package_dir.rglob("*.py")):
-        digest.update(str(path.relative_to(package_dir)).encode() + b"\0")
-        digest.update(path.read_bytes() + b"\0")
-    return digest.hexdigest()[:16]
+    """A hash of all the package's Python sources (convlab.codeversion's hash, over every role):
+    an edit anywhere makes a new service."""
+    from convlab.codeversion import fingerprint
+
+    return fingerprint(list(package_dir.rglob("*.py")), root=package_dir)
 
 
 def host_gpus() -> list[str]:

@@ -51,12 +51,9 @@ def _visible_devices() -> list[dict[str, Any]]:
 
 
 def _user_errors() -> tuple[type[BaseException], ...]:
-    from convlab.config import ConfigError
-    from convlab.measure.problem import ImageError
-    from convlab.registry import RegistryError
-    from convlab.status import BackendUnavailable
+    from convlab.status import UserError
 
-    return ConfigError, ImageError, RegistryError, BackendUnavailable
+    return (UserError,)
 
 
 def _job_phases(job: dict[str, Any], taken_at: float) -> dict[str, float]:
@@ -173,6 +170,10 @@ def measure_one(job: dict[str, Any], backend, user_errors: tuple[type[BaseExcept
 
 
 def serve_jobs(backend_name: str, gpu_index: int, jobs: TextIO, replies: TextIO) -> int:
+    from convlab.codeversion import measurement_version
+
+    if backend_name != "tools":
+        measurement_version(backend_name)  # rows name the code this worker loaded, not a later edit
     backend = None
     try:
         if backend_name == "tools":

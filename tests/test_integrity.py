@@ -1,0 +1,318 @@
+"""Nothing damaged is aggregated, nothing is silently mixed, every failure is explained on the
+terminal, and problems are found before any cell runs (cpu backend, the real workflow).
+
+The pipeline tests share one complete run of the tiny config and work on copies of it.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import shutil
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from workflow_helpers import (
+    REPO,
+    cell_rows,
+    copy_repo,
+    planned_cells,
+    planned_rules,
+    snakemake,
+    snakemake_env,
+)
+
+from convlab.atomicfile import current_umask
+from convlab.row import COLUMNS, DamagedRow, OtherFormat, format_row, parse_row, write_row_atomically
+
+REPORT_RULES = {"figures", "roofline", "seed_comparison", "findings", "seed000", "seed001", "seed002", "seed003",
+                "seed004", "all"}
+
+
+def whole_row(**values) -> str:
+    base = {"experiment": "conv2d", "kernel": "direct", "variant": "default", "backend": "cpu", "size": 64,
+            "status": "ok", "git_commit": "abc", "code_version": "0123456789ab", "kernel_ms": 0.5, "reps": 3,
+            "max_rel_err": 1e-7, "tolerance": 1e-5, "flops": 100, "gflops": 2.0, "device": "cpu",
+            "started_at": "t0", "finished_at": "t1"}
+    return format_row({**base, **values})
+
+
+# ---------------------------------------------------------------------------------------------
+# The row's own check
+
+
+def test_a_whole_row_parses_and_its_check_matches():
+    values = parse_row(whole_row())
+    assert dict(zip(COLUMNS, values))["kernel"] == "direct"
+
+
+@pytest.mark.parametrize("damage", ["cut", "empty", "garbage", "edited", "header only"])
+def test_a_damaged_row_is_refused_saying_why(damage):
+    text = whole_row()
+    damaged = {"cut": text[:len(text) - 40], "empty": "", "garbage": "\x00\x13 not, a, row\n" * 3,
+               "edited": text.replace("0.5", "0.4", 1), "header only": text.splitlines()[0][:300]}[damage]
+    with pytest.raises(DamagedRow):
+        parse_row(damaged)
+
+
+def test_a_row_without_what_its_status_requires_is_damaged():
+    with pytest.raises(DamagedRow, match="without max_rel_err"):
+        parse_row(whole_row(max_rel_err=None))
+    with pytest.raises(DamagedRow, match="without reason"):
+        parse_row(whole_row(status="error", reason=None))
+    parse_row(whole_row(status="error", reason="launch refused", kernel_ms=None))
+
+
+def test_a_whole_row_of_another_format_is_not_damaged():
+    older = io.StringIO()
+    writer = csv.writer(older, lineterminator="\n")
+    writer.writerow(COLUMNS[:-3])
+    writer.writerow(["x"] * (len(COLUMNS) - 3))
+    with pytest.raises(OtherFormat):
+        parse_row(older.getvalue())
+
+
+@pytest.mark.parametrize("mask", [0o022, 0o027])
+def test_rows_follow_the_umask(tmp_path, mask):
+    previous = os.umask(mask)
+    try:
+        write_row_atomically({"kernel": "direct", "status": "ok"}, tmp_path / "row.csv")
+    finally:
+        os.umask(previous)
+    assert stat.S_IMODE((tmp_path / "row.csv").stat().st_mode) == 0o666 & ~mask
+
+
+def convlab(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(REPO / "workflow"), "CONVLAB_SERVICE": "off"}
+    return subprocess.run([sys.executable, "-m", "convlab", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=300)
+
+
+def test_aggregate_refuses_a_damaged_row_in_one_line_and_keeps_the_summary(tmp_path):
+    good, bad = tmp_path / "good.csv", tmp_path / "bad.csv"
+    good.write_text(whole_row())
+    bad.write_text(whole_row()[:-40])
+    summary = tmp_path / "summary.csv"
+    summary.write_text("the previous summary\n")
+    result = convlab("aggregate", "--out", str(summary), str(good), str(bad))
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: {bad} is damaged"), result.stderr
+    assert summary.read_text() == "the previous summary\n"
+
+
+def test_the_one_cell_command_writes_its_row_with_the_umask(tmp_path):
+    picture = tmp_path / "input_64.png"
+    made = convlab("source", "--size", "64", "--out", str(picture))
+    assert made.returncode == 0, made.stderr
+    out = tmp_path / "row.csv"
+    result = convlab("run", "--backend", "cpu", "--kernel", "direct", "--size", "64", "--image", str(picture),
+                     "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    assert stat.S_IMODE(out.stat().st_mode) == 0o666 & ~current_umask()
+    parse_row(out.read_text())  # a whole row, with its check
+
+
+# ---------------------------------------------------------------------------------------------
+# The real workflow: one complete run, copied per test
+
+
+@pytest.fixture(scope="module")
+def complete_run(tmp_path_factory) -> Path:
+    repo = copy_repo(tmp_path_factory.mktemp("complete") / "repo")
+    snakemake(repo, 2)
+    return repo
+
+
+@pytest.fixture
+def finished(complete_run, tmp_path) -> Path:
+    """A copy of the complete run: its results, data and Snakemake's records included."""
+    repo = tmp_path / "repo"
+    shutil.copytree(complete_run, repo, symlinks=True)
+    return repo
+
+
+def terminal(result: subprocess.CompletedProcess) -> str:
+    return result.stdout + result.stderr
+
+
+@pytest.mark.pipeline
+def test_the_complete_run_names_its_code_and_follows_the_umask(complete_run):
+    rows = cell_rows(complete_run)
+    assert rows
+    expected = 0o666 & ~current_umask()
+    for path in [*rows.values(), complete_run / "results/summary.csv"]:
+        assert stat.S_IMODE(path.stat().st_mode) == expected, path
+    versions = {dict(zip(COLUMNS, parse_row(path.read_text())))["code_version"] for path in rows.values()}
+    assert len(versions) == 1 and len(next(iter(versions))) == 12
+
+
+@pytest.mark.pipeline
+def test_damaged_rows_are_moved_aside_and_exactly_their_cells_measured_again(finished):
+    rows = cell_rows(finished)
+    cut, emptied, garbage = list(rows)[0], list(rows)[7], list(rows)[-1]
+    rows[cut].write_bytes(rows[cut].read_bytes()[:800])
+    rows[emptied].write_bytes(b"")
+    rows[garbage].write_bytes(os.urandom(300))
+    untouched = {name: path.read_bytes() for name, path in rows.items() if name not in (cut, emptied, garbage)}
+
+    plan = snakemake(finished, 1, "--dry-run")
+    assert planned_cells(plan) == {cut, emptied, garbage}
+    said = [line for line in plan.stderr.splitlines() if line.startswith("damaged row: ")]
+    assert len(said) == 3 and all("moved to results/damaged/" in line for line in said), plan.stderr
+    moved = [p for p in (finished / "results/damaged").rglob("*.csv")]
+    assert len(moved) == 3  # nothing deleted: the damaged files are kept for a look
+
+    run = snakemake(finished, 1)
+    assert planned_cells(run) == {cut, emptied, garbage}
+    after = cell_rows(finished)
+    assert {name: after[name].read_bytes() for name in untouched} == untouched
+    for name in (cut, emptied, garbage):
+        parse_row(after[name].read_text())
+    with open(finished / "results/summary.csv", newline="") as handle:
+        summary = list(csv.DictReader(handle))
+    assert len(summary) == len(rows) and all(row["max_rel_err"] for row in summary if row["status"] == "ok")
+    assert "Nothing to be done" in snakemake(finished, 1, "--dry-run").stdout
+
+
+def inject_failure(repo: Path, module: str, function: str) -> None:
+    """Make ``function`` of ``module`` raise as its first statement."""
+    path = repo / "workflow/convlab" / module
+    text = path.read_text()
+    head = f"def {function}("
+    start = text.index(head)
+    body = text.index('"""', text.index('"""', start) + 3) + 3  # after the docstring
+    path.write_text(text[:body] + '\n    raise RuntimeError("injected failure")' + text[body:])
+
+
+@pytest.mark.pipeline
+@pytest.mark.parametrize("module, function, rule, kept", [
+    ("aggregate.py", "aggregate", "aggregate", ["results/summary.csv", "results/findings.html"]),
+    ("figures.py", "render_figures", "figures", ["results/figures/time_vs_size.png", "results/figures/status.png"]),
+])
+def test_a_failing_step_keeps_the_previous_outputs_and_says_why(finished, module, function, rule, kept):
+    before = {name: (finished / name).read_bytes() for name in kept}
+    inject_failure(finished, module, function)
+    plan = snakemake(finished, 1, "--dry-run")
+    assert rule in planned_rules(plan) and not planned_cells(plan)  # summary or report code: no cell re-runs
+    run = snakemake(finished, 1, check=False)
+    assert run.returncode != 0
+    log = finished / f"results/logs/{rule}.log"
+    last = log.read_text().strip().splitlines()[-1]
+    assert last == f"error: {rule if rule == 'aggregate' else 'figures'} failed: RuntimeError: injected failure"
+    assert last in run.stderr.splitlines(), run.stderr[-3000:]
+    assert {name: (finished / name).read_bytes() for name in kept} == before
+
+
+@pytest.mark.pipeline
+def test_an_edit_to_measurement_code_re_measures_every_cell_and_to_report_code_only_the_report(finished):
+    every_cell = set(cell_rows(finished))
+    timing = finished / "workflow/convlab/measure/timing.py"
+    original = timing.read_text()
+    timing.write_text(original + "#\n")
+    assert planned_cells(snakemake(finished, 1, "--dry-run")) == every_cell
+    timing.write_text(original)
+    assert "Nothing to be done" in snakemake(finished, 1, "--dry-run").stdout
+
+    findings = finished / "workflow/convlab/findings.py"
+    findings.write_text(findings.read_text() + "#\n")
+    plan = snakemake(finished, 1, "--dry-run")
+    assert not planned_cells(plan)
+    assert planned_rules(plan) == REPORT_RULES
+
+
+@pytest.mark.pipeline
+def test_a_summary_of_mixed_code_versions_says_so(finished):
+    timing = finished / "workflow/convlab/measure/timing.py"
+    timing.write_text(timing.read_text() + "#\n")
+    kernel = finished / "kernels/cudnn.yaml"
+    kernel.write_text(kernel.read_text() + "#\n")
+    # only the edited kernel's cells run again (the user asked for mtime-only triggers)
+    run = snakemake(finished, 1, "--rerun-triggers", "mtime")
+    remeasured = planned_cells(run)
+    assert remeasured and all("kernel~cudnn" in name for name in remeasured)
+    warnings = [line for line in run.stderr.splitlines() if line.startswith("warning: results/summary.csv")]
+    assert len(warnings) == 1 and "mix 2 versions of the measurement code" in warnings[0], run.stderr[-3000:]
+    assert "mix 2 versions of the measurement code" in (finished / "results/findings.html").read_text()
+
+
+@pytest.mark.pipeline
+def test_a_size_larger_than_the_source_is_refused_before_any_cell(tmp_path):
+    repo = copy_repo(tmp_path / "repo")
+    result = snakemake(repo, 1, "--config", "source_size=80", check=False)
+    assert result.returncode != 0
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert errors == ["error: cpu.sizes (the cpu backend's conv2d sizes): 96 larger than source_size 80; the "
+                      "pictures are the source scaled down, so raise source_size or drop these sizes"]
+    assert not (repo / "results/cells").exists() and not list((repo / "data").glob("*.png"))
+
+
+def fake_nvidia_smi(folder: Path) -> dict[str, str]:
+    """An environment whose nvidia-smi lists a GPU (and whose driver files are absent)."""
+    folder.mkdir()
+    smi = folder / "nvidia-smi"
+    smi.write_text("#!/bin/sh\necho 'GPU 0: NVIDIA H200 (UUID: GPU-00000000-0000-0000-0000-000000000000)'\n")
+    smi.chmod(0o755)
+    return {"PATH": f"{folder}{os.pathsep}{os.environ['PATH']}"}
+
+
+def has_gpu_software() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("cupy") is not None
+
+
+@pytest.mark.pipeline
+def test_the_first_line_names_the_backend_and_why(tmp_path):
+    repo = copy_repo(tmp_path / "repo")
+    chosen = snakemake(repo, 1, "--dry-run")
+    assert chosen.stderr.splitlines()[0].startswith("backend cpu: ") and "set in the config" in chosen.stderr
+    if Path("/proc/driver/nvidia/gpus").exists():
+        pytest.skip("this machine has an NVIDIA GPU: auto would choose it")
+    auto = snakemake(repo, 1, "--dry-run", "--config", "backend=auto")
+    first = auto.stderr.splitlines()[0]
+    assert first.startswith("backend auto → cpu: ") and first.endswith("no NVIDIA GPU visible"), first
+
+
+@pytest.mark.pipeline
+@pytest.mark.skipif(has_gpu_software(), reason="CuPy is installed here: auto would use the GPU nvidia-smi lists")
+def test_auto_stops_where_a_gpu_is_visible_but_its_software_missing(tmp_path):
+    repo = copy_repo(tmp_path / "repo")
+    env = {**snakemake_env(repo), **fake_nvidia_smi(tmp_path / "bin")}
+    env["PATH"] = f"{tmp_path / 'bin'}{os.pathsep}{snakemake_env(repo)['PATH']}"
+    result = snakemake(repo, 1, "--dry-run", "--config", "backend=auto", check=False, env=env)
+    assert result.returncode != 0
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1, result.stderr
+    assert "NVIDIA H200" in errors[0] and "CuPy" in errors[0] and "pip install -r envs/requirements-cuda" in errors[0]
+    assert "backend: cpu" in errors[0]
+
+
+@pytest.mark.pipeline
+@pytest.mark.skipif(Path("/proc/driver/nvidia/gpus").exists(), reason="this machine has an NVIDIA GPU")
+def test_cuda_without_a_gpu_stops_a_local_run_before_any_job(tmp_path):
+    repo = copy_repo(tmp_path / "repo")
+    plan = snakemake(repo, 1, "--dry-run", "--config", "backend=cuda")  # a cluster submission may plan it
+    assert plan.stderr.splitlines()[0].startswith("backend cuda (set in the config): no NVIDIA GPU visible")
+    run = snakemake(repo, 1, "--config", "backend=cuda", check=False)
+    assert run.returncode != 0
+    errors = [line for line in run.stderr.splitlines() if line.startswith("error:")]
+    assert errors and errors[0].startswith("error: backend cuda: no NVIDIA GPU visible on this machine, and jobs run "
+                                           "here"), run.stderr[-3000:]
+    assert not list((repo / "data").glob("*.png")) and not (repo / "results/cells").exists()
+
+
+def test_every_rule_with_a_log_shows_its_error_line_on_the_terminal():
+    """Each rule's command runs through logged() (common.smk), which prints the log's last line
+    (the command's `error:` line) when the command fails."""
+    for rules in sorted((REPO / "workflow/rules").glob("*.smk")):
+        text = rules.read_text()
+        for block in text.split("\nrule ")[1:]:
+            name = block.split(":", 1)[0]
+            if "    log:" in block and "    shell:" in block:
+                command = block.split("    shell:", 1)[1].lstrip()
+                assert command.startswith("logged("), f"rule {name} in {rules.name}"

@@ -1,0 +1,66 @@
+"""Running the real workflow in a temporary copy of the repository (cpu backend)."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+TINY = "config/tiny-cpu.yaml"
+CELL_OUTPUT = re.compile(r"output: (results/cells/\S+\.csv)")
+IGNORED = (".git", ".snakemake", "results", "data", "__pycache__", ".pytest_cache", ".whl", ".venv", "*.egg-info")
+
+
+def copy_repo(target: Path) -> Path:
+    shutil.copytree(REPO, target, ignore=shutil.ignore_patterns(*IGNORED))
+    subprocess.run(["git", "init", "-q"], cwd=target, check=True)
+    return target
+
+
+def snakemake_env(repo: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    # the jobs' `python` must be the interpreter running the tests
+    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
+    # a device lock (and temporary files) of this run's own, apart from other runs on this host
+    tmpdir = repo.parent / "tmp"
+    tmpdir.mkdir(exist_ok=True)
+    env["TMPDIR"] = str(tmpdir)
+    return env
+
+
+def snakemake_command(cores: int, *args: str, configfile: str = TINY) -> list[str]:
+    return [sys.executable, "-m", "snakemake", "--cores", str(cores), "--configfile", configfile, *args]
+
+
+def snakemake(repo: Path, cores: int, *args: str, configfile: str = TINY, check: bool = True,
+              env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    result = subprocess.run(snakemake_command(cores, *args, configfile=configfile), cwd=repo,
+                            env=env or snakemake_env(repo), capture_output=True, text=True, timeout=600)
+    if check and result.returncode != 0:
+        raise AssertionError(f"snakemake {' '.join(args)} failed:\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}")
+    return result
+
+
+def cell_rows(repo: Path) -> dict[str, Path]:
+    return {str(path.relative_to(repo)): path for path in sorted((repo / "results/cells").rglob("*.csv"))}
+
+
+def planned_cells(result: subprocess.CompletedProcess) -> set[str]:
+    return set(CELL_OUTPUT.findall(result.stdout + result.stderr))
+
+
+def planned_rules(result: subprocess.CompletedProcess) -> set[str]:
+    """The rules in a dry run's job table (between its header and its `total` line)."""
+    text = result.stdout + result.stderr
+    if "Job stats:" not in text:
+        return set()
+    rules = set()
+    for line in text[text.index("Job stats:"):].splitlines()[3:]:
+        if line.startswith("total"):
+            break
+        rules.add(line.split()[0])
+    return rules

@@ -1,0 +1,66 @@
+"""Find damaged cell rows before a run and move them aside, so that the run measures those cells
+again (standard library only: it runs while Snakemake builds the DAG).
+
+A damaged row (cut, emptied, overwritten: see convlab.row) is never read as a result, and never
+deleted: it goes to results/damaged/, where it can be looked at, with a line in its log.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from convlab.row import DamagedRow, OtherFormat, read_row_file
+
+
+@dataclass(frozen=True)
+class MovedRow:
+    path: Path
+    moved_to: Path
+    reason: str
+
+    def line(self) -> str:
+        return f"damaged row: {self.path} ({self.reason}); moved to {self.moved_to}, its cell will be measured again"
+
+
+def damage_of(path: Path) -> str | None:
+    """Why the row file at ``path`` is damaged; None when it is whole (or absent, or a whole row
+    of another format, which its params re-measure)."""
+    try:
+        read_row_file(path)
+    except FileNotFoundError:
+        return None
+    except DamagedRow as damaged:
+        return str(damaged)
+    except OtherFormat:
+        return None
+    return None
+
+
+def move_damaged_rows(paths: list[str], results_dir: str | Path = "results") -> list[MovedRow]:
+    """Move every damaged file of ``paths`` into ``results_dir``/damaged/, under its own path
+    with the time appended, and log why in results/damaged/damaged.log."""
+    results_dir = Path(results_dir)
+    moved = []
+    stamp = dt.datetime.now().strftime("%Y%m%dT%H%M%S")
+    for name in paths:
+        path = Path(name)
+        if not path.exists():
+            continue
+        reason = damage_of(path)
+        if reason is None:
+            continue
+        try:
+            relative = path.resolve().relative_to(results_dir.resolve())
+        except ValueError:
+            relative = Path(path.name)
+        target = results_dir / "damaged" / relative.parent / f"{relative.stem}.{stamp}{relative.suffix}"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(path, target)
+        record = MovedRow(path, target, reason)
+        with open(results_dir / "damaged" / "damaged.log", "a") as log:
+            log.write(f"{dt.datetime.now().isoformat(timespec='seconds')} {record.line()}\n")
+        moved.append(record)
+    return moved
