@@ -133,7 +133,9 @@ PROBLEMS = {"conv2d": _conv2d_problems, "tiling": _tiling_problems,
             "winograd_layers": _layer_problems, "gemm": _gemm_problems}
 
 
-def family_cells(config: dict, family: str, backend: str, registry: dict[str, KernelSpec]) -> list[Cell]:
+def family_cells(config: dict, family: str, backend: str, registry: dict[str, KernelSpec],
+                 offered: dict[str, set[int]] | None = None) -> list[Cell]:
+    """The family's cells. ``offered`` collects, per kernel, the sizes the grid offers it."""
     section = _section(config, family, backend)
     if not section["enabled"]:
         return []
@@ -146,6 +148,8 @@ def family_cells(config: dict, family: str, backend: str, registry: dict[str, Ke
         overrides = config["kernels"].get(name, {})
         tunables, settings = kernel_options(spec, backend, overrides)
         only_sizes = [as_int(v) for v in overrides.get("sizes", [])]
+        if offered is not None and family != "winograd_layers":
+            offered.setdefault(name, set()).update(fields["size"] for fields in problems)
         keys = sorted(tunables)
         for fields in problems:
             if only_sizes and family != "winograd_layers" and fields["size"] not in only_sizes:
@@ -157,16 +161,30 @@ def family_cells(config: dict, family: str, backend: str, registry: dict[str, Ke
     return cells
 
 
+def _check_size_overrides(config: dict, offered: dict[str, set[int]], cells: list[Cell], backend: str) -> None:
+    """A kernel's `sizes` that match none of the sizes the grid offers it would drop the kernel
+    from the run without a word."""
+    running = {cell.kernel for cell in cells}
+    for name, sizes in offered.items():
+        only = config["kernels"].get(name, {}).get("sizes")
+        if only and sizes and name not in running:
+            raise ConfigError(f"kernels.{name}.sizes: none of {', '.join(map(str, only))} is a size the grid offers "
+                              f"{name} on the {backend} backend ({', '.join(map(str, sorted(sizes)))}), so it would "
+                              f"run no cell; list one of those sizes or drop kernels.{name}.sizes")
+
+
 def build_cells(config: dict, backend: str) -> list[Cell]:
     """Every cell of every enabled experiment, for a resolved backend (cuda or cpu)."""
     if backend not in ("cuda", "cpu"):
         raise ValueError(f"backend must be resolved to cuda or cpu, got {backend!r}")
     try:
         registry = load_registry()
-        cells = [cell for family in FAMILIES for cell in family_cells(config, family, backend, registry)]
+        offered: dict[str, set[int]] = {}
+        cells = [cell for family in FAMILIES for cell in family_cells(config, family, backend, registry, offered)]
         for name in config["kernels"]:
             if name not in registry:
                 raise ConfigError(f"kernels.{name}: no such kernel in kernels/registry.yaml")
+        _check_size_overrides(config, offered, cells, backend)
     except RegistryError as error:
         raise ConfigError(str(error)) from error
     paths = [cell.path for cell in cells]
