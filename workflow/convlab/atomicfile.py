@@ -15,6 +15,11 @@ def current_umask() -> int:
 
 
 def write_text_atomically(path: str | Path, text: str) -> None:
+    """write_bytes_atomically() of the UTF-8 text."""
+    write_bytes_atomically(path, text.encode("utf-8"))
+
+
+def write_bytes_atomically(path: str | Path, data: bytes) -> None:
     """Write beside ``path``, fsync, then rename over it: a reader sees the old file or the new
     one, never half of one. mkstemp makes its file 0600; the result gets 0666 less the umask,
     like a file opened with open(), so that colleagues on a shared file system can read it."""
@@ -22,8 +27,8 @@ def write_text_atomically(path: str | Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        with os.fdopen(fd, "w") as handle:
-            handle.write(text)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
             handle.flush()
             os.fchmod(handle.fileno(), 0o666 & ~current_umask())
             os.fsync(handle.fileno())

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 from convlab import DEFAULT_CONFIG, REPO_ROOT
+from convlab.atomicfile import write_text_atomically
 
 
 def _cmd_cell(args: argparse.Namespace) -> int:
@@ -107,8 +108,7 @@ def _measure_device_record(backend_name: str, out: str, measure) -> dict:
     backend = get_backend(backend_name)
     with exclusive_device(backend.device_key()):
         record = {"backend": backend.name, "device": backend.device_info()["device"], **measure(backend)}
-    Path(out).parent.mkdir(parents=True, exist_ok=True)
-    Path(out).write_text(json.dumps(record, indent=2) + "\n")
+    write_text_atomically(out, json.dumps(record, indent=2) + "\n")
     return record
 
 
@@ -185,8 +185,7 @@ def _cmd_seed_compare(args: argparse.Namespace) -> int:
     from convlab.seedcompare import comparison_from_files
 
     table = comparison_from_files(args.seeds, args.map, args.summary)
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    table.to_csv(args.out, index=False)
+    write_text_atomically(args.out, table.to_csv(index=False))
     print(f"{args.out}: {len(table)} seed numbers; this run's status: {table['this_status'].value_counts().to_dict()}")
     return 0
 

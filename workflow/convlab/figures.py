@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import math
 import re
 from collections.abc import Iterable
@@ -16,6 +17,7 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter, NullFormatter, NullLocator
 
 from convlab.aggregate import code_versions
+from convlab.atomicfile import write_bytes_atomically, write_text_atomically
 from convlab.status import ERROR, INVALID_CONFIG, OK, OOM, STATUSES, UNSUPPORTED, WRONG
 
 DPI = 120
@@ -48,9 +50,12 @@ def new_figure(nrows: int, ncols: int, width: float = 4.4, height: float = 3.6,
 
 
 def save_figure(figure: Figure, path: Path) -> Path:
+    """Save as PNG beside ``path`` and rename into place: a reader never sees half a figure."""
     figure.tight_layout()
-    figure.savefig(path, dpi=DPI, bbox_inches="tight")
-    return path
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=DPI, bbox_inches="tight")
+    write_bytes_atomically(path, buffer.getvalue())
+    return Path(path)
 
 
 def _note(ax: Axes, text: str) -> None:
@@ -324,7 +329,8 @@ def status_table_html(summary_csv: str | Path, out_html: str | Path) -> Path:
                 + table.to_html(index=False, escape=True, border=0, na_rep=""))
     out_html = Path(out_html)
     out_html.parent.mkdir(parents=True, exist_ok=True)
-    out_html.write_text(
+    write_text_atomically(
+        out_html,
         "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\">"
         "<title>Cells that did not pass</title>\n<style>"
         "body{font-family:sans-serif;margin:1.5em}table{border-collapse:collapse}"

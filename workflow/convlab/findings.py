@@ -10,6 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from convlab.aggregate import mixed_code_note
+from convlab.atomicfile import write_text_atomically
 from convlab.roofline import load_device
 from convlab.seedcompare import NEVER_RAN, load_summary, read_comparison
 from convlab.status import OK
@@ -179,6 +180,7 @@ def write_findings(summary_csv: str | Path, comparison_csv: str | Path, bandwidt
     comparison = read_comparison(comparison_csv)
     out_html = Path(out_html)
     out_html.parent.mkdir(parents=True, exist_ok=True)
-    out_html.write_text(findings_html(summary, comparison, load_device(bandwidth_json), load_device(ceiling_json)))
+    write_text_atomically(out_html, findings_html(summary, comparison, load_device(bandwidth_json),
+                                                  load_device(ceiling_json)))
     return out_html
 

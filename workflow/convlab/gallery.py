@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
+from convlab.atomicfile import write_bytes_atomically
 from convlab.backends import get_backend
 from convlab.devicelock import exclusive_device
 from convlab.grid import Cell
@@ -34,6 +35,7 @@ def render_edge_map(cell: Cell, image_path: str | Path, out: str | Path) -> None
         prepared.run()
         backend.synchronize()
     output = problem_mod.output_to_hwc(backend.to_host(buffers.output), layout["output"])
-    Path(out).parent.mkdir(parents=True, exist_ok=True)
-    if not cv2.imwrite(str(out), to_edge_image(output)):
-        raise OSError(f"could not write {out}")
+    encoded, png = cv2.imencode(".png", to_edge_image(output))
+    if not encoded:
+        raise OSError(f"could not encode the edge map for {out}")
+    write_bytes_atomically(out, png.tobytes())

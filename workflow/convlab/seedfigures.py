@@ -16,6 +16,7 @@ import seaborn as sns
 from matplotlib.axes import Axes
 from matplotlib.lines import Line2D
 
+from convlab.atomicfile import write_text_atomically
 from convlab.figures import log_y_axis, natural_order, new_figure, palette_colors, save_figure
 from convlab.seedcompare import NEVER_RAN, NOT_RUN, UNMAPPED, layer_speedups
 from convlab.status import OK
@@ -245,7 +246,8 @@ def seed_table_html(comparison: pd.DataFrame, seed: str, out_html: str | Path) -
                         + shown.to_html(index=False, escape=True, border=0, na_rep=""))
     out_html = Path(out_html)
     out_html.parent.mkdir(parents=True, exist_ok=True)
-    out_html.write_text(
+    write_text_atomically(
+        out_html,
         "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\">"
         f"<title>Seed {seed} vs this run</title>\n<style>"
         "body{font-family:sans-serif;margin:1.5em}table{border-collapse:collapse;margin-bottom:1.5em}"
