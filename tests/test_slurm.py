@@ -1,10 +1,16 @@
 """Cluster submission through Snakemake's Slurm executor plugin, against a real (local) Slurm.
 
-The tiny cpu config is submitted with the project's profile (workflow/profiles/slurm),
-grouped 32 cells per sbatch, and the summary must equal a local run's rows, times aside.
+The test runs the README's own command (read out of README.md's Slurm section, with the flags
+the README names for clusters without slurmdbd, and nothing else: no --cores), so the two
+cannot drift apart. The tiny cpu config is submitted with the project's profile
+(workflow/profiles/slurm), grouped 32 cells per sbatch. The summary must equal a local run's
+rows, times aside, and every submission must have asked for one cell's CPUs and memory, not
+the sum over its group's cells.
 """
 
 import os
+import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -14,15 +20,21 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import yaml
 from slurm_cluster import LocalSlurm, unavailable_reason
 
 pytestmark = pytest.mark.pipeline
 TINY = "config/tiny-cpu.yaml"
+PROFILE = "workflow/profiles/slurm/profile.yaml"
+SECTION = "## Run on a Slurm cluster"
 # what differs between two runs of the same cells: timings and provenance
 VOLATILE = ["kernel_ms", "kernel_ms_min", "kernel_ms_max", "kernel_ms_iqr", "reps", "timing_stop", "setup_ms",
             "e2e_ms", "gflops", "gbps", "copy_gbps", "floor_ms", "pct_of_floor", "stage_ms", "started_at",
-            "finished_at", "host", "git_commit", "phase_ms", "job_ms", "service_ms"]
+            "finished_at", "host", "git_commit", "phase_ms", "job_ms", "service_ms",
+            "row_check"]  # a hash over the row, times included
 ORDER = ["experiment", "kernel", "variant", "size", "batch", "C_in", "C_out", "W", "stride", "filter_size"]
+# squeue reasons of a pending job that no wait can cure: it asks for more than the partition has
+NEVER_STARTS = {"PartitionConfig", "PartitionNodeLimit", "PartitionTimeLimit", "BadConstraints"}
 
 
 @pytest.fixture(scope="module")
@@ -44,6 +56,32 @@ def slurm():
     cluster.stop()
 
 
+def readme_commands() -> tuple[list[str], list[str]]:
+    """The README's Slurm command, and the flags it says to add on a cluster without slurmdbd."""
+    from conftest import REPO
+
+    text = (REPO / "README.md").read_text()
+    assert f"\n{SECTION}\n" in text, f"README.md has no '{SECTION}' section"
+    section = text.split(f"\n{SECTION}\n", 1)[1].split("\n## ", 1)[0]
+    commands = [line.strip() for block in re.findall(r"```bash\n(.*?)```", section, re.S)
+                for line in block.splitlines() if line.strip().startswith("snakemake ")]
+    assert len(commands) == 1, f"expected one snakemake command in the README's Slurm section, found {commands}"
+    flags = re.findall(r"without `slurmdbd`[^.]*?\badd\s+`([^`]+)`", section)
+    assert len(flags) == 1, f"expected one 'without `slurmdbd` ..., add `FLAGS`' in the README, found {flags}"
+    return shlex.split(commands[0]), shlex.split(flags[0])
+
+
+def cluster_command(*extra: str) -> list[str]:
+    command, no_slurmdbd = readme_commands()
+    assert command[0] == "snakemake" and "backend=cuda" in command, command
+    # CI has no GPU: the cpu backend stands in for the README's cuda. Otherwise the command is the
+    # README's, run by this interpreter's snakemake (`python -m snakemake`).
+    command = ["backend=cpu" if arg == "backend=cuda" else arg for arg in command]
+    full = [sys.executable, "-m", *command, *no_slurmdbd, *extra]
+    assert "--cores" not in full and "-c" not in full, full  # a user on a cluster passes none
+    return full
+
+
 def env_with_python() -> dict:
     env = dict(os.environ)
     env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
@@ -55,46 +93,108 @@ def copy_repo(target: Path) -> Path:
 
     shutil.copytree(REPO, target, ignore=shutil.ignore_patterns(
         ".git", ".snakemake", "results", "data", "__pycache__", ".pytest_cache", ".whl", ".venv"))
+    # The tiny cpu config in place of the default one, instead of a --configfile that the
+    # README's command does not have.
+    shutil.copyfile(target / TINY, target / "config" / "config.yaml")
     return target
 
 
-def submissions(repo: Path) -> int:
-    """sbatch submissions made by the run, counted from the plugin's log directory."""
-    logs = repo / ".snakemake" / "slurm_logs"
-    return len(list(logs.rglob("*.log"))) if logs.exists() else 0  # one log per sbatch job
+def minutes(limit: str) -> float:
+    """Slurm's TimeLimit ([days-]hours:minutes:seconds) in minutes."""
+    days, _, clock = limit.rpartition("-")
+    hours, mins, secs = (int(part) for part in clock.split(":"))
+    return int(days or 0) * 1440 + hours * 60 + mins + secs / 60
 
 
-def run_on_slurm(repo: Path, *extra: str, timeout_s: float = 600) -> tuple[subprocess.CompletedProcess, int]:
-    command = [
-        sys.executable, "-m", "snakemake", "--workflow-profile", "workflow/profiles/slurm",
-        "--configfile", TINY, "--cores", str(os.cpu_count()),
-        "--slurm-no-account",
-        "--slurm-status-command", "squeue", "--slurm-init-seconds-before-status-checks", "2",
-        "--slurm-keep-successful-logs", *extra,
-    ]
-    process = subprocess.Popen(command, cwd=repo, env=env_with_python(), stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, text=True)
-    try:
-        output, _ = process.communicate(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        process.send_signal(signal.SIGINT)  # Snakemake cancels its Slurm jobs on SIGINT
-        output, _ = process.communicate(timeout=60)
-        raise AssertionError(f"the Slurm run did not finish in {timeout_s} s:\n{output[-4000:]}") from None
-    result = subprocess.CompletedProcess(command, process.returncode, output, "")
-    assert result.returncode == 0, output[-6000:]
-    return result, submissions(repo)
+def megabytes(memory: str) -> float:
+    """Slurm's memory (4000M, 125G) in MB."""
+    scale = {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 ** 2}
+    return float(memory[:-1]) * scale[memory[-1]] if memory[-1] in scale else float(memory)
+
+
+class SlurmJobs:
+    """The Slurm jobs one run submitted (those whose WorkDir is its checkout), as slurmctld
+    describes them. Polled while the run goes on and once after it: slurmctld forgets a
+    finished job only MinJobAge (300 s) after it ended, so no job is missed."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.workdir = os.path.realpath(workdir)
+        self.jobs: dict[str, dict[str, str]] = {}
+
+    def poll(self) -> None:
+        try:
+            out = subprocess.run(["scontrol", "show", "job", "--oneliner"], capture_output=True, text=True,
+                                 timeout=30).stdout
+        except subprocess.TimeoutExpired:
+            return
+        for line in out.splitlines():
+            fields = dict(item.split("=", 1) for item in line.split() if "=" in item)
+            if "JobId" in fields and os.path.realpath(fields.get("WorkDir", "")) == self.workdir:
+                self.jobs[fields["JobId"]] = fields
+
+    def never_starting(self) -> list[dict[str, str]]:
+        return [job for job in self.jobs.values()
+                if job.get("JobState") == "PENDING" and job.get("Reason") in NEVER_STARTS]
+
+    def describe(self, job: dict[str, str]) -> str:
+        keys = ("JobId", "Comment", "JobState", "Reason", "NumCPUs", "MinMemoryNode", "TimeLimit", "TRES",
+                "TresPerJob")
+        return " ".join(f"{key}={job[key]}" for key in keys if key in job)
+
+
+def run_on_slurm(repo: Path, *extra: str, timeout_s: float = 600) -> tuple[str, SlurmJobs]:
+    command = cluster_command(*extra)
+    jobs = SlurmJobs(repo)
+    log = repo.parent / f"{repo.name}-snakemake.log"
+    with open(log, "w") as out:
+        process = subprocess.Popen(command, cwd=repo, env=env_with_python(), stdout=out, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + timeout_s
+    failure = None
+    while process.poll() is None:
+        jobs.poll()
+        stuck = jobs.never_starting()
+        if stuck:
+            failure = "a submission asks for more than the cluster has and never starts:\n" + "\n".join(
+                jobs.describe(job) for job in stuck)
+        elif time.monotonic() > deadline:
+            failure = f"the Slurm run did not finish in {timeout_s} s"
+        if failure:
+            process.send_signal(signal.SIGINT)  # Snakemake cancels its Slurm jobs on SIGINT
+            try:
+                process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+            for job in jobs.jobs.values():  # only this run's jobs, by id
+                subprocess.run(["scancel", job["JobId"]], capture_output=True)
+            break
+        time.sleep(1)
+    jobs.poll()
+    output = log.read_text()
+    assert failure is None, f"{failure}\ncommand: {shlex.join(command)}\n{output[-4000:]}"
+    assert process.returncode == 0, f"command: {shlex.join(command)}\n{output[-6000:]}"
+    return output, jobs
+
+
+def test_readme_names_the_slurm_command_and_its_flags():
+    command, no_slurmdbd = readme_commands()
+    assert command[:3] == ["snakemake", "--workflow-profile", "workflow/profiles/slurm"], command
+    assert "--slurm-status-command" in no_slurmdbd and "--slurm-no-account" in no_slurmdbd, no_slurmdbd
 
 
 def test_slurm_run_matches_a_local_run(slurm, tmp_path):
+    # both copies first, from the same state of the checkout (the rows carry a hash of the code)
     local = copy_repo(tmp_path / "local")
-    subprocess.run([sys.executable, "-m", "snakemake", "--cores", "2", "--configfile", TINY], cwd=local,
+    cluster = copy_repo(tmp_path / "cluster")
+    subprocess.run([sys.executable, "-m", "snakemake", "--cores", "2"], cwd=local,
                    env=env_with_python(), check=True, capture_output=True, timeout=600)
 
-    cluster = copy_repo(tmp_path / "cluster")
     started = time.monotonic()
-    result, grouped = run_on_slurm(cluster)
+    output, jobs = run_on_slurm(cluster)
     wall = time.monotonic() - started
-    print(f"\nSlurm run with grouping: {grouped} sbatch submissions, {wall:.0f} s")
+    print(f"\nSlurm run with grouping: {len(jobs.jobs)} sbatch submissions, {wall:.0f} s")
+    for job in jobs.jobs.values():
+        print(" ", jobs.describe(job))
 
     def keep(frame: pd.DataFrame) -> pd.DataFrame:
         return frame.drop(columns=VOLATILE).sort_values(ORDER).reset_index(drop=True)
@@ -105,13 +205,33 @@ def test_slurm_run_matches_a_local_run(slurm, tmp_path):
     pd.testing.assert_frame_equal(keep(on_slurm), keep(at_home))
     # the tiny config's cells in groups of 32, plus the bandwidth, ceiling and 2 gallery jobs:
     # far fewer than one job per cell
-    assert 1 <= grouped <= 7, result.stdout[-3000:]
+    assert 1 <= len(jobs.jobs) <= 7, output[-3000:]
+
+    # Every submission asked for one cell's worth: a group runs its cells one after another, so
+    # it needs one cell's CPUs and memory (not the sum over its 32 cells) and, on the cpu
+    # backend, no GPU. Its time limit is the sum of its cells' runtimes.
+    profile = yaml.safe_load((cluster / PROFILE).read_text())
+    cpus = int(profile["default-resources"]["cpus_per_task"])
+    cell = profile["set-resources"]["cell"]
+    group_size = int(dict(item.split("=") for item in profile["group-components"])["cells"])
+    groups = [job for job in jobs.jobs.values() if job.get("Comment", "").startswith("rule_cells")]
+    assert groups, [jobs.describe(job) for job in jobs.jobs.values()]
+    for job in jobs.jobs.values():
+        assert int(job["NumCPUs"]) == cpus, jobs.describe(job)
+        assert "gpu" not in job.get("TRES", "") + job.get("TresPerJob", "") + job.get("TresPerNode", ""), \
+            jobs.describe(job)
+    for job in groups:
+        assert megabytes(job["MinMemoryNode"]) == float(cell["mem_mb"]), jobs.describe(job)
+        assert minutes(job["TimeLimit"]) <= group_size * cell["runtime"], jobs.describe(job)
+    # a full group of 32 cells, one after another
+    assert max(minutes(job["TimeLimit"]) for job in groups) == group_size * cell["runtime"], \
+        [jobs.describe(job) for job in groups]
 
 
 def test_grouping_cuts_submissions(slurm, tmp_path):
     """The same workflow without grouping submits one sbatch job per cell."""
     repo = copy_repo(tmp_path / "ungrouped")
     started = time.monotonic()
-    _, ungrouped = run_on_slurm(repo, "--group-components", "cells=1")
-    print(f"\nSlurm run without grouping: {ungrouped} sbatch submissions, {time.monotonic() - started:.0f} s")
-    assert ungrouped >= 30 + 1  # a job per cell, plus the bandwidth and gallery jobs
+    _, jobs = run_on_slurm(repo, "--group-components", "cells=1")
+    print(f"\nSlurm run without grouping: {len(jobs.jobs)} sbatch submissions, {time.monotonic() - started:.0f} s")
+    assert len(jobs.jobs) >= 30 + 1  # a job per cell, plus the bandwidth and gallery jobs
