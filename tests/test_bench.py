@@ -1,4 +1,4 @@
-"""The floor benchmark's table and target checks (issue 7), from rows like a GPU run writes."""
+"""The floor benchmark's table and target checks, from rows like a GPU run writes."""
 
 from convlab.bench import check_targets, format_table
 

@@ -42,7 +42,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     return control.run(args.idle_timeout, spawned=args.spawned)
 
 
-def _matching_cells(args: argparse.Namespace, config: dict, backend: str) -> list:
+def matching_cells(args: argparse.Namespace, config: dict, backend: str) -> list:
+    """The conv2d cells `run` asks for: its kernel, size, stride and filter, and the block or plan if given."""
     from convlab.families import FAMILIES, build_cells
 
     for family in FAMILIES:
@@ -80,7 +81,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         print(f"error: {image} does not exist; make it with: snakemake --cores 1 data/input_{args.size}.png",
               file=sys.stderr)
         return 2
-    cells = _matching_cells(args, config, backend_name)
+    cells = matching_cells(args, config, backend_name)
     if not cells:
         print(f"error: kernel {args.kernel!r} has nothing to run on this backend", file=sys.stderr)
         return 2

@@ -17,7 +17,7 @@ from convlab.config import ConfigError, load_schema
 from convlab.grid import check_tunable_values
 from convlab.registry import KernelSpec, RegistryError, load_registry
 
-# `run` builds cells of this family only (the others are switched off in cli._matching_cells).
+# `run` builds cells of this family only (the others are switched off in cli.matching_cells).
 FAMILY = "conv2d"
 
 
