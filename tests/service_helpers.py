@@ -18,13 +18,15 @@ import numpy as np
 from convlab.config import validate_config
 from convlab.families import build_cells
 from convlab.grid import Cell
+from convlab.measure.telemetry import COLUMNS as TELEMETRY
 
 REPO = Path(__file__).resolve().parents[1]
 FAULT_KERNELS = REPO / "tests" / "kernels"
 # Columns that differ between two runs of the same cell: times, and where and when it ran.
 VOLATILE = {"kernel_ms", "kernel_ms_min", "kernel_ms_max", "kernel_ms_iqr", "reps", "timing_stop", "setup_ms",
             "e2e_ms", "gflops", "gbps", "copy_gbps", "floor_ms", "pct_of_floor", "stage_ms", "started_at",
-            "finished_at", "phase_ms", "job_ms", "service_ms", "git_commit", "host", "row_check"}
+            "finished_at", "phase_ms", "job_ms", "service_ms", "git_commit", "host", "row_check",
+            *TELEMETRY}
 
 
 class ServiceSandbox:

@@ -63,7 +63,7 @@ def test_cuda_grid_has_tunables_and_readable_unique_paths():
     assert len(direct) == 6 * 3 * 3  # sizes x strides x blocks 8/16/32
     assert len(cudnn) == 6 * 3 * 2  # sizes x strides x plans
     assert len({c.path for c in cells}) == len(cells)
-    assert "results/cells/cuda/conv2d/kernel~direct/size~1024/stride~2/filter~3/block~16.csv" in {
+    assert "results/local/cells/cuda/conv2d/kernel~direct/size~1024/stride~2/filter~3/block~16.csv" in {
         c.path for c in cells}
 
 

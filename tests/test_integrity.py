@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from workflow_helpers import (
     REPO,
+    RESULTS,
     cell_rows,
     copy_repo,
     planned_cells,
@@ -30,7 +31,7 @@ from convlab.atomicfile import current_umask
 from convlab.row import COLUMNS, DamagedRow, OtherFormat, format_row, parse_row, write_row_atomically
 
 REPORT_RULES = {"figures", "roofline", "seed_comparison", "findings", "seed000", "seed001", "seed002", "seed003",
-                "seed004", "all"}
+                "seed004", "gpus", "all"}
 
 
 def whole_row(**values) -> str:
@@ -145,7 +146,7 @@ def test_the_complete_run_names_its_code_and_follows_the_umask(complete_run):
     rows = cell_rows(complete_run)
     assert rows
     expected = 0o666 & ~current_umask()
-    for path in [*rows.values(), complete_run / "results/summary.csv"]:
+    for path in [*rows.values(), complete_run / f"{RESULTS}/summary.csv"]:
         assert stat.S_IMODE(path.stat().st_mode) == expected, path
     versions = {dict(zip(COLUMNS, parse_row(path.read_text())))["code_version"] for path in rows.values()}
     assert len(versions) == 1 and len(next(iter(versions))) == 12
@@ -163,8 +164,8 @@ def test_damaged_rows_are_moved_aside_and_exactly_their_cells_measured_again(fin
     plan = snakemake(finished, 1, "--dry-run")
     assert planned_cells(plan) == {cut, emptied, garbage}
     said = [line for line in plan.stderr.splitlines() if line.startswith("damaged row: ")]
-    assert len(said) == 3 and all("moved to results/damaged/" in line for line in said), plan.stderr
-    moved = [p for p in (finished / "results/damaged").rglob("*.csv")]
+    assert len(said) == 3 and all(f"moved to {RESULTS}/damaged/" in line for line in said), plan.stderr
+    moved = [p for p in (finished / f"{RESULTS}/damaged").rglob("*.csv")]
     assert len(moved) == 3  # nothing deleted: the damaged files are kept for a look
 
     run = snakemake(finished, 1)
@@ -173,7 +174,7 @@ def test_damaged_rows_are_moved_aside_and_exactly_their_cells_measured_again(fin
     assert {name: after[name].read_bytes() for name in untouched} == untouched
     for name in (cut, emptied, garbage):
         parse_row(after[name].read_text())
-    with open(finished / "results/summary.csv", newline="") as handle:
+    with open(finished / f"{RESULTS}/summary.csv", newline="") as handle:
         summary = list(csv.DictReader(handle))
     assert len(summary) == len(rows) and all(row["max_rel_err"] for row in summary if row["status"] == "ok")
     assert "Nothing to be done" in snakemake(finished, 1, "--dry-run").stdout
@@ -199,13 +200,13 @@ def last_lines(logs: Path) -> set[str]:
     ("data.py", "downscale", []),
     ("backends/cpu.py", "copy_bandwidth_gbps", []),
     ("celljob.py", "run_job", []),
-    ("aggregate.py", "aggregate", ["results/summary.csv", "results/findings.html"]),
-    ("figures.py", "render_figures", ["results/figures/time_vs_size.png", "results/figures/status.png"]),
-    ("findings.py", "write_findings", ["results/findings.html"]),
+    ("aggregate.py", "aggregate", [f"{RESULTS}/summary.csv", f"{RESULTS}/findings.html"]),
+    ("figures.py", "render_figures", [f"{RESULTS}/figures/time_vs_size.png", f"{RESULTS}/figures/status.png"]),
+    ("findings.py", "write_findings", [f"{RESULTS}/findings.html"]),
 ])
 def test_a_failing_step_shows_its_error_line_and_keeps_the_previous_outputs(finished, module, function, kept):
     before = {name: (finished / name).read_bytes() for name in kept}
-    logs = finished / "results/logs"
+    logs = finished / "results"  # data logs are under results/logs/data, the rest under the label
     earlier = last_lines(logs)
     inject_failure(finished, module, function)
     run = snakemake(finished, 1, check=False)
@@ -244,9 +245,9 @@ def test_a_summary_of_mixed_code_versions_says_so(finished):
     run = snakemake(finished, 1, "--rerun-triggers", "mtime")
     remeasured = planned_cells(run)
     assert remeasured and all("kernel~cudnn" in name for name in remeasured)
-    warnings = [line for line in run.stderr.splitlines() if line.startswith("warning: results/summary.csv")]
+    warnings = [line for line in run.stderr.splitlines() if line.startswith(f"warning: {RESULTS}/summary.csv")]
     assert len(warnings) == 1 and "mix 2 versions of the measurement code" in warnings[0], run.stderr[-3000:]
-    assert "mix 2 versions of the measurement code" in (finished / "results/findings.html").read_text()
+    assert "mix 2 versions of the measurement code" in (finished / f"{RESULTS}/findings.html").read_text()
 
 
 @pytest.mark.pipeline
@@ -257,7 +258,7 @@ def test_a_size_larger_than_the_source_is_refused_before_any_cell(tmp_path):
     errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
     assert errors == ["error: cpu.sizes (the cpu backend's conv2d sizes): 96 larger than source_size 80; the "
                       "pictures are the source scaled down, so raise source_size or drop these sizes"]
-    assert not (repo / "results/cells").exists() and not list((repo / "data").glob("*.png"))
+    assert not (repo / f"{RESULTS}/cells").exists() and not list((repo / "data").glob("*.png"))
 
 
 def fake_nvidia_smi(folder: Path) -> dict[str, str]:
@@ -284,7 +285,8 @@ def test_the_first_line_names_the_backend_and_why(tmp_path):
         pytest.skip("this machine has an NVIDIA GPU: auto would choose it")
     auto = snakemake(repo, 1, "--dry-run", "--config", "backend=auto")
     first = auto.stderr.splitlines()[0]
-    assert first.startswith("backend auto → cpu: ") and first.endswith("no NVIDIA GPU visible"), first
+    assert first.startswith("backend auto → cpu: ") and "; no NVIDIA GPU visible; " in first, first
+    assert first.endswith(f"results under {RESULTS}/ (this host's CPU)"), first
 
 
 @pytest.mark.pipeline
@@ -305,14 +307,19 @@ def test_auto_stops_where_a_gpu_is_visible_but_its_software_missing(tmp_path):
 @pytest.mark.skipif(Path("/proc/driver/nvidia/gpus").exists(), reason="this machine has an NVIDIA GPU")
 def test_cuda_without_a_gpu_stops_a_local_run_before_any_job(tmp_path):
     repo = copy_repo(tmp_path / "repo")
-    plan = snakemake(repo, 1, "--dry-run", "--config", "backend=cuda")  # a cluster submission may plan it
+    unlabelled = snakemake(repo, 1, "--dry-run", "--config", "backend=cuda", check=False)
+    assert unlabelled.returncode != 0
+    assert unlabelled.stderr.strip().splitlines()[-1].startswith("error: backend cuda on a host without a GPU: name")
+    # a cluster submission from a login node without a GPU names the device, and may plan
+    plan = snakemake(repo, 1, "--dry-run", "--config", "backend=cuda", "device=h100")
     assert plan.stderr.splitlines()[0].startswith("backend cuda (set in the config): no NVIDIA GPU visible")
-    run = snakemake(repo, 1, "--config", "backend=cuda", check=False)
+    assert "results/h100/cells/cuda/" in plan.stdout
+    run = snakemake(repo, 1, "--config", "backend=cuda", "device=h100", check=False)
     assert run.returncode != 0
     errors = [line for line in run.stderr.splitlines() if line.startswith("error:")]
     assert errors and errors[0].startswith("error: backend cuda: no NVIDIA GPU visible on this machine, and jobs run "
                                            "here"), run.stderr[-3000:]
-    assert not list((repo / "data").glob("*.png")) and not (repo / "results/cells").exists()
+    assert not list((repo / "data").glob("*.png")) and not (repo / "results/h100/cells").exists()
 
 
 def test_every_rule_with_a_log_shows_its_error_line_on_the_terminal():
@@ -343,3 +350,45 @@ def test_kernel_sizes_that_match_no_size_of_the_grid_are_refused():
     with pytest.raises(ConfigError, match=r"kernels\.direct\.sizes: none of 999 is a size the grid offers direct"):
         build_cells(validate_config({"kernels": {"direct": {"sizes": [999]}}}), "cuda")
     assert build_cells(validate_config({"kernels": {"direct": {"sizes": [128]}}}), "cuda")
+
+
+# ---------------------------------------------------------------------------------------------
+# Results keyed by device
+
+
+def test_a_cell_on_another_device_than_its_label_records_both_names(tmp_path):
+    from convlab.runner import foreign_device
+
+    bandwidth = tmp_path / "cuda_copy_bandwidth.json"
+    bandwidth.write_text('{"backend": "cuda", "device": "NVIDIA H200", "copy_gbps": 4000}')
+    reason = foreign_device("NVIDIA H100 80GB HBM3", "h200", bandwidth)
+    assert reason and "NVIDIA H100 80GB HBM3" in reason and "NVIDIA H200" in reason and "results/h200/" in reason
+    assert foreign_device("NVIDIA H200", "h200", bandwidth) is None
+    assert foreign_device("NVIDIA H200", "h200", tmp_path / "absent.json") is None
+
+
+def test_labels_come_from_the_config_or_the_model():
+    from convlab.config import ConfigError
+    from convlab.devicelabel import choose_label, slug
+
+    assert slug("NVIDIA H100 80GB HBM3") == "h100-80gb-hbm3" and slug("NVIDIA H200") == "h200"
+    assert slug("AMD EPYC 7B13 64-Core Processor") == "epyc-7b13"
+    assert choose_label("lab-a100", "cuda", [])[0] == "lab-a100"
+    assert choose_label(None, "cuda", ["NVIDIA H200", "NVIDIA H200"])[0] == "h200"
+    assert choose_label(None, "cpu", [])[0].startswith("cpu-")
+    with pytest.raises(ConfigError, match="GPUs of 2 models"):
+        choose_label(None, "cuda", ["NVIDIA H200", "NVIDIA H100 80GB HBM3"])
+    with pytest.raises(ConfigError, match="config device"):
+        choose_label(None, "cuda", [])
+
+
+@pytest.mark.pipeline
+def test_two_device_labels_live_side_by_side(finished):
+    first = {name: path.read_bytes() for name, path in cell_rows(finished).items()}
+    summary = (finished / RESULTS / "summary.csv").read_bytes()
+    snakemake(finished, 2, "--config", "device=other-cpu")
+    other = sorted((finished / "results/other-cpu/cells").rglob("*.csv"))
+    assert len(other) == len(first) and (finished / "results/other-cpu/summary.csv").is_file()
+    assert {name: path.read_bytes() for name, path in cell_rows(finished).items()} == first
+    assert (finished / RESULTS / "summary.csv").read_bytes() == summary
+    assert "Nothing to be done" in snakemake(finished, 1, "--dry-run").stdout

@@ -2,19 +2,18 @@
 incremental behaviour read from Snakemake's dry runs (never from timings)."""
 
 import os
-import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from workflow_helpers import CELL_OUTPUT, RESULTS
 
 from convlab.row import COLUMNS
 
 pytestmark = pytest.mark.pipeline
 TINY = "config/tiny-cpu.yaml"
-CELL_OUTPUT = re.compile(r"output: (results/cells/\S+\.csv)")
 
 
 def snakemake(repo: Path, *args: str) -> subprocess.CompletedProcess:
@@ -47,7 +46,7 @@ def built(tmp_path_factory) -> Path:
 
 
 def test_summary_has_one_verified_row_per_cell(built):
-    summary = pd.read_csv(built / "results/summary.csv")
+    summary = pd.read_csv(built / f"{RESULTS}/summary.csv")
     assert list(summary.columns) == COLUMNS
     assert set(summary["status"]) == {"ok"}
     assert set(summary["backend"]) == {"cpu"}
@@ -67,7 +66,7 @@ def test_summary_has_one_verified_row_per_cell(built):
 def test_every_family_runs_and_is_verified(built):
     """tiling (a 320 mosaic of the 256 source), CNN layers with a batch, and GEMM: each family's
     cells of the tiny config, checked against float64 like conv2d's."""
-    summary = pd.read_csv(built / "results/summary.csv")
+    summary = pd.read_csv(built / f"{RESULTS}/summary.csv")
     tiling = summary[summary["experiment"] == "tiling"]
     assert set(tiling["C_in"]) == {1} and set(tiling["size"]) == {64, 320} and set(tiling["filter_size"]) == {3, 5}
     layers = summary[summary["experiment"] == "winograd_layers"]
@@ -81,7 +80,7 @@ def test_every_family_runs_and_is_verified(built):
 
 def test_cells_never_overlap_even_with_two_cores(built):
     """The run used --cores 2; the device lock keeps measurements one at a time."""
-    summary = pd.read_csv(built / "results/summary.csv")
+    summary = pd.read_csv(built / f"{RESULTS}/summary.csv")
     spans = sorted(zip(pd.to_datetime(summary["started_at"]), pd.to_datetime(summary["finished_at"])))
     for (_, end), (start, _) in zip(spans, spans[1:]):
         assert start >= end
@@ -89,9 +88,9 @@ def test_cells_never_overlap_even_with_two_cores(built):
 
 def test_figures_gallery_and_report(built):
     for name in ("time_vs_size", "gflops_vs_size", "pct_of_floor_vs_size", "variants", "status"):
-        assert (built / f"results/figures/{name}.png").stat().st_size > 5000, name
+        assert (built / f"{RESULTS}/figures/{name}.png").stat().st_size > 5000, name
     for name in ("input_96", "direct_96", "cudnn_96"):
-        assert (built / f"results/gallery/{name}.png").stat().st_size > 1000, name
+        assert (built / f"{RESULTS}/gallery/{name}.png").stat().st_size > 1000, name
     snakemake(built, "--report", "results/report.html")
     report = built / "results/report.html"
     assert report.stat().st_size > 50_000
@@ -109,7 +108,7 @@ def test_editing_a_kernel_reruns_exactly_its_cells(built):
     source = built / "kernels/direct.cu"
     source.write_text(source.read_text() + "\n// an edit\n")
     scheduled = scheduled_cells(built)
-    summary = pd.read_csv(built / "results/summary.csv")
+    summary = pd.read_csv(built / f"{RESULTS}/summary.csv")
     # direct takes part in conv2d and tiling: its cells in both, and nothing else
     assert len(scheduled) == (summary["kernel"] == "direct").sum() == 8
     assert all("kernel~direct/" in path for path in scheduled)

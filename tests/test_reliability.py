@@ -27,7 +27,17 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
-from workflow_helpers import CELL_OUTPUT, REPO, TINY, cell_rows, copy_repo, snakemake, snakemake_command, snakemake_env
+from workflow_helpers import (
+    CELL_OUTPUT,
+    REPO,
+    RESULTS,
+    TINY,
+    cell_rows,
+    copy_repo,
+    snakemake,
+    snakemake_command,
+    snakemake_env,
+)
 
 from convlab import data
 from convlab.config import ConfigError, validate_config
@@ -255,7 +265,7 @@ def test_bad_source_image_stops_the_run_before_any_cell(tmp_path, case):
     result = snakemake(repo, 1, "--config", f"source_image={picture}", check=False)
     output = result.stdout + result.stderr
     assert result.returncode != 0
-    assert not (repo / "results/cells").exists()
+    assert not (repo / f"{RESULTS}/cells").exists()
     assert not list((repo / "data").glob("input_*.png"))
     # the one-line refusal reaches snakemake's own output, and the source rule's log
     expected = f"error: config source_image: {picture}"
@@ -300,7 +310,7 @@ def concurrent_cell_jobs(log: str) -> int:
 def test_cells_never_overlap_with_four_cores(uninterrupted):
     repo, result = uninterrupted
     assert concurrent_cell_jobs(result.stdout + result.stderr) > 1  # the jobs did run side by side
-    summary = pd.read_csv(repo / "results/summary.csv")
+    summary = pd.read_csv(repo / f"{RESULTS}/summary.csv")
     assert (summary["experiment"] == "conv2d").sum() == 8 and set(summary["status"]) == {"ok"}
     spans = sorted(zip(pd.to_datetime(summary["started_at"]), pd.to_datetime(summary["finished_at"])))
     for (_, end), (start, _) in zip(spans, spans[1:]):
@@ -378,7 +388,7 @@ def test_a_killed_cell_loses_nothing_and_the_rerun_makes_only_what_is_missing(tm
             rows = list(csv.reader(handle))
         assert rows[0] == COLUMNS and len(rows) == 2 and len(rows[1]) == len(COLUMNS), path
         assert rows[1][COLUMNS.index("status")] in STATUSES
-    strays = [p for p in (repo / "results/cells").rglob("*") if p.is_file() and p.suffix != ".csv"]
+    strays = [p for p in (repo / f"{RESULTS}/cells").rglob("*") if p.is_file() and p.suffix != ".csv"]
     assert all(p.name.startswith(".") and p.name.endswith(".tmp") for p in strays), strays
 
     # the next run plans exactly the missing cells (--rerun-incomplete only if snakemake asks)
@@ -399,5 +409,5 @@ def test_a_killed_cell_loses_nothing_and_the_rerun_makes_only_what_is_missing(tm
 
     # the summary equals the uninterrupted run's, times and provenance aside; the errors against
     # float64 are equal too, as the cpu twins are deterministic on the same image
-    pd.testing.assert_frame_equal(comparable(repo / "results/summary.csv"),
-                                  comparable(uninterrupted[0] / "results/summary.csv"))
+    pd.testing.assert_frame_equal(comparable(repo / f"{RESULTS}/summary.csv"),
+                                  comparable(uninterrupted[0] / f"{RESULTS}/summary.csv"))

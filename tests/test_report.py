@@ -1,18 +1,19 @@
-"""The report stage: the seed comparison join on hand-made frames, and the report rules on the tiny cpu
+"""The report stage: the seed comparison join on hand-made frames; the report never misleads (kernels that ran
+the same code are never ranked, every cell is named by what ran, no roof below a point without a note, one
+reading of "comparable" on every page, figures that say what they show); and the report rules on the tiny cpu
 config in a temporary copy (every figure produced and non-empty, findings computed from the data)."""
 
 import math
-import os
 import re
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
 import yaml
+from matplotlib.colors import to_hex
+from workflow_helpers import copy_repo, snakemake
 
+from convlab import figures, findings, roofline, seedcompare, seedfigures
 from convlab.findings import fastest
 from convlab.seedcompare import NEVER_RAN, NOT_RUN, compare, load_map, load_seeds, load_summary, read_comparison
 
@@ -108,35 +109,211 @@ def test_every_seed_number_gets_one_comparison_row():
     assert set(table["this_status"]) <= {"ok", NOT_RUN, "unmapped"}
 
 
+# ---- the report never misleads: hand-made cpu summaries, one test per rule
+
+BLAS = "numpy float32 BLAS matmul (cpu twin of the tiled SGEMM kernels)"
+ROWS = "numpy np.dot per output row, float32 (cpu twin of sgemm_naive)"
+OPENCV = "OpenCV filter2D per channel pair, full resolution then strided slice (cpu twin)"
+SLIDING = "numpy sliding-window (cpu twin of direct)"
+CPU = "AMD EPYC (2 cores)"
+
+
+def _cpu(**values) -> dict:
+    """A cpu-backend row with what the report reads, flops and bytes included."""
+    row = _cell(device=CPU, backend="cpu", implementation="", flops=math.nan, bytes=math.nan, timing_mode="warm",
+                code_version="v1")
+    row.update(values)
+    if row["status"] == "ok" and row["flops"] == row["flops"]:
+        row["gflops"] = row["flops"] / row["kernel_ms"] / 1e6
+    return row
+
+
+def _gemm(kernel: str, implementation: str, ms: float, size: int = 512) -> dict:
+    flops = 2.0 * size**3
+    return _cpu(experiment="gemm", kernel=kernel, implementation=implementation, size=size, gemm_m=size, H=math.nan,
+                kernel_ms=ms, flops=flops, bytes=3.0 * 4 * size * size)
+
+
+def _conv(kernel: str, implementation: str, ms: float, size: int = 128, **values) -> dict:
+    return _cpu(kernel=kernel, implementation=implementation, size=size, H=size, W=size, kernel_ms=ms,
+                flops=2.0 * 9 * 3 * 3 * size * size, bytes=4.0 * (2 * 3 * size * size + 81), **values)
+
+
+def _texts(figure) -> str:
+    """Every piece of text a reader sees on a figure: titles, notes, tick labels and legends."""
+    figure.canvas.draw()
+    return "\n".join(t.get_text() for t in figure.findobj(lambda a: hasattr(a, "get_text")) if t.get_text())
+
+
+@pytest.fixture
+def blas_gemm() -> pd.DataFrame:
+    """Seed 003's case on cpu: sgemm_vectorized 'beat' cublas, but both ran the same numpy matmul."""
+    return pd.DataFrame([_gemm("cublas", BLAS, 1.0), _gemm("sgemm_vectorized", BLAS, 0.96),
+                         _gemm("sgemm_shared", BLAS, 0.98), _gemm("sgemm_naive", ROWS, 5.0)])
+
+
+def test_kernels_that_ran_the_same_code_are_never_ranked_or_compared(blas_gemm):
+    table = fastest(blas_gemm, "gemm")
+    row = table.iloc[0]
+    # one entry for the shared code, named by every kernel that ran it; the runner-up is other code
+    assert all(k in row["fastest"] for k in ("cublas", "sgemm_shared", "sgemm_vectorized"))
+    assert "sgemm_naive" in row["runner_up"] and "sgemm_vectorized" not in row["runner_up"]
+    # the library comparison is against other code (the np.dot rows), never 1.0 / 0.96
+    assert row["library"] == row["fastest"]
+    assert row["speedup_over_library"] == pytest.approx(0.96 / 5.0)
+    page = findings.findings_html(blas_gemm, compare(pd.DataFrame(columns=SEED_COLUMNS), MAPPING, blas_gemm), {}, {})
+    assert "1.04x" not in page and not re.search(r"sgemm_vectorized</b>[^.]*the speed of", page)
+    assert "Ran the same code on this backend" in page
+    # seed 004's speed-up of one kernel over another: not formed when both ran the same twin
+    layers = pd.DataFrame([_cpu(experiment="winograd_layers", kernel=k, implementation=SLIDING, C_in=3.0, H=8.0,
+                                W=8.0, C_out=4.0, kernel_ms=ms) for k, ms in (("winograd_batched", 1.0),
+                                                                              ("conv_naive_batched", 2.0))])
+    assert seedcompare.layer_speedups(layers, "winograd_batched", "conv_naive_batched").empty
+    speedup = compare(load_seeds(SEEDS), load_map(MAP), layers)
+    assert speedup[speedup["seed"] == "004"].iloc[0]["this_status"] == seedcompare.SAME_CODE
+
+
+def test_every_cell_is_named_by_the_implementation_that_ran():
+    summary = pd.DataFrame([_conv("cudnn", OPENCV, 0.5), _conv("direct", SLIDING, 1.0),
+                            _gemm("cublas", BLAS, 1.0), _gemm("sgemm_naive", ROWS, 5.0)])
+    page = findings.findings_html(summary, compare(pd.DataFrame(columns=SEED_COLUMNS), MAPPING, summary), {}, {})
+    assert "cudnn → OpenCV filter2D" in page and "cublas → numpy float32 BLAS matmul" in page
+    assert not re.search(r"<b>(cudnn|cublas)</b>", page)  # numpy is never presented as cuBLAS
+    # the roofline's families are the twins, not the GPU libraries the kernels are named after
+    families = set(roofline.roofline_points(summary)["family"])
+    assert not families & {"cuDNN", "cuBLAS", "own SGEMM"}, families
+    assert all("→" in name for name in families)
+    # and so are the status figure's bars and the seed comparison's this-run side
+    assert "cudnn → OpenCV filter2D" in _texts(figures.status_figure(summary))
+    seeds = pd.DataFrame([_seed(seed="000", table="stride1", gpu="GTX 1050", unit="gflops", size="128", stride="1",
+                                filter_size="3", method="cudnn", value="2")])
+    seeds["value"] = pd.to_numeric(seeds["value"])
+    mapping = {"mappings": [{"seed": "000", "table": "stride1", "method": "cudnn", "experiment": "conv2d",
+                             "kernel": "cudnn", "match": {"variant": "best"}}]}
+    assert compare(seeds, mapping, summary).iloc[0]["ran_as"].startswith("cudnn → OpenCV filter2D")
+
+
+def test_no_roof_below_a_measured_point_without_an_explanation():
+    summary = pd.DataFrame([_gemm("cublas", BLAS, 2.236), _conv("direct", SLIDING, 1.0)])  # 120 GFLOP/s
+    bandwidth = {"backend": "cpu", "device": CPU, "copy_gbps": 1000.0}
+    low = {"backend": "cpu", "device": CPU, "sgemm_gflops": 74.8, "size": 2048, "math": "numpy.matmul float32"}
+    text = _texts(roofline.roofline_figure(summary, bandwidth, low))
+    assert "1 of 2 cells ran above the measured FP32 SGEMM ceiling" in text
+    assert "not the CPU's peak" in text
+    # a cache-resident cell above the copy bandwidth is explained too
+    text = _texts(roofline.roofline_figure(summary, {**bandwidth, "copy_gbps": 1.0}, {**low, "sgemm_gflops": 500.0}))
+    assert "faster than the measured copy bandwidth" in text and "ran above the measured FP32" not in text
+    # and a roof above every point needs no note
+    clean = _texts(roofline.roofline_figure(summary, bandwidth, {**low, "sgemm_gflops": 500.0}))
+    assert "ran above" not in clean and "faster than the measured" not in clean
+    # the findings page repeats the figure's note
+    page = findings.findings_html(summary, compare(pd.DataFrame(columns=SEED_COLUMNS), MAPPING, summary),
+                                  bandwidth, low)
+    assert "ran above the measured FP32 SGEMM ceiling" in page
+
+
+def _seed000(defect: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+    seeds = pd.DataFrame([_seed(seed="000", table=f"stride{s}", gpu="GTX 1050", unit="gflops", size=str(n),
+                                stride=str(s), filter_size="3", method="cudnn", value="4", defect=defect)
+                          for s in (1, 2, 3) for n in (128, 256)])
+    seeds["value"] = pd.to_numeric(seeds["value"])
+    mapping = {"mappings": [{"seed": "000", "table": f"stride{s}", "method": "cudnn", "experiment": "conv2d",
+                             "kernel": "cudnn", "match": {"variant": "best"}} for s in (1, 2, 3)]}
+    summary = pd.DataFrame([_conv("cudnn", OPENCV, 0.5, size=n, stride=float(s)) for s in (1, 2, 3)
+                            for n in (128, 256)])
+    return compare(seeds, mapping, summary), summary
+
+
+@pytest.mark.parametrize("defect", ["search_timed", ""])
+def test_seed_figure_and_findings_agree_on_what_is_comparable(defect):
+    comparison, summary = _seed000(defect)
+    figure = seedfigures.seed_figure_object("seed000_gflops", comparison, summary)
+    titles = [ax.get_title() for ax in figure.axes if ax.get_title()]
+    page = findings.findings_html(summary, comparison, {}, {})
+    seed_line = re.search(r"<li>Seed 000 .*?</li>", page).group(0)
+    shared = seedcompare.ratio_text(comparison)
+    if defect:  # every ratio is against a seed number with a known defect: nothing comparable, on both pages
+        assert all(seedcompare.NOTHING_COMPARABLE in t for t in titles), titles
+        assert seedcompare.NOTHING_COMPARABLE in seed_line
+        assert not any("median speed ratio" in t for t in titles)
+    else:
+        assert all("median speed ratio" in t for t in titles) and shared in seed_line
+
+
+def test_placeholder_figures_say_why_and_status_shows_every_cell():
+    summary = pd.DataFrame([_conv("cudnn", OPENCV, 0.5), _conv("direct", SLIDING, 1.0),
+                            _conv("winograd", "", math.nan, status="unsupported", reason="stride 2"),
+                            _gemm("cublas", BLAS, 1.0), _gemm("sgemm_naive", ROWS, 5.0),
+                            _cpu(experiment="tiling", kernel="direct", implementation=SLIDING, size=64, H=64,
+                                 kernel_ms=0.2)])
+    conv2d = summary[summary["experiment"] == "conv2d"]
+    text = _texts(figures.variants_figure(conv2d))
+    assert "single variant" in text and "cpu twin" in text and "no tunables" in text
+    figure = figures.status_figure(summary)
+    bars = [patch.get_width() for ax in figure.axes for patch in ax.patches]
+    assert sum(bars) == len(summary) == 6  # every cell of the summary, not conv2d's alone
+    assert "6 cells" in figure.axes[0].get_title()
+    labels = _texts(figure)
+    assert all(name in labels for name in ("conv2d: cudnn", "gemm: cublas", "gemm: sgemm_naive", "tiling: direct"))
+
+
+def test_seed002_not_run_note_covers_no_bar():
+    seeds = pd.DataFrame([_seed(seed="002", table="test", gpu="RTX 4090", unit="ms", size="16384",
+                                filter_size="9", method=m, value=v)
+                          for m, v in (("basic", "11.8"), ("constant", "10.4"), ("tiled", "7.6"), ("cached", "13.9"))])
+    seeds["value"] = pd.to_numeric(seeds["value"])
+    summary = pd.DataFrame([_conv("direct", SLIDING, 1.0)])
+    comparison = compare(seeds, load_map(MAP), summary)
+    figure = seedfigures.seed_figure_object("seed002_tiling", comparison, summary)
+    figure.canvas.draw()
+    renderer = figure.canvas.get_renderer()
+    ax = figure.axes[0]
+    bars = [p.get_window_extent(renderer) for p in ax.patches if p.get_height() > 0]
+    assert len(bars) == 4
+    notes = [t for t in ax.texts if t.get_text()]
+    assert notes, "the figure must still say this run did not run the problem"
+    for note in notes:
+        box = note.get_window_extent(renderer)
+        assert not any(box.overlaps(bar) for bar in bars), note.get_text()
+
+
+def test_seed003_this_run_never_takes_a_seed_blocks_colour():
+    # the cpu twin of sgemm_naive has no block: its one cell answers every seed block at 512
+    summary = pd.DataFrame([_gemm("sgemm_naive", ROWS, 15.0), _gemm("cublas", BLAS, 2.9)])
+    comparison = compare(load_seeds(SEEDS), load_map(MAP), summary)
+    figure = seedfigures.seed_figure_object("seed003_gemm", comparison, summary)
+    ax = figure.axes[0]
+    seed_colours = {to_hex(line.get_color()) for line in ax.get_lines() if line.get_linestyle() == "--"}
+    mine = [line for line in ax.get_lines() if line.get_linestyle() == "-" and len(line.get_xdata())
+            and 512 in list(line.get_xdata())]
+    assert len(mine) == 1, "one point for the one cell, not one per seed block"
+    assert to_hex(mine[0].get_color()) not in seed_colours
+    assert "no block tunable" in _texts(figure)
+
+
 # ---- the real rules, on the tiny cpu config with sizes that overlap the seeds' (128)
 
-FIGURES = ["results/seeds/seed000_gflops.png", "results/seeds/seed001_methods.png",
-           "results/seeds/seed001_memory.png", "results/seeds/seed001_partition.png",
-           "results/seeds/seed002_tiling.png", "results/seeds/seed003_gemm.png",
-           "results/seeds/seed004_winograd.png", "results/figures/roofline.png",
-           "results/figures/time_vs_size.png", "results/figures/gflops_vs_size.png",
-           "results/figures/pct_of_floor_vs_size.png", "results/figures/variants.png",
-           "results/figures/status.png"]
-PAGES = ["results/seeds/comparison.csv", "results/findings.html", "results/figures/status_table.html",
-         *[f"results/seeds/seed{seed}_table.html" for seed in ("000", "001", "002", "003", "004")]]
+# Relative to the run's results folder (the one holding summary.csv), wherever the rules put it.
+FIGURES = ["seeds/seed000_gflops.png", "seeds/seed001_methods.png", "seeds/seed001_memory.png",
+           "seeds/seed001_partition.png", "seeds/seed002_tiling.png", "seeds/seed003_gemm.png",
+           "seeds/seed004_winograd.png", "figures/roofline.png", "figures/time_vs_size.png",
+           "figures/gflops_vs_size.png", "figures/pct_of_floor_vs_size.png", "figures/variants.png",
+           "figures/status.png"]
+PAGES = ["seeds/comparison.csv", "findings.html", "figures/status_table.html",
+         *[f"seeds/seed{seed}_table.html" for seed in ("000", "001", "002", "003", "004")]]
 
 
 @pytest.fixture(scope="module")
 def reported(tmp_path_factory) -> Path:
-    repo = tmp_path_factory.mktemp("report") / "repo"
-    shutil.copytree(REPO, repo, ignore=shutil.ignore_patterns(
-        ".git", ".snakemake", "results", "data", "__pycache__", ".pytest_cache", ".whl", ".venv"))
+    """The tiny cpu run, every default target, in a temporary copy; returns its results folder."""
+    repo = copy_repo(tmp_path_factory.mktemp("report") / "repo")
     config = yaml.safe_load((repo / "config/tiny-cpu.yaml").read_text())
     config["conv2d"]["sizes"] = config["cpu"]["sizes"] = [96, 128]
     (repo / "config/report-test.yaml").write_text(yaml.safe_dump(config))
-    env = dict(os.environ)
-    env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
-    # the targets go before --configfile, which takes every argument after it
-    result = subprocess.run([sys.executable, "-m", "snakemake", *FIGURES, *PAGES, "--cores", "2", "--configfile",
-                             "config/report-test.yaml"], cwd=repo, env=env,
-                            capture_output=True, text=True, timeout=900)
-    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
-    return repo
+    snakemake(repo, 2, configfile="config/report-test.yaml")
+    summaries = sorted(repo.glob("results/**/summary.csv"))
+    assert len(summaries) == 1, summaries
+    return summaries[0].parent
 
 
 @pytest.mark.pipeline
@@ -150,7 +327,7 @@ def test_every_report_file_is_produced_and_non_empty(reported):
 
 @pytest.mark.pipeline
 def test_comparison_has_ratios_where_both_sides_exist(reported):
-    table = read_comparison(reported / "results/seeds/comparison.csv")
+    table = read_comparison(reported / "seeds/comparison.csv")
     # a defect such as search_timed still gets a ratio (flagged); a launch that never ran does not
     both = table[(table["this_status"] == "ok") & table["this_value"].notna() & ~table["defect"].isin(NEVER_RAN)]
     assert not both.empty  # seed 000 at 128 (direct and cuDNN twins) and seed 004's speed-up
@@ -161,10 +338,10 @@ def test_comparison_has_ratios_where_both_sides_exist(reported):
 
 @pytest.mark.pipeline
 def test_findings_name_the_fastest_kernel_of_the_data(reported):
-    summary = load_summary(reported / "results/summary.csv")
+    summary = load_summary(reported / "summary.csv")
     table = fastest(summary, "conv2d")
     winner = table["fastest"].value_counts().index[0]
-    page = (reported / "results/findings.html").read_text()
+    page = (reported / "findings.html").read_text()
     assert re.search(rf"<b>{re.escape(winner)}</b> is the fastest kernel in", page)
     largest = table.sort_values(["size", "stride"], ascending=[False, True]).iloc[0]
     assert f"the fastest is <b>{largest['fastest']}</b>" in page
@@ -173,6 +350,22 @@ def test_findings_name_the_fastest_kernel_of_the_data(reported):
 
 @pytest.mark.pipeline
 def test_seed_tables_show_defects(reported):
-    page = (reported / "results/seeds/seed001_table.html").read_text()
+    page = (reported / "seeds/seed001_table.html").read_text()
     assert "block64_launch_failed" in page and "never ran" in page
     assert "not_run" in page  # the tiny run has no 001 cells: said, not hidden
+
+
+@pytest.mark.pipeline
+def test_tiny_run_names_the_twins_and_reads_one_way_on_every_page(reported):
+    summary = load_summary(reported / "summary.csv")
+    page = (reported / "findings.html").read_text()
+    assert "cudnn → OpenCV filter2D" in page and not re.search(r"<b>(cudnn|cublas)</b>", page)
+    # cublas and the tiled sgemm kernels ran one numpy matmul on cpu: one entry, never ranked apart
+    gemm = fastest(summary, "gemm")
+    assert all("sgemm_vectorized" in label for label in gemm["fastest"] if "cublas" in label)
+    comparison = read_comparison(reported / "seeds/comparison.csv")
+    for seed, part in comparison.groupby("seed"):
+        # the seed's line on the findings page and its table page quote the one shared sentence
+        assert seedcompare.ratio_text(part) in page
+        table_page = (reported / f"seeds/seed{seed}_table.html").read_text()
+        assert all(seedcompare.ratio_text(rows) in table_page for _, rows in part.groupby("table"))

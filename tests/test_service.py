@@ -48,7 +48,7 @@ def test_a_cell_goes_through_the_service_and_records_its_phases(sandbox, tmp_pat
     out = tmp_path / "row.csv"
     result = sandbox.run(sandbox.cell("direct"), out)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.startswith("results/cells/cpu/conv2d/kernel~direct/size~64/stride~1/filter~3/default.csv: ok ")
+    assert result.stdout.startswith("results/local/cells/cpu/conv2d/kernel~direct/size~64/stride~1/filter~3/default.csv: ok ")
     assert len(result.stdout.splitlines()) == 1
     row = read_row(out)
     assert row["status"] == "ok" and float(row["max_rel_err"]) < 1e-5

@@ -26,6 +26,7 @@ from slurm_cluster import LocalSlurm, unavailable_reason
 pytestmark = pytest.mark.pipeline
 TINY = "config/tiny-cpu.yaml"
 PROFILE = "workflow/profiles/slurm/profile.yaml"
+LABEL = "ci-cpu"  # the device label of both runs (results/ci-cpu/)
 SECTION = "## Run on a Slurm cluster"
 # what differs between two runs of the same cells: timings and provenance
 VOLATILE = ["kernel_ms", "kernel_ms_min", "kernel_ms_max", "kernel_ms_iqr", "reps", "timing_stop", "setup_ms",
@@ -74,9 +75,12 @@ def readme_commands() -> tuple[list[str], list[str]]:
 def cluster_command(*extra: str) -> list[str]:
     command, no_slurmdbd = readme_commands()
     assert command[0] == "snakemake" and "backend=cuda" in command, command
-    # CI has no GPU: the cpu backend stands in for the README's cuda. Otherwise the command is the
-    # README's, run by this interpreter's snakemake (`python -m snakemake`).
-    command = ["backend=cpu" if arg == "backend=cuda" else arg for arg in command]
+    assert any(arg.startswith("device=") for arg in command), command
+    # CI has no GPU: the cpu backend stands in for the README's cuda, and its results go under
+    # the label LABEL instead of the README's GPU model. Otherwise the command is the README's,
+    # run by this interpreter's snakemake (`python -m snakemake`).
+    command = ["backend=cpu" if arg == "backend=cuda" else f"device={LABEL}" if arg.startswith("device=") else arg
+               for arg in command]
     full = [sys.executable, "-m", *command, *no_slurmdbd, *extra]
     assert "--cores" not in full and "-c" not in full, full  # a user on a cluster passes none
     return full
@@ -186,7 +190,7 @@ def test_slurm_run_matches_a_local_run(slurm, tmp_path):
     # both copies first, from the same state of the checkout (the rows carry a hash of the code)
     local = copy_repo(tmp_path / "local")
     cluster = copy_repo(tmp_path / "cluster")
-    subprocess.run([sys.executable, "-m", "snakemake", "--cores", "2"], cwd=local,
+    subprocess.run([sys.executable, "-m", "snakemake", "--cores", "2", "--config", f"device={LABEL}"], cwd=local,
                    env=env_with_python(), check=True, capture_output=True, timeout=600)
 
     started = time.monotonic()
@@ -199,8 +203,8 @@ def test_slurm_run_matches_a_local_run(slurm, tmp_path):
     def keep(frame: pd.DataFrame) -> pd.DataFrame:
         return frame.drop(columns=VOLATILE).sort_values(ORDER).reset_index(drop=True)
 
-    on_slurm = pd.read_csv(cluster / "results/summary.csv")
-    at_home = pd.read_csv(local / "results/summary.csv")
+    on_slurm = pd.read_csv(cluster / f"results/{LABEL}/summary.csv")
+    at_home = pd.read_csv(local / f"results/{LABEL}/summary.csv")
     assert len(on_slurm) == len(at_home) > 30 and set(on_slurm["status"]) <= {"ok", "unsupported"}
     pd.testing.assert_frame_equal(keep(on_slurm), keep(at_home))
     # the tiny config's cells in groups of 32, plus the bandwidth, ceiling and 2 gallery jobs:

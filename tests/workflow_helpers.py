@@ -9,9 +9,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+from convlab.devicelabel import choose_label  # noqa: E402
+
 REPO = Path(__file__).resolve().parents[1]
 TINY = "config/tiny-cpu.yaml"
-CELL_OUTPUT = re.compile(r"output: (results/cells/\S+\.csv)")
+# Where a cpu run on this host keeps its results: results/<this CPU's label>/
+RESULTS = f"results/{choose_label(None, 'cpu', [])[0]}"
+CELL_OUTPUT = re.compile(r"output: (results/[^/\s]+/cells/\S+\.csv)")
 IGNORED = (".git", ".snakemake", "results", "data", "__pycache__", ".pytest_cache", ".whl", ".venv", "*.egg-info")
 
 
@@ -46,7 +50,7 @@ def snakemake(repo: Path, cores: int, *args: str, configfile: str = TINY, check:
 
 
 def cell_rows(repo: Path) -> dict[str, Path]:
-    return {str(path.relative_to(repo)): path for path in sorted((repo / "results/cells").rglob("*.csv"))}
+    return {str(path.relative_to(repo)): path for path in sorted((repo / RESULTS / "cells").rglob("*.csv"))}
 
 
 def planned_cells(result: subprocess.CompletedProcess) -> set[str]:

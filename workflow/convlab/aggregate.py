@@ -27,7 +27,7 @@ def read_rows(cell_csvs: list[str | Path]) -> list[list[str]]:
             rows.append(read_row_file(path))
         except DamagedRow as damaged:
             raise RowRefused(f"{path} is damaged ({damaged}); run snakemake again: it moves the file to "
-                             "results/damaged/ and measures the cell again") from None
+                             "results/<device>/damaged/ and measures the cell again") from None
         except OtherFormat as other:
             raise RowRefused(f"{path} was {other}; run snakemake again (without --rerun-triggers) to "
                              "measure it again") from None
@@ -63,7 +63,21 @@ def aggregate(cell_csvs: list[str | Path], out: str | Path) -> pd.DataFrame:
     summary = pd.read_csv(text)
     summary = summary.sort_values(["experiment", "kernel", "variant", "H", "stride", "filter_size"], kind="stable")
     write_text_atomically(out, summary.to_csv(index=False))
-    note = mixed_code_note(summary)
-    if note:
-        print(f"warning: {out}: {note}", file=sys.stderr)
+    for note in (mixed_code_note(summary), throttled_note(summary)):
+        if note:
+            print(f"warning: {out}: {note}", file=sys.stderr)
     return summary
+
+
+def throttled_note(summary: pd.DataFrame) -> str | None:
+    """One sentence when cells were timed while the GPU was throttled, else None."""
+    if "throttled" not in summary:
+        return None
+    throttled = summary[summary["throttled"].astype(str) == "yes"]
+    if throttled.empty:
+        return None
+    reasons = sorted({reason for text in throttled["throttle_reasons"].fillna("").astype(str)
+                      for reason in text.split(";") if reason})
+    return (f"{len(throttled)} of {len(summary)} cells were timed while the GPU was throttled "
+            f"({', '.join(reasons) or 'SM clock below 75 % of its default'}); their times are slower than the "
+            "GPU can run (column throttled)")

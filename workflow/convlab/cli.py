@@ -108,7 +108,9 @@ def _measure_device_record(backend_name: str, out: str, measure) -> dict:
 
     backend = get_backend(backend_name)
     with exclusive_device(backend.device_key()):
-        record = {"backend": backend.name, "device": backend.device_info()["device"], **measure(backend)}
+        record = {"backend": backend.name, "device": backend.device_info()["device"], **measure(backend),
+                  # said once here, not in every row: why the rows' telemetry columns are empty
+                  "telemetry": backend.telemetry().unavailable or "NVML"}
     write_text_atomically(out, json.dumps(record, indent=2) + "\n")
     return record
 
@@ -211,6 +213,21 @@ def _cmd_findings(args: argparse.Namespace) -> int:
     from convlab.findings import write_findings
 
     print(write_findings(args.summary, args.comparison, args.bandwidth, args.ceiling, args.out))
+    return 0
+
+
+def _cmd_compare(args: argparse.Namespace) -> int:
+    """Two result sets cell by cell: a report, so its exit status is 0 whatever the verdicts."""
+    from convlab.compare import compare_paths
+
+    print(compare_paths(args.a, args.b, args.out, args.html, args.threshold))
+    return 0
+
+
+def _cmd_gpus(args: argparse.Namespace) -> int:
+    from convlab.gpus import write_gpus_page
+
+    print(write_gpus_page(args.results, args.out))
     return 0
 
 
@@ -321,6 +338,21 @@ def build_parser() -> argparse.ArgumentParser:
     findings.add_argument("--ceiling", required=True)
     findings.add_argument("--out", required=True)
     findings.set_defaults(handler=_cmd_findings)
+
+    gpus = commands.add_parser("gpus", help="the page comparing every device under results/ (report stage)")
+    gpus.add_argument("--results", default="results", help="the folder holding one folder per device")
+    gpus.add_argument("--out", required=True)
+    gpus.set_defaults(handler=_cmd_gpus)
+
+    compare_sets = commands.add_parser("compare", help="compare two result sets cell by cell (B/A and a verdict)")
+    compare_sets.add_argument("a", metavar="A", help="a summary CSV, or a folder holding summary.csv")
+    compare_sets.add_argument("b", metavar="B", help="the same, for the set compared with A")
+    compare_sets.add_argument("--out", help="the per-cell CSV (default: compare_<A>_vs_<B>.csv beside A's summary)")
+    compare_sets.add_argument("--html", help="the report page (default: the CSV's path with .html)")
+    compare_sets.add_argument("--threshold", type=float, default=None,
+                              help="the relative change below which a cell is SAME whatever its spread "
+                                   "(a fraction; default 0.08)")
+    compare_sets.set_defaults(handler=_cmd_compare)
     return parser
 
 
@@ -334,7 +366,7 @@ def _is_user_error(error: Exception) -> bool:
 
 # Commands a rule runs that a warm service worker can run instead of a fresh process: the data
 # and report commands in a tools worker, the device-wide ones on a device's worker.
-FORWARDED = {"source", "downscale", "aggregate", "figures", "seed-compare", "seed-report", "roofline", "findings",
+FORWARDED = {"source", "downscale", "aggregate", "figures", "seed-compare", "seed-report", "roofline", "findings", "gpus",
              "bandwidth", "ceiling", "gallery"}
 
 

@@ -27,11 +27,12 @@ ROLES: dict[str, tuple[str, ...]] = {
     "kernel": ("backends/cudnn_conv.py", "backends/fft_conv.py", "backends/ndimage_conv.py", "cpu_twins/"),
     "data": ("data.py",),
     "summary": ("aggregate.py", "row.py", "codeversion.py"),
-    "report": ("figures.py", "seedfigures.py", "seedcompare.py", "roofline.py", "findings.py"),
+    "report": ("gpus.py", "figures.py", "seedfigures.py", "seedcompare.py", "roofline.py", "findings.py",
+               "compare.py"),
     "gallery": ("gallery.py",),
     # runs or serves the code above without changing what it computes
     "harness": ("__init__.py", "__main__.py", "cli.py", "runargs.py", "config.py", "devicelock.py",
-                "inprocess.py", "bench.py", "atomicfile.py", "damaged.py", "backends/choice.py", "service/"),
+                "inprocess.py", "bench.py", "atomicfile.py", "damaged.py", "devicelabel.py", "backends/choice.py", "service/"),
 }
 # Roles that share a module on purpose: the row's format and this hash belong to both.
 SHARED = {"row.py", "codeversion.py"}

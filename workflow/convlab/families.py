@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from convlab.config import ConfigError
-from convlab.grid import Cell, as_int, kernel_options, resolve_padding
+from convlab.grid import UNLABELLED, Cell, as_int, kernel_options, resolve_padding
 from convlab.measure import problem as problem_mod
 from convlab.measure.problem import ConvProblem, GemmProblem
 from convlab.operands import ConvOperands, GemmOperands, Operands
@@ -134,7 +134,7 @@ PROBLEMS = {"conv2d": _conv2d_problems, "tiling": _tiling_problems,
 
 
 def family_cells(config: dict, family: str, backend: str, registry: dict[str, KernelSpec],
-                 offered: dict[str, set[int]] | None = None) -> list[Cell]:
+                 offered: dict[str, set[int]] | None = None, device: str = UNLABELLED) -> list[Cell]:
     """The family's cells. ``offered`` collects, per kernel, the sizes the grid offers it."""
     section = _section(config, family, backend)
     if not section["enabled"]:
@@ -155,7 +155,7 @@ def family_cells(config: dict, family: str, backend: str, registry: dict[str, Ke
             if only_sizes and family != "winograd_layers" and fields["size"] not in only_sizes:
                 continue
             for values in itertools.product(*(tunables[key] for key in keys)):
-                cells.append(Cell(experiment=family, backend=backend, kernel=name,
+                cells.append(Cell(experiment=family, backend=backend, kernel=name, device=device,
                                   tunables=dict(zip(keys, values)), settings=settings,
                                   timing=_timing(config, backend), verify=config["verify"], **fields))
     return cells
@@ -173,14 +173,16 @@ def _check_size_overrides(config: dict, offered: dict[str, set[int]], cells: lis
                               f"run no cell; list one of those sizes or drop kernels.{name}.sizes")
 
 
-def build_cells(config: dict, backend: str) -> list[Cell]:
-    """Every cell of every enabled experiment, for a resolved backend (cuda or cpu)."""
+def build_cells(config: dict, backend: str, device: str = UNLABELLED) -> list[Cell]:
+    """Every cell of every enabled experiment, for a resolved backend (cuda or cpu), kept under
+    results/<device>/."""
     if backend not in ("cuda", "cpu"):
         raise ValueError(f"backend must be resolved to cuda or cpu, got {backend!r}")
     try:
         registry = load_registry()
         offered: dict[str, set[int]] = {}
-        cells = [cell for family in FAMILIES for cell in family_cells(config, family, backend, registry, offered)]
+        cells = [cell for family in FAMILIES
+                 for cell in family_cells(config, family, backend, registry, offered, device)]
         for name in config["kernels"]:
             if name not in registry:
                 raise ConfigError(f"kernels.{name}: no such kernel in kernels/registry.yaml")

@@ -8,6 +8,7 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import seaborn as sns
 from matplotlib.axes import Axes
@@ -18,6 +19,7 @@ from matplotlib.ticker import FuncFormatter, NullFormatter, NullLocator
 
 from convlab.aggregate import code_versions
 from convlab.atomicfile import write_bytes_atomically, write_text_atomically
+from convlab.seedcompare import TWIN_BACKENDS, kernel_labels, ran_labels
 from convlab.status import ERROR, INVALID_CONFIG, OK, OOM, STATUSES, UNSUPPORTED, WRONG
 
 DPI = 120
@@ -62,14 +64,19 @@ def _note(ax: Axes, text: str) -> None:
     ax.text(0.5, 0.5, text, transform=ax.transAxes, ha="center", va="center", fontsize=12, color="0.35")
 
 
-def note_figure(path: Path, title: str, text: str) -> Path:
+def note_figure_object(title: str, text: str, width: float = 6.0, height: float = 3.0) -> Figure:
+    """A figure that is only a sentence: what is missing and why, in place of empty axes."""
     with sns.axes_style("white"):
-        figure, axes = new_figure(1, 1, width=6.0, height=3.0)
+        figure, axes = new_figure(1, 1, width=width, height=height)
     ax = axes[0][0]
     _note(ax, text)
     ax.set_axis_off()
     figure.suptitle(title)
-    return save_figure(figure, path)
+    return figure
+
+
+def note_figure(path: Path, title: str, text: str, width: float = 6.0, height: float = 3.0) -> Path:
+    return save_figure(note_figure_object(title, text, width, height), path)
 
 
 def _title(frame: pd.DataFrame, what: str) -> str:
@@ -101,13 +108,18 @@ def _best_variants(frame: pd.DataFrame) -> pd.DataFrame:
     keys = ["kernel", "filter_size", "H", "stride"]
     best = timed.sort_values(["_wrong", "kernel_ms"]).drop_duplicates(keys).sort_values(keys)
     several = best["kernel"].map(variants) > 1
-    best["label"] = _with_filter(best, best["kernel"].where(~several, best["kernel"] + " (best variant)"))
+    name = ran_labels(best)  # on the cpu backend: the twin that ran, not the GPU kernel's name alone
+    best["label"] = _with_filter(best, name.where(~several, name + " (best variant)"))
     return best
 
 
-def natural_order(labels: Iterable[str]) -> list[str]:
+def natural_key(text: str) -> list:
     # block~8 before block~16: compare the digit runs as numbers.
-    return sorted(set(labels), key=lambda t: [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", t)])
+    return [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", text)]
+
+
+def natural_order(labels: Iterable[str]) -> list[str]:
+    return sorted(set(labels), key=natural_key)
 
 
 def _natural_column(column: pd.Series) -> pd.Series:
@@ -216,19 +228,35 @@ def _by_stride(frame: pd.DataFrame, path: Path, what: str, y: str, ylabel: str,
     return save_figure(figure, path)
 
 
-def _variants(frame: pd.DataFrame, path: Path) -> Path:
-    """Every variant of each kernel that has several: does the tunable matter, and where?"""
+def single_variant_reason(frame: pd.DataFrame) -> str:
+    """Why the variants figure has nothing to draw, in the words of a user who has not read the code."""
+    kernels = frame["kernel"].nunique()
+    text = (f"Each of the {kernels} kernel{'s' if kernels != 1 else ''} in this run has a single variant,\n"
+            "so there is no tunable to compare (its one line is in 'time vs size').\n\n")
+    backends = set(frame["backend"]) if "backend" in frame.columns else set()
+    if backends & set(TWIN_BACKENDS):
+        return text + ("On the cpu backend every kernel runs its cpu twin (numpy or OpenCV),\n"
+                       "which has no tunables: the block sizes and cuDNN plans that are\n"
+                       "the variants on a GPU do not apply. Run with backend cuda to see them.")
+    return text + ("Every tunable lists one value in this configuration: give a kernel several\n"
+                   "(e.g. kernels: {direct: {block: [8, 16, 32]}} in the config) to sweep it.")
+
+
+def variants_figure(frame: pd.DataFrame) -> Figure:
+    """Every variant of each kernel that has several: does the tunable matter, and where? Without any such
+    kernel, a figure that says why."""
     what = "Kernel time of every variant"
     if frame.empty:
-        return note_figure(path, what, NO_ROWS)
+        return note_figure_object(what, NO_ROWS)
     counts = frame.groupby("kernel")["variant"].nunique()
     kernels = sorted(counts[counts > 1].index)
     if not kernels:
-        return note_figure(path, _title(frame, what), "no kernel with several variants in this run")
+        return note_figure_object(_title(frame, what), single_variant_reason(frame), width=9.0, height=3.6)
     strides = sorted(frame["stride"].dropna().unique())
     sizes = sorted(frame["H"].dropna().unique())
     timed = frame[frame["status"].isin(TIMED) & frame["kernel_ms"].notna()].copy()
     timed["label"] = _with_filter(timed, timed["variant"])
+    names = kernel_labels(frame)
     # Room for the per-row legends, which tight_layout would otherwise take from the panels.
     figure, axes = new_figure(len(kernels), len(strides), legend_width=3.2)
     for row, kernel in zip(axes, kernels):
@@ -242,7 +270,7 @@ def _variants(frame: pd.DataFrame, path: Path) -> Path:
             if part.empty:
                 _note(ax, "no timed cells\n(every cell failed)")
             _size_axis(ax, sizes)
-            ax.set_title(f"{kernel}, stride {int(stride)}")
+            ax.set_title(f"{names.get(kernel, kernel)}, stride {int(stride)}")
             ax.set_xlabel(SIZE_LABEL)
             ax.set_ylabel(TIME_LABEL if ax is row[0] else "")
         for ax in row:
@@ -258,41 +286,62 @@ def _variants(frame: pd.DataFrame, path: Path) -> Path:
         row[-1].legend(handles=handles, title=f"{kernel} ({counts[kernel]} variants)",
                        loc="center left", bbox_to_anchor=(1.02, 0.5), frameon=False)
     figure.suptitle(_title(frame, what))
-    return save_figure(figure, path)
+    return figure
 
 
-def _status(frame: pd.DataFrame, path: Path) -> Path:
-    what = "Outcome of every cell, per kernel"
+EXPERIMENT_ORDER = ("conv2d", "tiling", "winograd_layers", "gemm")
+
+
+def status_figure(frame: pd.DataFrame) -> Figure:
+    """Every cell of the summary, whatever its experiment: one stacked bar per experiment and kernel, split by
+    status, so that the bars add up to the summary's row count (the title says it)."""
+    what = "Outcome of every cell"
     if frame.empty:
-        return note_figure(path, what, NO_ROWS)
-    counts = frame.groupby(["kernel", "status"]).size().rename("cells").reset_index()
-    order = [s for s in STATUSES if s in set(counts["status"])]
-    order += sorted(set(counts["status"]) - set(order))  # an unexpected status still shows up
-    palette = {s: STATUS_COLORS.get(s, "#17becf") for s in order}
-    kernels = sorted(counts["kernel"].unique())
-    figure, axes = new_figure(1, 1, width=max(5.5, 1.1 * len(kernels) * len(order) ** 0.5 + 2.5), height=4.0)
+        return note_figure_object(what, NO_ROWS)
+    frame = frame.assign(experiment=frame["experiment"] if "experiment" in frame.columns else "conv2d")
+    counts = frame.groupby(["experiment", "kernel", "status"]).size().unstack("status", fill_value=0)
+    order = [s for s in STATUSES if s in counts.columns]
+    order += sorted(set(counts.columns) - set(order))  # an unexpected status still shows up
+    rank = {name: i for i, name in enumerate(EXPERIMENT_ORDER)}
+    keys = sorted(counts.index, key=lambda key: (rank.get(key[0], len(rank)), key[0], natural_key(key[1])))
+    counts = counts.loc[keys, order]
+    names = kernel_labels(frame)
+    totals = counts.sum(axis=1)
+    experiments = counts.index.get_level_values(0)
+    figure, axes = new_figure(1, 1, width=11.0, height=0.34 * len(counts) + 1.9)
     ax = axes[0][0]
-    sns.barplot(data=counts, x="kernel", y="cells", hue="status", order=kernels, hue_order=order,
-                palette=palette, ax=ax)
-    for container in ax.containers:
-        ax.bar_label(container, fontsize=9, padding=2)
-    ax.margins(y=0.12)
-    totals = counts.groupby("kernel")["cells"].sum()
-    ax.set_xticks(range(len(kernels)), labels=[f"{k}\n({totals[k]} cells)" for k in kernels])
-    ax.set_xlabel("kernel")
-    ax.set_ylabel("cells (count)")
-    ax.set_title(_title(frame, what))
+    positions = np.arange(len(counts))
+    left = np.zeros(len(counts))
+    for status in order:
+        values = counts[status].to_numpy()
+        bars = ax.barh(positions, values, left=left, color=STATUS_COLORS.get(status, "#17becf"), label=status,
+                       height=0.7)
+        ax.bar_label(bars, labels=[str(v) if v else "" for v in values], label_type="center", fontsize=8,
+                     color="white")
+        left += values
+    ax.set_yticks(positions, labels=[f"{e}: {names.get(k, k)}  ({totals[(e, k)]})" for e, k in counts.index],
+                  fontsize=9)
+    ax.invert_yaxis()
+    ax.grid(axis="y", visible=False)
+    for boundary in np.flatnonzero(experiments[1:] != experiments[:-1]):
+        ax.axhline(boundary + 0.5, color="0.5", linewidth=0.8)
+    ax.set_xlabel("cells (count)")
+    ax.set_xlim(0, float(totals.max()) * 1.05)
+    summary = (f"{len(frame)} cells, {len(counts)} kernel{'s' if len(counts) != 1 else ''} "
+               f"in {experiments.nunique()} experiment{'s' if experiments.nunique() != 1 else ''}")
+    ax.set_title(_title(frame, f"{what}: {summary}"))
     ax.legend(title="status", loc="center left", bbox_to_anchor=(1.02, 0.5), frameon=False)
-    return save_figure(figure, path)
+    return figure
 
 
 def render_figures(summary_csv: str | Path, outdir: str | Path) -> list[Path]:
     """Write the report's five PNGs into ``outdir`` and return their paths.
 
-    Draws the conv2d experiment's rows only. Works on any summary, including a header-only one or one
-    where every cell failed.
+    The four kernel figures draw the conv2d experiment's rows; status.png counts every cell of the summary.
+    Works on any summary, including a header-only one or one where every cell failed.
     """
-    frame = _load(summary_csv)
+    everything = _load(summary_csv)
+    frame = everything
     if "experiment" in frame.columns:  # the other families have figures of their own (seedfigures, roofline)
         frame = frame[frame["experiment"] == "conv2d"]
     outdir = Path(outdir)
@@ -307,8 +356,8 @@ def render_figures(summary_csv: str | Path, outdir: str | Path) -> list[Path]:
             _by_stride(frame, outdir / "pct_of_floor_vs_size.png", "Distance from the memory floor",
                        "pct_of_floor", "% of memory-bandwidth floor\n(100 = at floor)", logy=False,
                        floor_line=True),
-            _variants(frame, outdir / "variants.png"),
-            _status(frame, outdir / "status.png"),
+            save_figure(variants_figure(frame), outdir / "variants.png"),
+            save_figure(status_figure(everything), outdir / "status.png"),  # every cell, not conv2d alone
         ]
 
 

@@ -1,6 +1,9 @@
 """Findings computed from the summary and the seed comparison, never written by hand: the fastest kernel of
-each problem and its speed-up over cuDNN (or cuBLAS), which cells failed and why, and how this device
-compares with the seeds' GPUs. Written as one HTML page for the Snakemake report."""
+each problem and how it compares with cuDNN (or cuBLAS), which cells failed and why, and how this device
+compares with the seeds' GPUs. Written as one HTML page for the Snakemake report.
+
+Kernels are named by what actually ran (on the cpu backend, the twin: 'cudnn → OpenCV filter2D ...'), and
+kernels that ran the same code are never ranked or compared against each other."""
 
 from __future__ import annotations
 
@@ -11,8 +14,17 @@ import pandas as pd
 
 from convlab.aggregate import mixed_code_note
 from convlab.atomicfile import write_text_atomically
-from convlab.roofline import load_device
-from convlab.seedcompare import NEVER_RAN, load_summary, read_comparison
+from convlab.roofline import load_device, roof_notes, roofline_points
+from convlab.seedcompare import (
+    NEVER_RAN,
+    TWIN_BACKENDS,
+    code_identity,
+    code_labels,
+    load_summary,
+    ratio_text,
+    read_comparison,
+    seed_ratios,
+)
 from convlab.status import OK
 
 # Per experiment: the problem columns, and the library kernels the fastest kernel is compared with
@@ -28,28 +40,54 @@ TITLES = {"conv2d": "2-D convolution (seeds 000, 001)", "tiling": "tiling strate
 
 
 def fastest(summary: pd.DataFrame, experiment: str) -> pd.DataFrame:
-    """Per problem: the fastest ok kernel (its best variant), the runner-up, and the speed-up over the library."""
+    """Per problem: the fastest ok code (its best kernel and variant), the runner-up among other code, and the
+    library against the fastest code that is not the library's.
+
+    Kernels that ran the same code (on the cpu backend, several kernels share one numpy twin) are one entry,
+    named by every kernel and the twin: never ranked against each other, never a speed-up of one over the
+    other. ``speedup_over_library`` is library ms / ms of the fastest other code (above 1: faster than the
+    library)."""
     keys, libraries = PROBLEMS[experiment]
     rows = summary[(summary["experiment"] == experiment) & (summary["status"] == OK) & summary["kernel_ms"].notna()]
     if experiment == "gemm":
         rows = rows.assign(size=rows["gemm_m"].where(rows["gemm_m"].notna(), rows["size"]))
+    rows = rows.assign(_code=code_identity(rows))
+    labels = code_labels(rows)  # over the whole experiment: a code reads the same in every problem
     out = []
     for problem, part in rows.groupby(keys, sort=True):
-        best = part.sort_values("kernel_ms").drop_duplicates("kernel")
+        best = part.sort_values("kernel_ms").drop_duplicates("_code")  # one row per code that ran
         first = best.iloc[0]
         record = dict(zip(keys, problem if isinstance(problem, tuple) else (problem,)))
-        record.update(fastest=first["kernel"], variant=first["variant"], fastest_ms=first["kernel_ms"],
-                      runner_up=best.iloc[1]["kernel"] if len(best) > 1 else "",
+        record.update(fastest=labels[first["_code"]], variant=first["variant"], fastest_ms=first["kernel_ms"],
+                      runner_up=labels[best.iloc[1]["_code"]] if len(best) > 1 else "",
                       runner_up_ms=best.iloc[1]["kernel_ms"] if len(best) > 1 else float("nan"),
-                      library="", library_ms=float("nan"))
+                      library="", library_ms=float("nan"), best_non_library="",
+                      best_non_library_ms=float("nan"))
         for library in libraries:
-            hit = best[best["kernel"] == library]
-            if not hit.empty:
-                record.update(library=library, library_ms=hit.iloc[0]["kernel_ms"])
-                break
-        record["speedup_over_library"] = record["library_ms"] / record["fastest_ms"]
+            hit = part[part["kernel"] == library]
+            if hit.empty:
+                continue
+            code = hit.iloc[0]["_code"]
+            # the library's code at its best time, so that one label never shows two times
+            record.update(library=labels[code], library_ms=best[best["_code"] == code].iloc[0]["kernel_ms"])
+            others = best[best["_code"] != code]
+            if not others.empty:
+                record.update(best_non_library=labels[others.iloc[0]["_code"]],
+                              best_non_library_ms=others.iloc[0]["kernel_ms"])
+            break
+        record["speedup_over_library"] = record["library_ms"] / record["best_non_library_ms"]
         out.append(record)
     return pd.DataFrame(out)
+
+
+def shared_code_groups(summary: pd.DataFrame, experiment: str) -> list[str]:
+    """The labels of code that several kernels of ``experiment`` ran (the cpu twins): one entry each."""
+    rows = summary[(summary["experiment"] == experiment) & (summary["implementation"] != "")] \
+        if "implementation" in summary.columns else summary.iloc[:0]
+    codes = code_identity(rows)
+    several = [code for code, kernels in rows.groupby(codes)["kernel"].nunique().items() if kernels > 1]
+    labels = code_labels(rows)
+    return [labels[code] for code in several]
 
 
 def failures(summary: pd.DataFrame) -> pd.DataFrame:
@@ -61,15 +99,14 @@ def failures(summary: pd.DataFrame) -> pd.DataFrame:
 
 
 def gpu_comparison(comparison: pd.DataFrame) -> pd.DataFrame:
-    """Per seed: the median, min and max of this run's speed ratio over the seed's numbers without a defect."""
-    usable = comparison[(comparison["defect"] == "") & comparison["ratio"].notna()]
+    """Per seed: this run's speed ratio over the seed's numbers, by seed_ratios() (the figures' reading)."""
     out = []
     for seed, part in comparison.groupby("seed"):
-        ratios = usable[usable["seed"] == seed]["ratio"]
+        stats = seed_ratios(part)
         out.append({"seed": seed, "seed_gpu": ", ".join(sorted(set(part["seed_gpu"].replace("unnamed", "GPU not named")))),
                     "this_gpu": next((g for g in part["this_gpu"] if g), ""), "numbers": len(part),
-                    "compared": len(ratios), "defects": int((part["defect"] != "").sum()),
-                    "median_ratio": ratios.median(), "min_ratio": ratios.min(), "max_ratio": ratios.max()})
+                    "compared": stats.compared, "defective_left_out": stats.left_out,
+                    "median_ratio": stats.median, "min_ratio": stats.low, "max_ratio": stats.high})
     return pd.DataFrame(out)
 
 
@@ -89,26 +126,40 @@ def _problem_text(row: pd.Series, keys: list[str]) -> str:
     return f"layer C={row['C_in']:g} {row['H']:g}x{row['W']:g} K={row['C_out']:g}, batch {row['batch']:g}"
 
 
-def _sentences(table: pd.DataFrame, experiment: str) -> list[str]:
+def _sentences(table: pd.DataFrame, experiment: str, shared: list[str]) -> list[str]:
     keys = PROBLEMS[experiment][0]
     lines = []
+    if shared:
+        # said first: the table below has one entry for each of these, not one per kernel
+        lines.append("Ran the same code on this backend, so one entry each and never ranked or compared with each "
+                     "other: " + "; ".join(f"<b>{html.escape(label)}</b>" for label in shared) + ".")
     wins = table["fastest"].value_counts()
-    lines.append(f"<b>{html.escape(wins.index[0])}</b> is the fastest kernel in {wins.iloc[0]} of {len(table)} "
-                 f"problems" + (f"; also fastest: {', '.join(f'{k} ({n})' for k, n in wins.iloc[1:].items())}."
-                                if len(wins) > 1 else "."))
+    lines.append(f"<b>{html.escape(wins.index[0])}</b> is the fastest in {wins.iloc[0]} of {len(table)} problems"
+                 + (f"; also fastest: {', '.join(f'{html.escape(k)} ({n})' for k, n in wins.iloc[1:].items())}."
+                    if len(wins) > 1 else "."))
     largest = table.iloc[-1] if experiment != "conv2d" else table.sort_values(["size", "stride"], ascending=[False, True]
                                                                               ).iloc[0]
     text = (f"At {_problem_text(largest, keys)} the fastest is <b>{html.escape(largest['fastest'])}</b> "
             f"({html.escape(largest['variant'])}) at {_num(largest['fastest_ms'], 4)} ms")
-    if largest["library"]:
+    if largest["library"] and largest["library"] == largest["fastest"]:
+        text += ", the library baseline itself"
+        if largest["best_non_library"]:
+            text += (f"; the fastest other code, {html.escape(largest['best_non_library'])}, runs at "
+                     f"{_num(largest['speedup_over_library'])}x its speed ({_num(largest['best_non_library_ms'], 4)} ms)")
+    elif largest["library"]:
         text += (f", {_num(largest['speedup_over_library'])}x the speed of {html.escape(largest['library'])} "
                  f"({_num(largest['library_ms'], 4)} ms)")
     lines.append(text + ".")
-    speedups = table["speedup_over_library"].dropna()
-    if not speedups.empty:
-        library = table["library"].replace("", pd.NA).dropna().mode().iloc[0]
-        lines.append(f"Speed-up of the fastest kernel over {html.escape(library)}: median {_num(speedups.median())}x, "
-                     f"from {_num(speedups.min())}x to {_num(speedups.max())}x over {len(speedups)} problems.")
+    libraries = table["library"].replace("", pd.NA).dropna()
+    if not libraries.empty:
+        library = libraries.mode().iloc[0]
+        speedups = table[table["library"] == library]["speedup_over_library"].dropna()
+        if speedups.empty:
+            lines.append(f"No speed-up over {html.escape(library)}: no other code ran the same problems.")
+        else:
+            lines.append(f"Speed-up over {html.escape(library)} of the fastest other code: median "
+                         f"{_num(speedups.median())}x, from {_num(speedups.min())}x to {_num(speedups.max())}x over "
+                         f"{len(speedups)} problems (above 1: faster than the library).")
     return lines
 
 
@@ -127,7 +178,15 @@ def findings_html(summary: pd.DataFrame, comparison: pd.DataFrame, bandwidth: di
              f"bandwidth: {_num(bandwidth.get('copy_gbps', float('nan')), 4)} GB/s; FP32 SGEMM ceiling: "
              f"{_num(ceiling.get('sgemm_gflops', float('nan')), 4)} GFLOP/s"
              f"{' (' + html.escape(str(ceiling.get('math'))) + ')' if ceiling.get('math') else ''}. "
-             "Every sentence below is computed from results/summary.csv and the seed comparison.</p>"]
+             "Every sentence below is computed from this run's summary and the seed comparison.</p>"]
+    above = roof_notes(roofline_points(summary), bandwidth, ceiling)
+    if above:
+        # the roofline figure carries the same sentences
+        parts.append("<p><strong>Above a measured roof:</strong> " + " ".join(html.escape(n) for n in above) + "</p>")
+    twins = summary[summary["backend"].isin(TWIN_BACKENDS)] if "backend" in summary.columns else summary.iloc[:0]
+    if not twins.empty:
+        parts.append("<p>This run used the cpu backend: every kernel ran its cpu twin (numpy or OpenCV), named "
+                     "below as <i>kernel → twin</i>. No GPU library (cuDNN, cuBLAS) ran.</p>")
     mixed = mixed_code_note(summary)
     if mixed:
         parts.append(f"<p><strong>Warning:</strong> {html.escape(mixed)}. Run snakemake without "
@@ -138,7 +197,8 @@ def findings_html(summary: pd.DataFrame, comparison: pd.DataFrame, bandwidth: di
         if table.empty:
             parts.append("<p>Not run in this configuration (no ok cell).</p>")
             continue
-        parts.append("<ul>" + "".join(f"<li>{s}</li>" for s in _sentences(table, experiment)) + "</ul>")
+        sentences = _sentences(table, experiment, shared_code_groups(summary, experiment))
+        parts.append("<ul>" + "".join(f"<li>{s}</li>" for s in sentences) + "</ul>")
         parts.append(_table_html(table))
     failed = failures(summary)
     parts.append("<h3>Cells that failed, and why</h3>")
@@ -152,15 +212,15 @@ def findings_html(summary: pd.DataFrame, comparison: pd.DataFrame, bandwidth: di
     parts.append("<h3>This device against the seeds' GPUs</h3>")
     gpus = gpu_comparison(comparison)
     items = []
-    for row in gpus.itertuples():
-        if row.compared:
-            items.append(f"Seed {row.seed} ({html.escape(row.seed_gpu)}): {html.escape(row.this_gpu)} ran at "
-                         f"{_num(row.median_ratio)}x the seed's speed (median of {row.compared} numbers, "
-                         f"{_num(row.min_ratio)}x to {_num(row.max_ratio)}x); {row.defects} seed numbers with a "
-                         "known defect left out.")
-        else:
-            items.append(f"Seed {row.seed} ({html.escape(row.seed_gpu)}): nothing comparable in this run "
-                         f"({row.numbers} seed numbers).")
+    for seed, part in comparison.groupby("seed"):
+        row = gpus[gpus["seed"] == seed].iloc[0]
+        # ratio_text() is the seed figures' own sentence: the two pages cannot disagree
+        numbers = f"{row['numbers']} seed number{'s' if row['numbers'] != 1 else ''}"
+        text = (f"Seed {seed} ({html.escape(row['seed_gpu'])}, {numbers}) against "
+                f"{html.escape(row['this_gpu'] or 'this run')}: {html.escape(ratio_text(part))}")
+        if row["compared"] > 1:
+            text += f", from {_num(row['min_ratio'])}x to {_num(row['max_ratio'])}x"
+        items.append(text + ".")
     parts.append("<ul>" + "".join(f"<li>{i}</li>" for i in items) + "</ul>")
     never = comparison[comparison["defect"].isin(NEVER_RAN)]
     if not never.empty:

@@ -13,13 +13,15 @@ from convlab.config import ConfigError
 from convlab.registry import KernelSpec
 from convlab.row import variant_name
 
-CELLS_ROOT = "results/cells"
 MAX_BLOCK_EDGE = 1024  # CUDA's maxThreadsDim for x and y on every compute capability
-# One readable path per cell, Paramspace style; also the cell rule's output pattern. The
+# One readable path per cell, Paramspace style; also the cell rule's output pattern. Under the
+# device label (results/<device>/, see convlab.devicelabel), so that GPUs never mix. The
 # problem part depends on the experiment: size~4096/stride~1/filter~3 for image convolutions,
 # layer~C64_H224_W224_K64/batch~8 for CNN layers, size~4096 for GEMM.
-CELL_PATH = CELLS_ROOT + "/{backend}/{experiment}/kernel~{kernel}/{problem}/{variant}.csv"
-LOG_PATH = "results/logs/cells/{backend}/{experiment}/kernel~{kernel}/{problem}/{variant}.log"
+CELL_PATH = "results/{device}/cells/{backend}/{experiment}/kernel~{kernel}/{problem}/{variant}.csv"
+LOG_PATH = "results/{device}/logs/cells/{backend}/{experiment}/kernel~{kernel}/{problem}/{variant}.log"
+# The label of cells built outside a pipeline run (python -m convlab run).
+UNLABELLED = "local"
 
 
 @dataclass(frozen=True)
@@ -43,6 +45,7 @@ class Cell:
     batch: int = 1
     width: int = 0  # 0: square (width = size)
     image: str = ""  # the data file the cell reads, if any
+    device: str = UNLABELLED  # the label its results are kept under
 
     @property
     def problem(self) -> str:
@@ -61,7 +64,7 @@ class Cell:
 
     @property
     def path(self) -> str:
-        return CELL_PATH.format(backend=self.backend, experiment=self.experiment, kernel=self.kernel,
+        return CELL_PATH.format(device=self.device, backend=self.backend, experiment=self.experiment, kernel=self.kernel,
                                 problem=self.problem, variant=self.variant)
 
     def to_json(self) -> str:

@@ -1,22 +1,28 @@
 """Roofline of the GPU (or CPU) that ran: every ok cell's achieved GFLOP/s and GB/s against its arithmetic
-intensity (flops / bytes), under the measured copy bandwidth and the measured FP32 SGEMM ceiling."""
+intensity (flops / bytes), under the measured copy bandwidth and the measured FP32 SGEMM ceiling.
+
+Both roofs are measurements, not peaks: a point above one is ringed and the figure says why."""
 
 from __future__ import annotations
 
 import json
+import math
+import textwrap
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import seaborn as sns
+from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter
 
-from convlab.figures import note_figure, plain_tick, save_figure
-from convlab.seedcompare import load_summary
+from convlab.figures import note_figure_object, plain_tick, save_figure
+from convlab.seedcompare import TWIN_BACKENDS, code_identity, code_labels, load_summary
 from convlab.seedfigures import seed_figure
 from convlab.status import OK
 
+ABOVE_COLOR = "#b2182b"
 MARKERS = {"conv2d": "o", "tiling": "s", "winograd_layers": "^", "gemm": "D"}
 # Kernel name prefix -> family shown in the legend (first match wins); anything else is its own family.
 FAMILIES = [("im2col_gemm", "im2col + own GEMM"), ("im2col_cublas", "im2col + cuBLAS"), ("cudnn", "cuDNN"),
@@ -40,28 +46,84 @@ def load_device(path: str | Path) -> dict:
 
 
 def roofline_points(summary: pd.DataFrame) -> pd.DataFrame:
+    """Every ok cell with flops and bytes: its intensity, achieved GFLOP/s and GB/s, and the family shown in the
+    legend. On a twin backend the family is the twin that ran (every kernel that ran it named), never the GPU
+    library the kernel is named after."""
     rows = summary[(summary["status"] == OK) & (summary["flops"] > 0) & (summary["bytes"] > 0)
                    & (summary["kernel_ms"] > 0)].copy()
     rows["intensity"] = rows["flops"] / rows["bytes"]
     rows["achieved_gflops"] = rows["flops"] / rows["kernel_ms"] / 1e6
     rows["achieved_gbps"] = rows["bytes"] / rows["kernel_ms"] / 1e6
     rows["family"] = rows["kernel"].map(family)
+    codes = code_identity(rows)
+    twin = codes.str.startswith("impl:")
+    if twin.any():
+        rows.loc[twin, "family"] = codes[twin].map(code_labels(rows[twin]))
     return rows
 
 
-def render_roofline(summary_csv: str | Path, bandwidth_json: str | Path, ceiling_json: str | Path,
-                    out_png: str | Path) -> Path:
-    summary = load_summary(summary_csv)
+def _finite(value: object) -> float:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return math.nan
+    return number if math.isfinite(number) and number > 0 else math.nan
+
+
+def above_roofs(points: pd.DataFrame, bandwidth: dict, ceiling: dict) -> tuple[pd.Series, pd.Series]:
+    """Masks of the points above the measured FP32 ceiling and above the measured copy bandwidth (the slope of
+    the compute roof is the same bandwidth: GFLOP/s > intensity x GB/s exactly when GB/s > copy GB/s)."""
+    peak, copy = _finite(ceiling.get("sgemm_gflops")), _finite(bandwidth.get("copy_gbps"))
+    over_peak = points["achieved_gflops"] > peak if peak == peak else pd.Series(False, index=points.index)
+    over_copy = points["achieved_gbps"] > copy if copy == copy else pd.Series(False, index=points.index)
+    return over_peak, over_copy
+
+
+def roof_notes(points: pd.DataFrame, bandwidth: dict, ceiling: dict) -> list[str]:
+    """Why points lie above a roof drawn from a measurement, one sentence per roof; empty when none does.
+    The figure and the findings page print these same sentences."""
+    over_peak, over_copy = above_roofs(points, bandwidth, ceiling)
+    notes = []
+    if over_peak.any():
+        above = points[over_peak]
+        peak = _finite(ceiling.get("sgemm_gflops"))
+        text = (f"{len(above)} of {len(points)} cells ran above the measured FP32 SGEMM ceiling ({peak:,.3g} GFLOP/s; "
+                f"highest {above['achieved_gflops'].max():,.3g} GFLOP/s).")
+        size = ceiling.get("size")
+        measured = f"one timing of {ceiling.get('math') or 'SGEMM'}" + (f" at {size}x{size}" if size else "")
+        backends = set(above["backend"]) if "backend" in above.columns else set()
+        if (ceiling.get("backend") or "") in TWIN_BACKENDS or backends & set(TWIN_BACKENDS):
+            text += (f" That ceiling is {measured} (median of a few runs of a multi-threaded BLAS), not the CPU's "
+                     "peak: it can read low when other jobs shared the cores while it was measured, and smaller problems "
+                     "that stay in cache run faster.")
+        else:
+            text += f" That ceiling is {measured}, not the GPU's peak."
+        kernels = above["kernel"].astype(str)
+        if kernels.str.contains("tf32").any():
+            text += " TF32 cuDNN plans use tensor cores, which an FP32 SGEMM does not."
+        if kernels.str.startswith(("fft", "winograd")).any():
+            text += (" FFT and Winograd cells are credited with a direct convolution's FLOP count but do fewer "
+                     "multiplications.")
+        notes.append(text)
+    if over_copy.any():
+        copy = _finite(bandwidth.get("copy_gbps"))
+        notes.append(f"{int(over_copy.sum())} of {len(points)} cells moved their bytes faster than the measured copy "
+                     f"bandwidth ({copy:,.3g} GB/s): their input, weights and output fit in cache and are read from it "
+                     "on every repeat, while the copy is measured on arrays far larger than the caches.")
+    return notes
+
+
+def roofline_figure(summary: pd.DataFrame, bandwidth: dict, ceiling: dict) -> Figure:
+    """The roofline as a Figure (render_roofline() saves it)."""
     points = roofline_points(summary)
-    bandwidth, ceiling = load_device(bandwidth_json), load_device(ceiling_json)
     device = ceiling.get("device") or bandwidth.get("device") or next(iter(summary.get("device", [])), "?")
     title = f"Roofline of {device} (backend {bandwidth.get('backend') or ceiling.get('backend') or '?'})"
-    out_png = Path(out_png)
-    out_png.parent.mkdir(parents=True, exist_ok=True)
     if points.empty:
-        return note_figure(out_png, title, "no ok cell with flops and bytes in this run")
-    copy_gbps = float(bandwidth.get("copy_gbps") or np.nan)
-    peak = float(ceiling.get("sgemm_gflops") or np.nan)
+        return note_figure_object(title, "no ok cell with flops and bytes in this run")
+    copy_gbps = _finite(bandwidth.get("copy_gbps"))
+    peak = _finite(ceiling.get("sgemm_gflops"))
+    over_peak, over_copy = above_roofs(points, bandwidth, ceiling)
+    over = over_peak | over_copy
     families = sorted(points["family"].unique())
     palette = dict(zip(families, sns.color_palette("tab10" if len(families) <= 10 else "husl", len(families))))
     with sns.axes_style("whitegrid"), sns.plotting_context("notebook"):
@@ -75,6 +137,9 @@ def render_roofline(summary_csv: str | Path, bandwidth_json: str | Path, ceiling
             for (experiment, name), part in points.groupby(["experiment", "family"]):
                 ax.scatter(part["intensity"], part[y], s=22, alpha=0.75, color=palette[name],
                            marker=MARKERS.get(experiment, "o"), edgecolor="none")
+            if over.any():  # ring the points that lie above a roof: the note under the panels says why
+                ax.scatter(points.loc[over, "intensity"], points.loc[over, y], s=90, facecolor="none",
+                           edgecolor=ABOVE_COLOR, linewidth=1.2, zorder=5)
             if y == "achieved_gflops":
                 if copy_gbps == copy_gbps:
                     roof = np.minimum(grid * copy_gbps, peak) if peak == peak else grid * copy_gbps
@@ -95,16 +160,33 @@ def render_roofline(summary_csv: str | Path, bandwidth_json: str | Path, ceiling
             ax.set_ylabel(ylabel)
         axes[0][0].set_title("compute: min(intensity x copy GB/s, SGEMM ceiling)", fontsize=10)
         axes[0][1].set_title("memory: measured copy bandwidth as the roof", fontsize=10)
-        handles = [Line2D([], [], color=palette[n], marker="o", linestyle="none", label=n) for n in families]
+        handles = [Line2D([], [], color=palette[n], marker="o", linestyle="none", label=textwrap.fill(n, 44))
+                   for n in families]
         handles += [Line2D([], [], color="black", markerfacecolor="white", marker=MARKERS.get(e, "o"), linestyle="none",
                            label=f"{e} cells")
                     for e in sorted(points["experiment"].unique())]
         if copy_gbps == copy_gbps:
             handles.append(Line2D([], [], color="black", linewidth=2,
-                                  label=f"copy bandwidth {copy_gbps:,.0f} GB/s (measured)"))
+                                  label=f"copy bandwidth {copy_gbps:,.3g} GB/s (measured)"))
         if peak == peak:
             handles.append(Line2D([], [], color="black", linestyle=":",
-                                  label=f"FP32 SGEMM {peak:,.0f} GFLOP/s (measured,\n{ceiling.get('math', '')})"))
+                                  label=f"FP32 SGEMM {peak:,.3g} GFLOP/s (measured,\n{ceiling.get('math', '')})"))
+        if over.any():
+            handles.append(Line2D([], [], marker="o", markerfacecolor="none", markeredgecolor=ABOVE_COLOR,
+                                  linestyle="none", markersize=9, label="above a measured roof:\nsee the note below"))
         figure.legend(handles=handles, loc="center left", bbox_to_anchor=(1.0, 0.5), frameon=False, fontsize=9)
+        notes = roof_notes(points, bandwidth, ceiling)
+        if notes:
+            figure.text(0.01, -0.01, "\n".join(textwrap.fill(note, 150) for note in notes), ha="left", va="top",
+                        fontsize=9, color=ABOVE_COLOR)
         figure.suptitle(f"{title}: {len(points)} ok cells")
+        return figure
+
+
+def render_roofline(summary_csv: str | Path, bandwidth_json: str | Path, ceiling_json: str | Path,
+                    out_png: str | Path) -> Path:
+    out_png = Path(out_png)
+    out_png.parent.mkdir(parents=True, exist_ok=True)
+    with sns.axes_style("whitegrid"), sns.plotting_context("notebook"):
+        figure = roofline_figure(load_summary(summary_csv), load_device(bandwidth_json), load_device(ceiling_json))
         return save_figure(figure, out_png)

@@ -33,6 +33,10 @@ COLUMNS = [
     "flops", "bytes", "gflops", "gbps", "copy_gbps", "floor_ms", "pct_of_floor",
     # verification against the float64 reference
     "max_rel_err", "rel_l2_err", "tolerance", "nonfinite",
+    # the GPU while the repeats were timed (NVML; empty without it, see convlab.measure.telemetry)
+    "sm_clock_min_mhz", "sm_clock_median_mhz", "mem_clock_min_mhz", "mem_clock_median_mhz",
+    "power_median_w", "energy_j", "energy_per_rep_mj", "gflop_per_j", "temperature_max_c",
+    "throttle_reasons", "throttled", "telemetry_samples",
     # provenance
     "device", "gpu_index", "gpu_uuid", "compute_capability", "driver_version", "runtime_version", "cupy_version", "cudnn_version",
     "git_commit", "convlab_version", "code_version", "host", "started_at", "finished_at",

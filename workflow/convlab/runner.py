@@ -30,7 +30,7 @@ from convlab.measure.timing import measure
 from convlab.measure.verify import compare
 from convlab.operands import Operands
 from convlab.registry import KernelSpec, get_kernel
-from convlab.status import INVALID_CONFIG, OK, UNSUPPORTED, WRONG, CellFailure
+from convlab.status import ERROR, INVALID_CONFIG, OK, UNSUPPORTED, WRONG, CellFailure
 
 E2E_SINGLE_REP_BYTES = 256 << 20
 HOST_REFERENCE_FLOPS = 1e8
@@ -61,6 +61,19 @@ def place(backend: Backend, inputs: CellInputs, layout: dict[str, str]) -> tuple
     """The operands on the device in the kernel's layouts, and a NaN-filled output.
     Returns the host arrays the end-to-end time copies in, too."""
     return inputs.operands.place(backend, layout)
+
+
+def foreign_device(device: str, label: str, bandwidth_path: str | Path | None) -> str | None:
+    """Why this device may not measure a cell of ``label``, or None. A label's device is the one
+    its copy bandwidth was measured on: a cell that lands on another model (a Slurm group on
+    another node type, say) must not mix into that label's summary."""
+    if not bandwidth_path or not Path(bandwidth_path).is_file():
+        return None
+    recorded = json.loads(Path(bandwidth_path).read_text()).get("device")
+    if recorded and recorded != device:
+        return (f"measured on {device}, but results/{label}/ holds results of {recorded} (its copy bandwidth "
+                f"was measured there); run this device under its own config device label")
+    return None
 
 
 def copy_bandwidth(backend: Backend, device: str, bandwidth_path: str | Path | None) -> float:
@@ -106,6 +119,10 @@ def measure_cell(inputs: CellInputs, bandwidth_path: str | Path | None = None,
     row.update(provenance.host_provenance(cell.backend))
     device = backend.device_info()
     row.update({k: v for k, v in device.items() if k in DEVICE_COLUMNS})
+    foreign = foreign_device(device["device"], cell.device, bandwidth_path)
+    if foreign:
+        row.update(status=ERROR, reason=foreign, finished_at=provenance.now_utc())
+        return row
     unsupported = spec.unsupported_reason(cell.stride, cell.filter_size)
     if unsupported:
         row.update(status=UNSUPPORTED, reason=unsupported, finished_at=provenance.now_utc())
@@ -138,7 +155,7 @@ def measure_cell(inputs: CellInputs, bandwidth_path: str | Path | None = None,
             backend.synchronize()
         phases.lap("launch")
         # 5. time: warm-up, then repeats until the median is stable or the budget ends
-        with backend.guard("timing"):
+        with backend.guard("timing"), backend.telemetry() as observer:
             timing = measure(prepared.run, backend.time_batch, cell.timing)
             if prepared.stages:
                 row["stage_ms"] = _stage_times(prepared.stages, backend, cell.timing)
@@ -179,6 +196,7 @@ def measure_cell(inputs: CellInputs, bandwidth_path: str | Path | None = None,
         max_rel_err=verdict.max_rel_err, rel_l2_err=verdict.rel_l2_err,
         tolerance=verdict.tolerance, nonfinite=verdict.nonfinite,
         **metrics.throughput(problem, timing.median_ms, copy_gbps),
+        **observer.columns(timing.median_ms, problem.flops),
         phase_ms=phases.text(),
     )
     row["finished_at"] = provenance.now_utc()

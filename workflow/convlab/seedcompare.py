@@ -9,6 +9,8 @@ number is a launch that never ran (its defect says so) or where this run has no 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +21,11 @@ from convlab.status import OK
 
 NOT_RUN = "not_run"  # this run has no cell for the seed's problem (family, size or kernel not configured)
 UNMAPPED = "unmapped"  # no pipeline cell reproduces the seed's number (method_map's `unmapped`)
+SAME_CODE = "same_code"  # a speed-up of one kernel over another that ran the very same code: not formed
+NOTHING_COMPARABLE = "nothing comparable in this run"
+# Backends that run a kernel's cpu twin: the twin takes no tunable or setting of the kernel, so its
+# implementation label is the whole of the code that ran, and kernels sharing a twin ran the same code.
+TWIN_BACKENDS = ("cpu",)
 # Defects whose seed number is not a measurement of the kernel at all: no ratio is formed with them.
 NEVER_RAN = {"block64_launch_failed", "block_over_1024_launch_failed"}
 DEFECT_NOTES = {
@@ -32,7 +39,7 @@ DEFECT_NOTES = {
 }
 COLUMNS = ["seed", "table", "method", "experiment", "kernel", "variant", "size", "stride", "filter_size", "block",
            "layer", "seed_gpu", "unit", "seed_value", "this_gpu", "this_value", "ratio", "this_status",
-           "this_reason", "defect", "defect_note", "note"]
+           "this_reason", "defect", "defect_note", "note", "ran_as"]
 NUMERIC = ("size", "batch", "H", "stride", "filter_size", "gemm_m", "kernel_ms", "gflops", "gbps", "flops", "bytes",
            "setup_ms", "pct_of_floor", "C_in", "C_out", "W")
 
@@ -51,6 +58,123 @@ def load_summary(summary_csv: str | Path) -> pd.DataFrame:
         if column in frame.columns:
             frame[column] = pd.to_numeric(frame[column], errors="coerce")
     return frame
+
+
+# ---- what actually ran: the cpu backend runs numpy/OpenCV twins under the GPU kernels' names
+
+
+def _text_column(rows: pd.DataFrame, name: str) -> pd.Series:
+    # Older summaries lack backend and implementation: read them as unknown, not as an error.
+    if name in rows.columns:
+        return rows[name].fillna("").astype(str)
+    return pd.Series("", index=rows.index, dtype=object)
+
+
+def short_implementation(implementation: str) -> str:
+    """The head of an implementation label, for legends and sentences: up to its first comma or its first
+    spaced parenthesis outside brackets ('OpenCV filter2D per channel pair, full resolution ... (cpu twin)'
+    -> 'OpenCV filter2D per channel pair'; 'numpy Winograd F(2x2,3x3), ...' keeps its F(2x2,3x3))."""
+    depth = 0
+    for index, char in enumerate(implementation):
+        if char == "(":
+            if depth == 0 and index and implementation[index - 1] == " ":
+                return implementation[:index].strip()
+            depth += 1
+        elif char == ")":
+            depth = max(0, depth - 1)
+        elif char == "," and depth == 0:
+            return implementation[:index].strip()
+    return implementation.strip()
+
+
+def ran_label(kernels: str | Iterable[str], implementation: str, backend: str) -> str:
+    """The name a reader sees for what ran: the kernel itself on a GPU; on a twin backend the kernel(s)
+    and the twin that actually ran ('cudnn → OpenCV filter2D per channel pair'), so that numpy is never
+    presented as cuBLAS."""
+    names = ", ".join(sorted(set([kernels] if isinstance(kernels, str) else kernels)))
+    if backend not in TWIN_BACKENDS or not isinstance(implementation, str) or not implementation:
+        return names
+    return f"{names} → {short_implementation(implementation)}"
+
+
+def code_identity(rows: pd.DataFrame) -> pd.Series:
+    """Per row, the identity of the code that ran. On a twin backend it is the implementation (two kernels
+    with the same twin ran the same numpy call); on a GPU it is the kernel, whose own functions, defines
+    and settings are part of its code even where the implementation names a shared source file
+    (im2col_gemm.cu) or library (cuDNN in another layout or math mode)."""
+    implementation = _text_column(rows, "implementation")
+    twin = _text_column(rows, "backend").isin(TWIN_BACKENDS) & (implementation != "")
+    return ("impl:" + implementation).where(twin, "kernel:" + _text_column(rows, "kernel"))
+
+
+def code_labels(rows: pd.DataFrame) -> dict[str, str]:
+    """Code identity -> the label of every kernel of ``rows`` that ran it ('cublas, sgemm_shared → numpy
+    float32 BLAS matmul'): kernels that ran the same code are one entry, never ranked against each other."""
+    frame = pd.DataFrame({"code": code_identity(rows), "kernel": _text_column(rows, "kernel"),
+                          "implementation": _text_column(rows, "implementation"),
+                          "backend": _text_column(rows, "backend")})
+    return {code: ran_label(part["kernel"], part["implementation"].iloc[0], part["backend"].iloc[0])
+            for code, part in frame.groupby("code", sort=False)}
+
+
+def ran_labels(rows: pd.DataFrame) -> pd.Series:
+    """Per row, ran_label() of its own kernel."""
+    return pd.Series([ran_label(k, i, b) for k, i, b in zip(_text_column(rows, "kernel"),
+                                                           _text_column(rows, "implementation"),
+                                                           _text_column(rows, "backend"))],
+                     index=rows.index, dtype=object)
+
+
+def kernel_labels(summary: pd.DataFrame) -> dict[str, str]:
+    """Kernel -> ran_label() from the rows that name an implementation (a failed cell names none)."""
+    rows = summary[_text_column(summary, "implementation") != ""]
+    labels = ran_labels(rows)
+    return {kernel: labels[part.index].mode().iloc[0] for kernel, part in rows.groupby("kernel")}
+
+
+def shared_code(summary: pd.DataFrame, experiment: str, kernel: str, other: str) -> str:
+    """The implementation that both kernels ran in ``experiment`` (then a speed-up of one over the other
+    is noise, not a finding), or "" when they ran different code."""
+    rows = summary[(summary["experiment"] == experiment) & summary["kernel"].isin([kernel, other])
+                   & (_text_column(summary, "implementation") != "")]
+    codes = code_identity(rows)
+    mine, theirs = set(codes[rows["kernel"] == kernel]), set(codes[rows["kernel"] == other])
+    if kernel == other or not mine or mine != theirs or len(mine) != 1 or not next(iter(mine)).startswith("impl:"):
+        return ""
+    return next(iter(mine))[len("impl:"):]
+
+
+# ---- this run against a seed: one reading of "comparable", used by every figure and page
+
+
+@dataclass(frozen=True)
+class SeedRatios:
+    """This run's speed ratios over seed numbers: those without a defect are compared, the rest left out."""
+
+    compared: int
+    left_out: int
+    median: float
+    low: float
+    high: float
+
+
+def seed_ratios(rows: pd.DataFrame) -> SeedRatios:
+    """The ratios a page may quote: a ratio against a seed number with a known defect (the seed timed the
+    algorithm search, used one weight slice, ...) is left out, on every page alike."""
+    ratios = rows["ratio"].dropna() if "ratio" in rows.columns else pd.Series(dtype=float)
+    clean = ratios[rows.loc[ratios.index, "defect"] == ""]
+    return SeedRatios(compared=len(clean), left_out=len(ratios) - len(clean), median=float(clean.median()),
+                      low=float(clean.min()), high=float(clean.max()))
+
+
+def ratio_text(rows: pd.DataFrame) -> str:
+    """The one sentence fragment every figure and page uses for this run against a seed."""
+    stats = seed_ratios(rows)
+    left = (f"{stats.left_out} ratio{'s' if stats.left_out != 1 else ''} against seed numbers with a known "
+            "defect left out") if stats.left_out else ""
+    if not stats.compared:
+        return NOTHING_COMPARABLE + (f" ({left})" if left else "")
+    return f"median speed ratio this/seed {stats.median:.3g}x (n={stats.compared}" + (f"; {left})" if left else ")")
 
 
 def load_seeds(seed_csv: str | Path) -> pd.DataFrame:
@@ -113,6 +237,10 @@ def _pick(rows: pd.DataFrame, match: dict, seed_row: pd.Series) -> pd.Series | N
 
 def _speedup(summary: pd.DataFrame, entry: dict) -> tuple[float, str, str]:
     """Geometric mean over this run's layers and batches of baseline_ms / kernel_ms (seed 004)."""
+    shared = shared_code(summary, entry["experiment"], entry["kernel"], entry["baseline"])
+    if shared:
+        return math.nan, SAME_CODE, (f"{entry['kernel']} and {entry['baseline']} both ran {shared}: "
+                                     "no speed-up of the same code over itself")
     table = layer_speedups(summary, entry["kernel"], entry["baseline"], entry["experiment"])
     if table.empty:
         return math.nan, NOT_RUN, f"no ok {entry['kernel']} and {entry['baseline']} cells of the same layer"
@@ -122,11 +250,12 @@ def _speedup(summary: pd.DataFrame, entry: dict) -> tuple[float, str, str]:
 
 def layer_speedups(summary: pd.DataFrame, kernel: str, baseline: str,
                    experiment: str = "winograd_layers") -> pd.DataFrame:
-    """baseline_ms / kernel_ms per layer (C_in, H, W, C_out) and batch, fastest ok variant of each."""
+    """baseline_ms / kernel_ms per layer (C_in, H, W, C_out) and batch, fastest ok variant of each; empty
+    where the two kernels ran the same code (the ratio would be timing noise)."""
     rows = summary[(summary["experiment"] == experiment) & (summary["status"] == OK) & summary["kernel_ms"].notna()]
     keys = ["C_in", "H", "W", "C_out", "batch"]
     best = rows.groupby(["kernel", *keys])["kernel_ms"].min()
-    if kernel not in best.index.get_level_values(0) or baseline not in best.index.get_level_values(0):
+    if shared_code(summary, experiment, kernel, baseline) or kernel not in best.index.get_level_values(0) or baseline not in best.index.get_level_values(0):
         return pd.DataFrame(columns=[*keys, "kernel_ms", "baseline_ms", "speedup"])
     table = pd.concat({"kernel_ms": best.loc[kernel], "baseline_ms": best.loc[baseline]}, axis=1).dropna()
     table["speedup"] = table["baseline_ms"] / table["kernel_ms"]
@@ -152,6 +281,7 @@ def compare(seeds: pd.DataFrame, method_map: dict, summary: pd.DataFrame) -> pd.
     devices = summary["device"].replace("", np.nan).dropna() if "device" in summary.columns else pd.Series()
     this_gpu = devices.mode().iloc[0] if not devices.empty else ""
     out = []
+    labels = {experiment: kernel_labels(part) for experiment, part in summary.groupby("experiment")}
     for _, seed_row in seeds.iterrows():
         key = (seed_row["seed"], seed_row["table"], seed_row["method"])
         entry = entries.get(key)
@@ -162,7 +292,7 @@ def compare(seeds: pd.DataFrame, method_map: dict, summary: pd.DataFrame) -> pd.
                   "seed_value": seed_row["value"], "this_gpu": this_gpu, "defect": seed_row["defect"],
                   "defect_note": DEFECT_NOTES.get(seed_row["defect"], seed_row["defect"]),
                   "experiment": "", "kernel": "", "variant": "", "this_value": math.nan,
-                  "this_status": "", "this_reason": "", "note": ""}
+                  "this_status": "", "this_reason": "", "note": "", "ran_as": ""}
         if entry is None:
             record.update(this_status=UNMAPPED, this_reason=unmapped.get(key, "no entry in method_map.yaml"))
             out.append(record)
@@ -170,8 +300,11 @@ def compare(seeds: pd.DataFrame, method_map: dict, summary: pd.DataFrame) -> pd.
         record.update(experiment=entry["experiment"], kernel=entry["kernel"], note=entry.get("note", ""))
         if seed_row["unit"] == "x":
             value, status, reason = _speedup(summary, entry)
+            named = labels.get(entry["experiment"], {})
             record.update(variant="fastest", this_value=value, this_status=status, this_reason=reason,
-                          kernel=f"{entry['kernel']} / {entry['baseline']}")
+                          kernel=f"{entry['kernel']} / {entry['baseline']}",
+                          ran_as=f"{named.get(entry['kernel'], entry['kernel'])} / "
+                                 f"{named.get(entry['baseline'], entry['baseline'])}" if status == OK else "")
         else:
             rows = summary[(summary["experiment"] == entry["experiment"]) & (summary["kernel"] == entry["kernel"])]
             cell = _pick(_problem(rows, entry["experiment"], seed_row), entry.get("match", {}), seed_row)
@@ -179,7 +312,9 @@ def compare(seeds: pd.DataFrame, method_map: dict, summary: pd.DataFrame) -> pd.
                 record.update(this_status=NOT_RUN, this_reason="no cell of this problem in this run's grid")
             else:
                 record.update(variant=cell["variant"], this_status=cell["status"], this_reason=cell["reason"],
-                              this_value=_this_value(seed_row["unit"], cell))
+                              this_value=_this_value(seed_row["unit"], cell),
+                              ran_as=ran_label(cell["kernel"], cell.get("implementation", ""),
+                                               cell.get("backend", "")))
         if seed_row["defect"] not in NEVER_RAN:
             record["ratio"] = _ratio(seed_row["unit"], record["seed_value"], record["this_value"])
         out.append(record)
@@ -195,6 +330,8 @@ def comparison_from_files(seed_csv: str | Path, map_yaml: str | Path, summary_cs
 def read_comparison(path: str | Path) -> pd.DataFrame:
     """The comparison CSV as written by ``compare``, with its numbers as numbers."""
     frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+    if "ran_as" not in frame.columns:  # written before the column existed
+        frame["ran_as"] = ""
     for column in ("size", "stride", "filter_size", "seed_value", "this_value", "ratio"):
         frame[column] = pd.to_numeric(frame[column], errors="coerce")
     return frame

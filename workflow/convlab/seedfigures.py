@@ -2,23 +2,26 @@
 (dashed, open markers) next to this run's (solid, filled), both GPUs named, with the median ratio.
 
 Every figure is drawn whatever ran: a family with no rows in this run still shows the seed's
-numbers, and says "not run in this configuration".
+numbers, and says "not run in this configuration". This run's side is named by what ran (on the cpu
+backend, the kernel's twin), and its ratio sentence is seedcompare.ratio_text(), the findings page's own.
 """
 
 from __future__ import annotations
 
 import html
+import textwrap
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import seaborn as sns
 from matplotlib.axes import Axes
+from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from convlab.atomicfile import write_text_atomically
 from convlab.figures import log_y_axis, natural_order, new_figure, palette_colors, save_figure
-from convlab.seedcompare import NEVER_RAN, NOT_RUN, UNMAPPED, layer_speedups
+from convlab.seedcompare import NEVER_RAN, NOT_RUN, SAME_CODE, UNMAPPED, layer_speedups, ran_labels, ratio_text
 from convlab.status import OK
 
 NOT_RUN_TEXT = "this run: not run in this configuration"
@@ -38,7 +41,8 @@ FIGURES = {
 SEEDS = ("000", "001", "002", "003", "004")
 
 
-def seed_figure(nrows: int, ncols: int, width: float, height: float, legend_width: float = 0.0, share: bool = True):
+def seed_figure(nrows: int, ncols: int, width: float, height: float, legend_width: float = 0.0,
+                share: bool = True) -> tuple[Figure, list[list[Axes]]]:
     if share:
         return new_figure(nrows, ncols, width=width, height=height, legend_width=legend_width)
     figure, axes = new_figure(1, 1, width=width * ncols + legend_width, height=height * nrows)
@@ -57,21 +61,14 @@ def _gpus(part: pd.DataFrame) -> tuple[str, str]:
     return seed_gpu, this_gpu
 
 
-def _ratio_text(part: pd.DataFrame) -> str:
-    ratios = part["ratio"].dropna()
-    if ratios.empty:
-        return "no ratio (nothing comparable ran)"
-    return f"median speed ratio this/seed {ratios.median():.3g}x (n={len(ratios)})"
-
-
 def _series_key(value: str) -> str:
     return f"block {value}" if value and value.isdigit() else (value or "no block given")
 
 
-def _versus(ax: Axes, part: pd.DataFrame, series: str, palette: dict) -> None:
-    """Seed (dashed, open) and this run (solid, filled) against size, one colour per series."""
+def _versus(ax: Axes, part: pd.DataFrame, palette: dict) -> None:
+    """Seed (dashed, open) per ``_series`` and this run (solid, filled) per ``_this_series``, against size."""
     notes = []
-    for key, rows in part.groupby(series, sort=False):
+    for key, rows in part.groupby("_series", sort=False):
         rows = rows.sort_values("size")
         color = palette[key]
         good = rows[~rows["defect"].isin(NEVER_RAN)]
@@ -80,7 +77,11 @@ def _versus(ax: Axes, part: pd.DataFrame, series: str, palette: dict) -> None:
         bad = rows[rows["defect"] != ""]
         ax.scatter(bad["size"], bad["seed_value"], marker="D", s=70, facecolor=color, edgecolor="#d62728",
                    linewidth=1.5, zorder=6, alpha=0.8)
-        ax.plot(rows["size"], rows["this_value"], linestyle="-", marker="o", color=color, linewidth=1.8)
+    for key, rows in part.groupby("_this_series", sort=False):
+        # one point per size: a cell that answers several seed rows (one per seed block) is drawn once
+        rows = rows.sort_values("size").drop_duplicates("size")
+        ax.plot(rows["size"], rows["this_value"], linestyle="-", marker="o", color=palette[key], linewidth=1.8,
+                zorder=7)
         failed = rows[~rows["this_status"].isin([OK, NOT_RUN, UNMAPPED, ""])]
         for status, cells in failed.groupby("this_status"):
             notes.append(f"{key}: this run {status} at {len(cells)} size(s)"
@@ -111,43 +112,76 @@ def _style_handles(seed_gpu: str, this_gpu: str, defects: bool) -> list[Line2D]:
     return handles
 
 
-def _line_figure(comparison: pd.DataFrame, stem: str, path: Path) -> Path:
+def _ran_names(part: pd.DataFrame, by: str) -> dict[str, str]:
+    """Per value of ``by``: what this run ran for it (kernel → twin on the cpu backend), or the kernel."""
+    names = {}
+    for key, rows in part.groupby(by, sort=False):
+        ran = rows["ran_as"][rows["ran_as"] != ""] if "ran_as" in rows.columns else pd.Series(dtype=str)
+        names[key] = ran.mode().iloc[0] if not ran.empty else ", ".join(sorted(set(rows["kernel"]) - {""}))
+    return names
+
+
+def _this_series(row: pd.Series) -> str:
+    """The series this run's value belongs to. A cell whose variant carries the seed's block is that block's;
+    one without the tunable (a cpu twin runs `default`) is a series of its own, never a block's colour."""
+    block = row["block"]
+    if not block or row["variant"].endswith(f"~{block}") or not row["variant"]:
+        return _series_key(block)
+    ran = row["ran_as"] or row["kernel"]
+    return f"this run: {ran}, {row['variant']}" + (" (no block tunable)" if row["variant"] == "default" else "")
+
+
+# Colours of this run's own series (a variant no seed block names): dark, apart from the seed palette.
+OWN_COLORS = ["#222222", "#7f3b08", "#2d004b", "#00441b"]
+
+
+def _line_figure(comparison: pd.DataFrame, stem: str) -> Figure:
     seed, tables, panel, series, title = FIGURES[stem]
     part = comparison[(comparison["seed"] == seed) & comparison["table"].isin(tables)].copy()
     part["stride"] = part["stride"].map(lambda s: "stride 1 (seed: not given)" if s != s else f"stride {int(s)}")
+    if "ran_as" not in part.columns:
+        part["ran_as"] = ""
     seed_gpu, this_gpu = _gpus(part)
     panels = list(dict.fromkeys(part[panel]))
     if series == "method":
-        part["_series"] = part["method"] + " (" + part["kernel"] + ")"
+        names = _ran_names(part, "method")
+        part["_series"] = part["method"].map(lambda m: f"{m} ({names[m]})")
+        part["_this_series"] = part["_series"]
     else:
         part["_series"] = part[series].map(_series_key)
+        part["_this_series"] = part.apply(_this_series, axis=1) if not part.empty else part["_series"]
     keys = natural_order(part["_series"])
     palette = dict(zip(keys, palette_colors(len(keys))))
+    own = [k for k in dict.fromkeys(part.loc[part["this_value"].notna(), "_this_series"]) if k not in palette]
+    palette.update(zip(own, OWN_COLORS * (len(own) // len(OWN_COLORS) + 1)))
     unit = part["unit"].iloc[0]
-    figure, axes = seed_figure(1, len(panels), width=4.6, height=4.4, legend_width=3.0)
+    figure, axes = seed_figure(1, len(panels), width=4.6, height=4.4, legend_width=3.4)
     for ax, name in zip(axes[0], panels):
         mine = part[part[panel] == name]
-        _versus(ax, mine, "_series", palette)
+        _versus(ax, mine, palette)
         _size_axis(ax, mine["size"].tolist(), "GEMM edge M = N = K" if seed == "003" else "image size (pixels)")
         heading = name.replace("stride", "stride ") if panel == "table" else str(name)
         if panel == "method":
-            heading = f"{name} ({', '.join(sorted(set(mine['kernel'])))})"
-        ax.set_title(f"{heading}\n{_ratio_text(mine)}", fontsize=9)
-        ax.set_ylabel(UNIT_LABEL[unit] if ax is axes[0][0] else "")
+            heading = f"{name} ({_ran_names(mine, 'method')[name]})"
+        lines = [heading, textwrap.fill(ratio_text(mine), 56)]
         if mine["this_value"].isna().all():
-            ax.text(0.5, 0.04, NOT_RUN_TEXT if (mine["this_status"] == NOT_RUN).all() else "this run: no ok cell",
-                    transform=ax.transAxes, ha="center", fontsize=9, color="0.35",
-                    bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.8})
+            # in the title, not on the axes: a note there would cover the seed's own points
+            lines.append(NOT_RUN_TEXT if (mine["this_status"] == NOT_RUN).all() else "this run: no ok cell")
+        ax.set_title("\n".join(lines), fontsize=9)
+        ax.set_ylabel(UNIT_LABEL[unit] if ax is axes[0][0] else "")
     for ax in axes[0]:
         log_y_axis(ax)
-    handles = [Line2D([], [], color=palette[k], linewidth=2, label=k) for k in keys]
+    ran = set(part.loc[part["this_value"].notna(), "_this_series"])
+    handles = [Line2D([], [], color=palette[k], linewidth=2,
+                      label=k if k in ran or series != "method" else f"{k}: not run here") for k in keys]
+    handles += [Line2D([], [], color=palette[k], linewidth=2, marker="o", label=textwrap.fill(k, 44)) for k in own]
     handles += _style_handles(seed_gpu, this_gpu, (part["defect"] != "").any())
     figure.legend(handles=handles, loc="center left", bbox_to_anchor=(1.0, 0.5), frameon=False, fontsize=9)
     figure.suptitle(f"{title}\nseed: {seed_gpu}   this run: {this_gpu}")
-    return save_figure(figure, path)
+    return figure
 
 
-def _tiling_figure(comparison: pd.DataFrame, summary: pd.DataFrame, path: Path) -> Path:
+def _tiling_figure(comparison: pd.DataFrame, summary: pd.DataFrame) -> Figure:
     part = comparison[comparison["seed"] == "002"]
     seed_gpu, this_gpu = _gpus(part)
     figure, axes = seed_figure(1, 2, width=5.2, height=4.2, legend_width=1.0, share=False)
@@ -156,15 +190,22 @@ def _tiling_figure(comparison: pd.DataFrame, summary: pd.DataFrame, path: Path) 
     x = np.arange(len(methods))
     ax.bar(x - 0.2, part["seed_value"], width=0.4, color="0.75", edgecolor="0.3", label=f"seed ({seed_gpu})")
     ax.bar(x + 0.2, part["this_value"].fillna(0), width=0.4, color="#0173b2", label=f"this run ({this_gpu})")
-    ax.set_xticks(x, labels=[f"{m}\n{k}" for m, k in zip(methods, part["kernel"])], fontsize=8)
+    ran = [r or k for r, k in zip(part.get("ran_as", part["kernel"]), part["kernel"])]
+    ax.set_xticks(x, labels=[f"{m}\n{textwrap.fill(k, 18)}" for m, k in zip(methods, ran)], fontsize=8)
     ax.set_ylabel("kernel time (ms)")
-    ax.set_ylim(0, float(np.nanmax([*part["seed_value"], *part["this_value"].fillna(0)])) * 1.3)
+    # headroom above the tallest bar for the legend, which then never covers a bar
+    ax.set_ylim(0, float(np.nanmax([*part["seed_value"], *part["this_value"].fillna(0)])) * 1.45)
+    # Where this run has no time, say so in its own (empty) bar slot, beside the seed's bar, never over it.
+    for position, value in zip(x, part["this_value"]):
+        if value != value:
+            ax.text(position + 0.2, 0.02, "not run", transform=ax.get_xaxis_transform(), rotation=90, ha="center",
+                    va="bottom", fontsize=8, color="0.35")
     size, fsize = part["size"].iloc[0], part["filter_size"].iloc[0]
-    ax.set_title(f"{int(size)}^2, {int(fsize)}x{int(fsize)} filter, 1 channel\n{_ratio_text(part)}", fontsize=9)
+    lines = [f"{int(size)}^2, {int(fsize)}x{int(fsize)} filter, 1 channel", textwrap.fill(ratio_text(part), 60)]
     if part["this_value"].isna().all():
-        ax.text(0.5, 0.5, NOT_RUN_TEXT.replace(": ", ":\n"), transform=ax.transAxes, ha="center", color="0.35",
-                bbox={"facecolor": "white", "edgecolor": "0.6"})
-    ax.legend(loc="upper left", fontsize=8, frameon=False)
+        lines.append(NOT_RUN_TEXT)
+    ax.set_title("\n".join(lines), fontsize=9)
+    ax.legend(loc="upper left", fontsize=8, frameon=False, ncols=2)
     ax.grid(axis="x", visible=False)
     # This run's own tiling sweep, whatever sizes and filters it used.
     ax = axes[0][1]
@@ -175,20 +216,21 @@ def _tiling_figure(comparison: pd.DataFrame, summary: pd.DataFrame, path: Path) 
         ax.set_title(f"this run's tiling sweep ({this_gpu})", fontsize=9)
     else:
         best = rows.sort_values("kernel_ms").drop_duplicates(["kernel", "size", "filter_size"]).copy()
+        best["ran"] = ran_labels(best)  # the twin that ran, on the cpu backend
         best["filter"] = best["filter_size"].astype(int).astype(str).radd("filter ").str.cat(
             best["filter_size"].astype(int).astype(str), sep="x")
-        sns.lineplot(data=best, x="size", y="kernel_ms", hue="kernel", style="filter", markers=True,
-                     estimator=None, ax=ax, palette=palette_colors(best["kernel"].nunique()))
+        sns.lineplot(data=best, x="size", y="kernel_ms", hue="ran", style="filter", markers=True,
+                     estimator=None, ax=ax, palette=palette_colors(best["ran"].nunique()))
         _size_axis(ax, best["size"].tolist(), "image size (pixels)")
         log_y_axis(ax)
         ax.set_ylabel("kernel time (ms, best variant)")
         ax.set_title(f"this run's tiling sweep ({this_gpu})", fontsize=9)
         ax.legend(loc="center left", bbox_to_anchor=(1.02, 0.5), frameon=False, fontsize=8)
     figure.suptitle(f"{FIGURES['seed002_tiling'][4]}\nseed: {seed_gpu}   this run: {this_gpu}")
-    return save_figure(figure, path)
+    return figure
 
 
-def _winograd_figure(comparison: pd.DataFrame, summary: pd.DataFrame, path: Path) -> Path:
+def _winograd_figure(comparison: pd.DataFrame, summary: pd.DataFrame) -> Figure:
     part = comparison[comparison["seed"] == "004"]
     row = part.iloc[0]
     seed_gpu, this_gpu = _gpus(part)
@@ -197,7 +239,9 @@ def _winograd_figure(comparison: pd.DataFrame, summary: pd.DataFrame, path: Path
     figure, axes = seed_figure(1, 1, width=max(6.0, 0.55 * len(table) + 3), height=4.2)
     ax = axes[0][0]
     if table.empty:
-        ax.text(0.5, 0.5, NOT_RUN_TEXT, transform=ax.transAxes, ha="center", color="0.35")
+        # the same-code case says which code both ran: a speed-up of it over itself is not drawn
+        text = textwrap.fill(f"this run: {row['this_reason']}", 60) if row["this_status"] == SAME_CODE else NOT_RUN_TEXT
+        ax.text(0.5, 0.5, text, transform=ax.transAxes, ha="center", color="0.35")
         ax.set_xticks([])
     else:
         labels = [f"C{r.C_in:g} {r.H:g}x{r.W:g} K{r.C_out:g}\nbatch {r.batch:g}" for r in table.itertuples()]
@@ -214,8 +258,13 @@ def _winograd_figure(comparison: pd.DataFrame, summary: pd.DataFrame, path: Path
     ax.set_ylabel(f"speed-up (x)\n{baseline} ms / {kernel} ms", fontsize=10)
     ax.set_xlabel("layer: C_in, H x W, C_out (K)")
     ax.legend(loc="upper left", fontsize=8, framealpha=0.9)
-    ax.set_title(f"{FIGURES['seed004_winograd'][4]}\nseed: {seed_gpu}   this run: {this_gpu}", fontsize=10)
-    return save_figure(figure, path)
+    ran = row.get("ran_as", "")
+    ran_line = ""
+    if ran and "→" in ran and " / " in ran:  # on the cpu backend: which twin over which
+        faster, slower = ran.split(" / ", 1)
+        ran_line = f"\nthis run: {faster}\nover {slower}"
+    ax.set_title(f"{FIGURES['seed004_winograd'][4]}\nseed: {seed_gpu}   this run: {this_gpu}{ran_line}", fontsize=10)
+    return figure
 
 
 def _fmt(value: float) -> str:
@@ -232,6 +281,7 @@ def seed_table_html(comparison: pd.DataFrame, seed: str, out_html: str | Path) -
     for table, rows in part.groupby("table", sort=False):
         shown = pd.DataFrame({
             "method": rows["method"], "kernel": rows["kernel"], "variant": rows["variant"],
+            "ran as": rows["ran_as"] if "ran_as" in rows.columns else "",
             "size": rows["size"].map(lambda v: "" if v != v else f"{v:g}"),
             "stride": rows["stride"].map(lambda v: "" if v != v else f"{v:g}"), "block": rows["block"],
             "unit": rows["unit"], f"seed ({seed_gpu})": rows["seed_value"].map(_fmt),
@@ -241,7 +291,7 @@ def seed_table_html(comparison: pd.DataFrame, seed: str, out_html: str | Path) -
                 lambda n: f" ({n})" if n else ""),
         })
         notes = "".join(f"<li>{html.escape(n)}</li>" for n in dict.fromkeys(rows["note"]) if n)
-        sections.append(f"<h3>Seed {seed}, table {html.escape(table)}</h3>\n<p>{_ratio_text(rows)}</p>\n"
+        sections.append(f"<h3>Seed {seed}, table {html.escape(table)}</h3>\n<p>{ratio_text(rows)}</p>\n"
                         + (f"<ul>{notes}</ul>\n" if notes else "")
                         + shown.to_html(index=False, escape=True, border=0, na_rep=""))
     out_html = Path(out_html)
@@ -260,22 +310,23 @@ def seed_table_html(comparison: pd.DataFrame, seed: str, out_html: str | Path) -
     return out_html
 
 
+def seed_figure_object(stem: str, comparison: pd.DataFrame, summary: pd.DataFrame) -> Figure:
+    """One seed figure (a key of FIGURES) as a Figure; render_seed() saves them."""
+    with sns.axes_style("whitegrid"), sns.plotting_context("notebook"):
+        if stem == "seed002_tiling":
+            return _tiling_figure(comparison, summary)
+        if stem == "seed004_winograd":
+            return _winograd_figure(comparison, summary)
+        return _line_figure(comparison, stem)
+
+
 def render_seed(comparison: pd.DataFrame, summary: pd.DataFrame, seed: str, outdir: str | Path) -> list[Path]:
     """The figures and the table of one seed into ``outdir``."""
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
-    paths = []
     with sns.axes_style("whitegrid"), sns.plotting_context("notebook"):
-        for stem, spec in FIGURES.items():
-            if spec[0] != seed:
-                continue
-            path = outdir / f"{stem}.png"
-            if stem == "seed002_tiling":
-                paths.append(_tiling_figure(comparison, summary, path))
-            elif stem == "seed004_winograd":
-                paths.append(_winograd_figure(comparison, summary, path))
-            else:
-                paths.append(_line_figure(comparison, stem, path))
+        paths = [save_figure(seed_figure_object(stem, comparison, summary), outdir / f"{stem}.png")
+                 for stem in figure_names(seed)]
     paths.append(seed_table_html(comparison, seed, outdir / f"seed{seed}_table.html"))
     return paths
 

@@ -7,13 +7,13 @@ rule aggregate:
     output:
         # update(): a failed aggregation restores the previous summary instead of deleting it
         summary=report(
-            update("results/summary.csv"),
+            update(f"{RESULTS}/summary.csv"),
             caption="../report/summary.rst",
             category="Summary",
             labels={"table": "all cells"},
         ),
     log:
-        "results/logs/aggregate.log",
+        f"{RESULTS}/logs/aggregate.log",
     conda:
         "../../envs/convlab.yaml"
     params:

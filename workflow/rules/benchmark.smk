@@ -8,10 +8,10 @@ rule benchmark:
         images=[f"data/input_{size}.png" for size in config["conv2d"]["sizes"]],
         kernels=files_of("conv_floor_hwc", "cuda") + files_of("conv_floor_nchw", "cuda"),
     output:
-        table="results/benchmark/floor_cuda.csv",
-        text="results/benchmark/floor_cuda.txt",
+        table=f"{RESULTS}/benchmark/floor_cuda.csv",
+        text=f"{RESULTS}/benchmark/floor_cuda.txt",
     log:
-        "results/logs/benchmark/floor_cuda.log",
+        f"{RESULTS}/logs/benchmark/floor_cuda.log",
     conda:
         "../../envs/convlab.yaml"
     resources:

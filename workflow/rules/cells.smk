@@ -16,7 +16,7 @@ rule copy_bandwidth:
     output:
         BANDWIDTH,
     log:
-        f"results/logs/device/{BACKEND}_copy_bandwidth.log",
+        f"{RESULTS}/logs/device/{BACKEND}_copy_bandwidth.log",
     conda:
         "../../envs/convlab.yaml"
     resources:
@@ -33,7 +33,7 @@ rule sgemm_ceiling:
     output:
         CEILING,
     log:
-        f"results/logs/device/{BACKEND}_sgemm_ceiling.log",
+        f"{RESULTS}/logs/device/{BACKEND}_sgemm_ceiling.log",
     conda:
         "../../envs/convlab.yaml"
     resources:

@@ -8,7 +8,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(workflow.basedir) / "workflow"))
 
-from convlab.backends.choice import choose_backend, refuse_local_cuda_without_gpu
+from convlab.backends.choice import (
+    choose_backend,
+    refuse_local_cuda_without_gpu,
+    visible_gpu_names,
+)
 from convlab.codeversion import (
     data_version,
     gallery_version,
@@ -18,6 +22,7 @@ from convlab.codeversion import (
 )
 from convlab.config import validate_config
 from convlab.damaged import move_damaged_rows
+from convlab.devicelabel import choose_label
 from convlab.families import build_cells, gallery_size, image_sizes
 from convlab.grid import CELL_PATH, LOG_PATH
 from convlab.registry import load_registry, relative
@@ -38,16 +43,21 @@ try:
     config = validate_config(config, source="config (config/config.yaml and --config)")
     CHOICE = choose_backend(config["backend"])
     BACKEND = CHOICE.backend
-    CELLS = build_cells(config, BACKEND)
+    DEVICE, DEVICE_LINE = choose_label(
+        config["device"], BACKEND, visible_gpu_names() if BACKEND == "cuda" else []
+    )
+    CELLS = build_cells(config, BACKEND, DEVICE)
 except UserError as error:
     sys.exit(f"error: {error}")
+# Every output of this run lives here; other devices' results beside it stay untouched.
+RESULTS = f"results/{DEVICE}"
 
 # The run's first lines: the backend and device, and any damaged row, which is moved aside so
 # that this run measures its cell again. Jobs that Snakemake starts on cluster nodes re-read
 # this file; only the run the user started speaks (and moves files).
 if workflow.is_main_process:
-    print(CHOICE.line, file=sys.stderr)
-    for moved in move_damaged_rows([cell.path for cell in CELLS]):
+    print(f"{CHOICE.line}; {DEVICE_LINE}", file=sys.stderr)
+    for moved in move_damaged_rows([cell.path for cell in CELLS], RESULTS):
         print(moved.line(), file=sys.stderr)
 
 # The measurement service's settings reach cell jobs through their environment, not their
@@ -71,8 +81,8 @@ CELLS_BY_PATH = {cell.path: cell for cell in CELLS}
 KERNELS = load_registry()
 SIZES = image_sizes(CELLS)
 GALLERY_SIZE = gallery_size(config, CELLS)
-BANDWIDTH = f"results/device/{BACKEND}_copy_bandwidth.json"
-CEILING = f"results/device/{BACKEND}_sgemm_ceiling.json"
+BANDWIDTH = f"{RESULTS}/device/{BACKEND}_copy_bandwidth.json"
+CEILING = f"{RESULTS}/device/{BACKEND}_sgemm_ceiling.json"
 GPU_JOB = 1 if BACKEND == "cuda" else 0
 
 
@@ -99,6 +109,7 @@ resource_scopes:
 
 
 wildcard_constraints:
+    device=DEVICE,
     backend="cuda|cpu",
     size=r"\d+",
     experiment="conv2d|tiling|winograd_layers|gemm",
@@ -151,7 +162,7 @@ def figure(name, title):
     """A report figure of the conv2d experiment, captioned by workflow/report/<name>.rst. Marked
     update(): a failed re-render restores the previous figure instead of deleting it."""
     return report(
-        update(f"results/figures/{name}.png"),
+        update(f"{RESULTS}/figures/{name}.png"),
         caption=f"../report/{name}.rst",
         category="conv2d",
         subcategory="Figures",
@@ -196,6 +207,16 @@ def logged(command, then=None):
     return " ".join(parts)
 
 
+def device_summaries():
+    """This run's summary and every other device's already under results/."""
+    others = sorted(
+        str(path)
+        for path in Path("results").glob("*/summary.csv")
+        if path.parent.name != DEVICE
+    )
+    return [f"{RESULTS}/summary.csv", *others]
+
+
 def stop_measurement_service():
     """At the end of a run, the service it started finishes and exits (else it idles out).
     The jobs' own interpreter asks, so that it finds the service they used."""
@@ -206,8 +227,8 @@ def final_outputs():
     # The rows are targets themselves: a row that went missing (say, moved aside as damaged)
     # is measured again even though the summary built from it is still there.
     outputs = [cell.path for cell in CELLS]
-    outputs += ["results/summary.csv", "results/figures/time_vs_size.png"]
+    outputs += [f"{RESULTS}/summary.csv", f"{RESULTS}/figures/time_vs_size.png"]
     outputs += [
-        f"results/gallery/{kernel}_{GALLERY_SIZE}.png" for kernel in gallery_cells()
+        f"{RESULTS}/gallery/{kernel}_{GALLERY_SIZE}.png" for kernel in gallery_cells()
     ]
     return outputs + REPORT_OUTPUTS

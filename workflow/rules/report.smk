@@ -4,7 +4,7 @@
 
 rule figures:
     input:
-        summary="results/summary.csv",
+        summary=f"{RESULTS}/summary.csv",
     output:
         time=figure("time_vs_size", "time vs size"),
         gflops=figure("gflops_vs_size", "GFLOPS vs size"),
@@ -12,13 +12,13 @@ rule figures:
         variants=figure("variants", "variants"),
         status=figure("status", "cells by status"),
         status_table=report(
-            update("results/figures/status_table.html"),
+            update(f"{RESULTS}/figures/status_table.html"),
             caption="../report/status_table.rst",
             category="Summary",
             labels={"table": "failed cells"},
         ),
     log:
-        "results/logs/figures.log",
+        f"{RESULTS}/logs/figures.log",
     conda:
         "../../envs/convlab.yaml"
     params:
@@ -36,14 +36,14 @@ rule gallery_input:
         image="data/input_{size}.png",
     output:
         image=report(
-            update("results/gallery/input_{size}.png"),
+            update(f"{RESULTS}/gallery/input_{{size}}.png"),
             caption="../report/input.rst",
             category="conv2d",
             subcategory="Gallery",
             labels={"kernel": "input image", "size": "{size}"},
         ),
     log:
-        "results/logs/gallery/input_{size}.log",
+        f"{RESULTS}/logs/gallery/input_{{size}}.log",
     conda:
         "../../envs/convlab.yaml"
     shell:
@@ -54,17 +54,17 @@ rule gallery:
     input:
         image="data/input_{size}.png",
         kernel=gallery_kernel_files,
-        original="results/gallery/input_{size}.png",
+        original=f"{RESULTS}/gallery/input_{{size}}.png",
     output:
         edges=report(
-            update("results/gallery/{kernel}_{size}.png"),
+            update(f"{RESULTS}/gallery/{{kernel}}_{{size}}.png"),
             caption="../report/gallery.rst",
             category="conv2d",
             subcategory="Gallery",
             labels={"kernel": "{kernel}", "size": "{size}"},
         ),
     log:
-        "results/logs/gallery/{kernel}_{size}.log",
+        f"{RESULTS}/logs/gallery/{{kernel}}_{{size}}.log",
     conda:
         "../../envs/convlab.yaml"
     resources:
@@ -87,7 +87,7 @@ include: "report_common.smk"
 
 rule seed_comparison:
     input:
-        summary="results/summary.csv",
+        summary=f"{RESULTS}/summary.csv",
         seeds=SEED_TABLES,
         method_map=METHOD_MAP,
     output:
@@ -98,7 +98,7 @@ rule seed_comparison:
             labels={"table": "seed numbers vs this run"},
         ),
     log:
-        "results/logs/seeds/comparison.log",
+        f"{RESULTS}/logs/seeds/comparison.log",
     conda:
         "../../envs/convlab.yaml"
     params:
@@ -114,7 +114,7 @@ rule seed_comparison:
 rule seed000:
     input:
         comparison=f"{SEED_DIR}/comparison.csv",
-        summary="results/summary.csv",
+        summary=f"{RESULTS}/summary.csv",
     output:
         gflops=seed_item(
             "seed000_gflops",
@@ -128,7 +128,7 @@ rule seed000:
             "000", "direct, im2col_gemm_shared, cudnn", "1, 2, 3", "128-2048"
         ),
     log:
-        "results/logs/seeds/seed000.log",
+        f"{RESULTS}/logs/seeds/seed000.log",
     conda:
         "../../envs/convlab.yaml"
     params:
@@ -146,7 +146,7 @@ rule seed000:
 rule seed001:
     input:
         comparison=f"{SEED_DIR}/comparison.csv",
-        summary="results/summary.csv",
+        summary=f"{RESULTS}/summary.csv",
     output:
         methods=seed_item(
             "seed001_methods",
@@ -176,7 +176,7 @@ rule seed001:
             "001", "direct, im2col_gemm_*, cudnn_nchw", "1, 2, 3", "256-4096"
         ),
     log:
-        "results/logs/seeds/seed001.log",
+        f"{RESULTS}/logs/seeds/seed001.log",
     conda:
         "../../envs/convlab.yaml"
     params:
@@ -194,7 +194,7 @@ rule seed001:
 rule seed002:
     input:
         comparison=f"{SEED_DIR}/comparison.csv",
-        summary="results/summary.csv",
+        summary=f"{RESULTS}/summary.csv",
     output:
         tiling=seed_item(
             "seed002_tiling",
@@ -208,7 +208,7 @@ rule seed002:
             "002", "direct, direct_const, tiled_input, tiled_cached", "1", "16384"
         ),
     log:
-        "results/logs/seeds/seed002.log",
+        f"{RESULTS}/logs/seeds/seed002.log",
     conda:
         "../../envs/convlab.yaml"
     params:
@@ -226,7 +226,7 @@ rule seed002:
 rule seed003:
     input:
         comparison=f"{SEED_DIR}/comparison.csv",
-        summary="results/summary.csv",
+        summary=f"{RESULTS}/summary.csv",
     output:
         gemm=seed_item(
             "seed003_gemm",
@@ -238,7 +238,7 @@ rule seed003:
         ),
         table=seed_table("003", "sgemm_naive, cublas", "-", "512-8192"),
     log:
-        "results/logs/seeds/seed003.log",
+        f"{RESULTS}/logs/seeds/seed003.log",
     conda:
         "../../envs/convlab.yaml"
     params:
@@ -256,7 +256,7 @@ rule seed003:
 rule seed004:
     input:
         comparison=f"{SEED_DIR}/comparison.csv",
-        summary="results/summary.csv",
+        summary=f"{RESULTS}/summary.csv",
     output:
         winograd=seed_item(
             "seed004_winograd",
@@ -270,7 +270,7 @@ rule seed004:
             "004", "winograd_batched, conv_naive_batched", "1", "CNN layers"
         ),
     log:
-        "results/logs/seeds/seed004.log",
+        f"{RESULTS}/logs/seeds/seed004.log",
     conda:
         "../../envs/convlab.yaml"
     params:
@@ -287,18 +287,18 @@ rule seed004:
 
 rule roofline:
     input:
-        summary="results/summary.csv",
+        summary=f"{RESULTS}/summary.csv",
         bandwidth=BANDWIDTH,
         ceiling=CEILING,
     output:
         figure=report(
-            update("results/figures/roofline.png"),
+            update(f"{RESULTS}/figures/roofline.png"),
             caption="../report/roofline.rst",
             category="Summary",
             labels={"table": "roofline (every experiment)"},
         ),
     log:
-        "results/logs/roofline.log",
+        f"{RESULTS}/logs/roofline.log",
     conda:
         "../../envs/convlab.yaml"
     params:
@@ -313,19 +313,19 @@ rule roofline:
 
 rule findings:
     input:
-        summary="results/summary.csv",
+        summary=f"{RESULTS}/summary.csv",
         comparison=f"{SEED_DIR}/comparison.csv",
         bandwidth=BANDWIDTH,
         ceiling=CEILING,
     output:
         page=report(
-            update("results/findings.html"),
+            update(f"{RESULTS}/findings.html"),
             caption="../report/findings.rst",
             category="Summary",
             labels={"table": "findings"},
         ),
     log:
-        "results/logs/findings.log",
+        f"{RESULTS}/logs/findings.log",
     conda:
         "../../envs/convlab.yaml"
     params:
@@ -338,8 +338,34 @@ rule findings:
         )
 
 
+# Every device under results/ side by side: this run's summary and those already there (other
+# GPUs' folders are read, never rebuilt, by this run).
+rule gpus:
+    input:
+        summaries=device_summaries(),
+        # this device's seed comparison, for the page's table of the seeds' GPUs
+        comparison=f"{SEED_DIR}/comparison.csv",
+    output:
+        page=report(
+            update("results/gpus.html"),
+            caption="../report/gpus.rst",
+            category="Summary",
+            labels={"table": "devices compared"},
+        ),
+    log:
+        "results/logs/gpus.log",
+    conda:
+        "../../envs/convlab.yaml"
+    params:
+        code=CODE["report"],
+        runner=RUNNER,
+    shell:
+        logged("{params.runner} gpus --results results --out {output.page}")
+
+
 # Quick and GPU-free: they run on the submitting host.
 localrules:
+    gpus,
     seed_comparison,
     seed000,
     seed001,
@@ -352,6 +378,7 @@ localrules:
 
 # The final files of the report stage; common.smk's final_outputs() adds them to `rule all`.
 REPORT_OUTPUTS = [
+    "results/gpus.html",
     f"{SEED_DIR}/comparison.csv",
     *[
         f"{SEED_DIR}/{name}.png"
@@ -366,11 +393,11 @@ REPORT_OUTPUTS = [
         )
     ],
     *[f"{SEED_DIR}/seed{seed}_table.html" for seed in SEED_EXPERIMENT],
-    "results/figures/roofline.png",
-    "results/findings.html",
-    "results/figures/gflops_vs_size.png",
-    "results/figures/pct_of_floor_vs_size.png",
-    "results/figures/variants.png",
-    "results/figures/status.png",
-    "results/figures/status_table.html",
+    f"{RESULTS}/figures/roofline.png",
+    f"{RESULTS}/findings.html",
+    f"{RESULTS}/figures/gflops_vs_size.png",
+    f"{RESULTS}/figures/pct_of_floor_vs_size.png",
+    f"{RESULTS}/figures/variants.png",
+    f"{RESULTS}/figures/status.png",
+    f"{RESULTS}/figures/status_table.html",
 ]

@@ -1,7 +1,7 @@
 # Paths and report helpers of the report stage's seed comparison (rules in report.smk).
 SEED_TABLES = "config/seeds/seed_tables.csv"
 METHOD_MAP = "config/seeds/method_map.yaml"
-SEED_DIR = "results/seeds"
+SEED_DIR = f"{RESULTS}/seeds"
 # The report category of each seed: the pipeline experiment that reproduces it.
 SEED_EXPERIMENT = {
     "000": "conv2d",

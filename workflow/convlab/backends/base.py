@@ -108,6 +108,13 @@ class Backend(ABC):
         """Why this backend can no longer measure (a sticky device error), or None while it can."""
         return None
 
+    def telemetry(self):
+        """An observer of the device while a cell's repeats are timed (convlab.measure.telemetry):
+        a context manager whose columns() gives the row's clock, power and energy columns."""
+        from convlab.measure.telemetry import NullObserver
+
+        return NullObserver(f"no GPU telemetry on the {self.name} backend")
+
     def guard(self, stage: str):
         """A context manager that turns this backend's errors into CellFailure subclasses."""
         from contextlib import nullcontext

@@ -85,6 +85,7 @@ class CudaBackend(Backend):
         self._modules: dict[tuple[str, tuple[str, ...]], cupy.RawModule] = {}
         # the index among the GPUs its measurement service uses (0 in a one-shot process)
         self.gpu_index = 0
+        self._telemetry = None  # NVML for this GPU, opened at the first cell
 
     # -- provenance -------------------------------------------------------------------
     def device_info(self) -> dict[str, Any]:
@@ -92,6 +93,13 @@ class CudaBackend(Backend):
         if self._device_info is None:
             self._device_info = self._read_device_info()
         return {**self._device_info, "gpu_index": self.gpu_index}
+
+    def telemetry(self):
+        from convlab.measure.telemetry import GpuTelemetry
+
+        if self._telemetry is None:
+            self._telemetry = GpuTelemetry(gpu_uuid(self.properties))
+        return self._telemetry.observer()
 
     def _read_device_info(self) -> dict[str, Any]:
         props = self.properties

@@ -1,0 +1,71 @@
+"""The NVML observer's columns, from a stand-in NVML (the real one is exercised on the device)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from convlab.backends.cpu import CpuBackend
+from convlab.measure.telemetry import COLUMNS, NvmlObserver
+from convlab.row import COLUMNS as ROW_COLUMNS
+
+
+class FakeNvml:
+    NVML_CLOCK_SM, NVML_CLOCK_MEM, NVML_TEMPERATURE_GPU = 0, 1, 0
+
+    class NVMLError(Exception):
+        pass
+
+    def __init__(self, sm_mhz: list[int], reasons: int = 0) -> None:
+        self.sm_mhz, self.reasons, self.calls, self.energy_mj = sm_mhz, reasons, 0, 1_000_000
+
+    def nvmlDeviceGetClockInfo(self, handle, which):  # noqa: N802 (NVML's names)
+        if which == self.NVML_CLOCK_MEM:
+            return 2619
+        self.calls += 1
+        return self.sm_mhz[min(self.calls - 1, len(self.sm_mhz) - 1)]
+
+    def nvmlDeviceGetPowerUsage(self, handle):  # noqa: N802
+        return 400_000  # mW
+
+    def nvmlDeviceGetTemperature(self, handle, sensor):  # noqa: N802
+        return 61
+
+    def nvmlDeviceGetCurrentClocksEventReasons(self, handle):  # noqa: N802
+        return self.reasons
+
+    def nvmlDeviceGetTotalEnergyConsumption(self, handle):  # noqa: N802
+        self.energy_mj += 2000
+        return self.energy_mj
+
+
+def observe(nvml: FakeNvml) -> dict:
+    with NvmlObserver(nvml, handle=None, default_sm_mhz=1980.0) as observer:
+        time.sleep(0.03)
+    return observer.columns(kernel_ms=0.5, flops=2e9)
+
+
+def test_a_steady_gpu_gives_clocks_power_energy_and_not_throttled():
+    columns = observe(FakeNvml([1980]))
+    assert columns["throttled"] == "no" and columns["throttle_reasons"] == ""
+    assert columns["sm_clock_min_mhz"] == columns["sm_clock_median_mhz"] == 1980
+    assert columns["power_median_w"] == 400 and columns["temperature_max_c"] == 61
+    assert columns["energy_per_rep_mj"] == pytest.approx(200)  # 400 W x 0.5 ms
+    assert columns["gflop_per_j"] == pytest.approx(2 / 0.2)
+    assert columns["energy_j"] == pytest.approx(2.0) and columns["telemetry_samples"] >= 2
+    assert set(columns) <= set(COLUMNS) <= set(ROW_COLUMNS)
+
+
+def test_a_low_clock_or_a_slowing_reason_is_throttled():
+    assert observe(FakeNvml([1980, 1200, 1980]))["throttled"] == "yes"  # below 75 % of 1980 MHz
+    power_capped = observe(FakeNvml([1980], reasons=0x4))
+    assert power_capped["throttled"] == "yes" and power_capped["throttle_reasons"] == "sw_power_cap"
+    idle = observe(FakeNvml([1980], reasons=0x1))
+    assert idle["throttled"] == "no" and idle["throttle_reasons"] == "gpu_idle"
+
+
+def test_the_cpu_backend_has_empty_columns_and_says_why():
+    with CpuBackend().telemetry() as observer:
+        pass
+    assert observer.columns(1.0, 1e9) == {} and "no GPU telemetry" in observer.unavailable

@@ -1,0 +1,150 @@
+"""GPU clocks, power, temperature, throttling and energy while a cell's repeats are timed.
+
+An observer samples NVML (nvidia-ml-py) on a thread during the timing and returns its row
+columns, as Kernel Tuner's NVMLObserver does. Like nvbench, a sample whose SM clock is below
+75 % of the GPU's default clock counts as throttled, as does any throttle reason that slows the
+chip (power cap, thermal or hardware slowdown). Where NVML is missing, the observer is a null
+one: its columns stay empty and `unavailable` says why (the device record keeps that line once).
+"""
+
+from __future__ import annotations
+
+import statistics
+import threading
+from typing import Any
+
+SAMPLE_INTERVAL_S = 0.005
+THROTTLED_CLOCK_SHARE = 0.75  # nvbench's cut-off for a sample taken at a reduced clock
+COLUMNS = ("sm_clock_min_mhz", "sm_clock_median_mhz", "mem_clock_min_mhz", "mem_clock_median_mhz",
+           "power_median_w", "energy_j", "energy_per_rep_mj", "gflop_per_j", "temperature_max_c",
+           "throttle_reasons", "throttled", "telemetry_samples")
+# NVML's clock-event (throttle) reason bits that slow the chip, and their names in the row.
+SLOWING_REASONS = {0x4: "sw_power_cap", 0x8: "hw_slowdown", 0x20: "sw_thermal", 0x40: "hw_thermal",
+                   0x80: "hw_power_brake"}
+OTHER_REASONS = {0x1: "gpu_idle", 0x2: "applications_clocks", 0x10: "sync_boost", 0x100: "display_clocks"}
+
+
+class NullObserver:
+    """No telemetry here; ``unavailable`` says why."""
+
+    def __init__(self, unavailable: str) -> None:
+        self.unavailable = unavailable
+
+    def __enter__(self) -> NullObserver:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def columns(self, kernel_ms: float | None, flops: float | None) -> dict[str, Any]:
+        return {}
+
+
+class NvmlObserver:
+    """Samples one GPU (by its NVML handle) from ``__enter__`` to ``__exit__``."""
+
+    unavailable = ""
+
+    def __init__(self, nvml: Any, handle: Any, default_sm_mhz: float | None) -> None:
+        self.nvml, self.handle, self.default_sm_mhz = nvml, handle, default_sm_mhz
+        self.samples: list[tuple[int, int, float, int, int]] = []
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._energy_mj: list[int] = []
+
+    def _energy(self) -> int | None:
+        try:
+            return int(self.nvml.nvmlDeviceGetTotalEnergyConsumption(self.handle))
+        except self.nvml.NVMLError:
+            return None  # before Volta: no energy counter
+
+    def _sample(self) -> None:
+        nvml, handle = self.nvml, self.handle
+        try:
+            reasons = nvml.nvmlDeviceGetCurrentClocksEventReasons(handle)
+        except (AttributeError, nvml.NVMLError):
+            reasons = nvml.nvmlDeviceGetCurrentClocksThrottleReasons(handle)
+        self.samples.append((nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM),
+                             nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_MEM),
+                             nvml.nvmlDeviceGetPowerUsage(handle) / 1e3,
+                             nvml.nvmlDeviceGetTemperature(handle, nvml.NVML_TEMPERATURE_GPU),
+                             int(reasons)))
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self._sample()
+            self._stop.wait(SAMPLE_INTERVAL_S)
+
+    def __enter__(self) -> NvmlObserver:
+        start = self._energy()
+        self._energy_mj = [start] if start is not None else []
+        self._thread = threading.Thread(target=self._run, name="nvml-sampler", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        self._sample()  # at least one sample, however short the timing
+        end = self._energy()
+        if self._energy_mj and end is not None:
+            self._energy_mj.append(end)
+
+    def columns(self, kernel_ms: float | None, flops: float | None) -> dict[str, Any]:
+        """The row's telemetry columns. Energy per repeat is the median power times the median
+        kernel time: the energy counter's steps are too coarse for one sub-millisecond launch."""
+        if not self.samples:
+            return {}
+        sm, mem, power, temperature, reasons = (list(values) for values in zip(*self.samples))
+        seen = 0
+        for bits in reasons:
+            seen |= bits
+        names = [name for bit, name in {**SLOWING_REASONS, **OTHER_REASONS}.items() if seen & bit]
+        slow_clock = bool(self.default_sm_mhz) and min(sm) < THROTTLED_CLOCK_SHARE * self.default_sm_mhz
+        power_median = statistics.median(power)
+        per_rep_mj = power_median * kernel_ms if kernel_ms else None
+        columns: dict[str, Any] = {
+            "sm_clock_min_mhz": min(sm), "sm_clock_median_mhz": statistics.median(sm),
+            "mem_clock_min_mhz": min(mem), "mem_clock_median_mhz": statistics.median(mem),
+            "power_median_w": power_median, "temperature_max_c": max(temperature),
+            "throttle_reasons": ";".join(names), "telemetry_samples": len(self.samples),
+            "throttled": "yes" if slow_clock or any(seen & bit for bit in SLOWING_REASONS) else "no",
+            "energy_per_rep_mj": per_rep_mj,
+            "gflop_per_j": flops / 1e9 / (per_rep_mj / 1e3) if flops and per_rep_mj else None,
+        }
+        if len(self._energy_mj) == 2:
+            columns["energy_j"] = (self._energy_mj[1] - self._energy_mj[0]) / 1e3
+        return columns
+
+
+class GpuTelemetry:
+    """NVML for one GPU, opened once per process; observers for each cell's timing."""
+
+    def __init__(self, uuid: str) -> None:
+        self.unavailable = ""
+        self.nvml: Any = None
+        self.handle: Any = None
+        self.default_sm_mhz: float | None = None
+        try:
+            import pynvml
+        except ImportError:
+            self.unavailable = "no GPU telemetry: nvidia-ml-py is not installed (pip install nvidia-ml-py)"
+            return
+        try:
+            pynvml.nvmlInit()
+            self.handle = pynvml.nvmlDeviceGetHandleByUUID(uuid)
+            self.nvml = pynvml
+        except pynvml.NVMLError as error:
+            self.unavailable = f"no GPU telemetry: NVML cannot open {uuid} ({error})"
+            return
+        try:
+            self.default_sm_mhz = float(pynvml.nvmlDeviceGetDefaultApplicationsClock(self.handle, pynvml.NVML_CLOCK_SM))
+        except pynvml.NVMLError:
+            self.default_sm_mhz = None
+
+    def observer(self) -> NvmlObserver | NullObserver:
+        if self.nvml is None:
+            return NullObserver(self.unavailable)
+        return NvmlObserver(self.nvml, self.handle, self.default_sm_mhz)
+
