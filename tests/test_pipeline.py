@@ -122,8 +122,10 @@ def test_changing_one_kernels_settings_reruns_exactly_its_cells(built):
 
 
 def test_cuda_grid_dry_run_without_a_gpu(built):
-    """The DAG for a GPU cluster is built on a machine without one (e.g. a login node)."""
-    scheduled = scheduled_cells(built, "--config", "backend=cuda")
+    """The DAG for a GPU cluster is built on a machine without one (e.g. a login node), which
+    names the GPU model its jobs run on."""
+    scheduled = scheduled_cells(built, "--config", "backend=cuda", "device=h100")
+    assert scheduled and all(p.startswith("results/h100/cells/cuda/") for p in scheduled)
     conv2d = {p for p in scheduled if "/conv2d/" in p}
     variants = {Path(p).stem for p in conv2d}
     assert {"block~8", "block~16", "block~32", "plan~heuristic", "plan~best"} <= variants

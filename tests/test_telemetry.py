@@ -69,3 +69,14 @@ def test_the_cpu_backend_has_empty_columns_and_says_why():
     with CpuBackend().telemetry() as observer:
         pass
     assert observer.columns(1.0, 1e9) == {} and "no GPU telemetry" in observer.unavailable
+
+
+def test_throttled_cells_are_said_in_the_summary_warning_and_the_findings():
+    import pandas as pd
+
+    from convlab.aggregate import throttled_note
+
+    summary = pd.DataFrame({"throttled": ["no", "yes", "yes", ""], "throttle_reasons": ["", "sw_power_cap", "", ""]})
+    note = throttled_note(summary)
+    assert note and note.startswith("2 of 4 cells were timed while the GPU was throttled (sw_power_cap)")
+    assert throttled_note(summary.assign(throttled="no")) is None

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from convlab.aggregate import mixed_code_note
+from convlab.aggregate import mixed_code_note, throttled_note
 from convlab.atomicfile import write_text_atomically
 from convlab.roofline import load_device, roof_notes, roofline_points
 from convlab.seedcompare import (
@@ -179,7 +179,8 @@ def findings_html(summary: pd.DataFrame, comparison: pd.DataFrame, bandwidth: di
              f"{_num(ceiling.get('sgemm_gflops', float('nan')), 4)} GFLOP/s"
              f"{' (' + html.escape(str(ceiling.get('math'))) + ')' if ceiling.get('math') else ''}. "
              "Every sentence below is computed from this run's summary and the seed comparison.</p>"]
-    above = roof_notes(roofline_points(summary), bandwidth, ceiling)
+    measured = {"flops", "bytes", "kernel_ms"} <= set(summary.columns)
+    above = roof_notes(roofline_points(summary), bandwidth, ceiling) if measured else []
     if above:
         # the roofline figure carries the same sentences
         parts.append("<p><strong>Above a measured roof:</strong> " + " ".join(html.escape(n) for n in above) + "</p>")
@@ -191,6 +192,9 @@ def findings_html(summary: pd.DataFrame, comparison: pd.DataFrame, bandwidth: di
     if mixed:
         parts.append(f"<p><strong>Warning:</strong> {html.escape(mixed)}. Run snakemake without "
                      "--rerun-triggers to measure every cell with the current code.</p>")
+    throttled = throttled_note(summary)
+    if throttled:
+        parts.append(f"<p><strong>Warning:</strong> {html.escape(throttled)}.</p>")
     for experiment, title in TITLES.items():
         table = fastest(summary, experiment)
         parts.append(f"<h3>Fastest kernel: {html.escape(title)}</h3>")

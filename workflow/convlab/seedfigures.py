@@ -196,10 +196,11 @@ def _tiling_figure(comparison: pd.DataFrame, summary: pd.DataFrame) -> Figure:
     # headroom above the tallest bar for the legend, which then never covers a bar
     ax.set_ylim(0, float(np.nanmax([*part["seed_value"], *part["this_value"].fillna(0)])) * 1.45)
     # Where this run has no time, say so in its own (empty) bar slot, beside the seed's bar, never over it.
-    for position, value in zip(x, part["this_value"]):
+    for position, value, status in zip(x, part["this_value"], part["this_status"]):
         if value != value:
-            ax.text(position + 0.2, 0.02, "not run", transform=ax.get_xaxis_transform(), rotation=90, ha="center",
-                    va="bottom", fontsize=8, color="0.35")
+            ax.text(position + 0.2, 0.02, "not run" if status in (NOT_RUN, UNMAPPED, "") else status,
+                    transform=ax.get_xaxis_transform(), rotation=90, ha="center", va="bottom", fontsize=8,
+                    color="0.35")
     size, fsize = part["size"].iloc[0], part["filter_size"].iloc[0]
     lines = [f"{int(size)}^2, {int(fsize)}x{int(fsize)} filter, 1 channel", textwrap.fill(ratio_text(part), 60)]
     if part["this_value"].isna().all():
