@@ -140,3 +140,16 @@ def differences(row: dict[str, str], reference: dict[str, str]) -> dict[str, tup
     """The stable columns in which two rows differ: (row's value, reference's value)."""
     mine, theirs = stable_part(row), stable_part(reference)
     return {key: (mine.get(key), theirs.get(key)) for key in mine.keys() | theirs.keys() if mine.get(key) != theirs.get(key)}
+
+
+def check_a_hang_times_out(sandbox: ServiceSandbox, out_dir: Path, timeout_s: int, within_s: float) -> None:
+    """A hung kernel becomes an `error` row after ``timeout_s`` (the whole job within
+    ``within_s``), and the next cell on that device is measured, ok."""
+    started = time.monotonic()
+    hung = sandbox.run(sandbox.cell("fault_hang"), out_dir / "hung.csv", CONVLAB_CELL_TIMEOUT_S=str(timeout_s))
+    assert hung.returncode == 0, hung.stderr
+    row = read_row(out_dir / "hung.csv")
+    assert (row["status"], row["reason"]) == ("error", f"timeout after {timeout_s} s")
+    assert time.monotonic() - started < within_s
+    assert sandbox.run(sandbox.cell("direct"), out_dir / "next.csv").returncode == 0
+    assert read_row(out_dir / "next.csv")["status"] == "ok"

@@ -3,11 +3,10 @@ become an error row, the worker is replaced, and the next cell's row is what a c
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
-from service_helpers import ServiceSandbox, differences, read_row
+from service_helpers import ServiceSandbox, check_a_hang_times_out, differences, read_row
 
 pytestmark = pytest.mark.gpu
 
@@ -47,14 +46,7 @@ def test_a_sticky_cuda_error_is_an_error_row_and_the_next_cell_gets_a_fresh_work
 
 
 def test_a_hung_kernel_times_out_and_the_gpu_measures_again(sandbox, tmp_path):
-    started = time.monotonic()
-    hung = sandbox.run(sandbox.cell("fault_hang"), tmp_path / "hung.csv", CONVLAB_CELL_TIMEOUT_S="10")
-    assert hung.returncode == 0, hung.stderr
-    row = read_row(tmp_path / "hung.csv")
-    assert (row["status"], row["reason"]) == ("error", "timeout after 10 s")
-    assert time.monotonic() - started < 120
-    assert sandbox.run(sandbox.cell("direct"), tmp_path / "next.csv").returncode == 0
-    assert read_row(tmp_path / "next.csv")["status"] == "ok"
+    check_a_hang_times_out(sandbox, tmp_path, timeout_s=10, within_s=120)
 
 
 def test_a_repeated_cudnn_cell_reuses_its_plans_and_its_choice(sandbox, tmp_path):

@@ -14,7 +14,15 @@ import time
 from pathlib import Path
 
 import pytest
-from service_helpers import REPO, ServiceSandbox, differences, read_row, stable_part, wait_for_exit
+from service_helpers import (
+    REPO,
+    ServiceSandbox,
+    check_a_hang_times_out,
+    differences,
+    read_row,
+    stable_part,
+    wait_for_exit,
+)
 
 from convlab.service.identity import Identity, code_fingerprint
 from convlab.service.workers import mixed_models
@@ -186,14 +194,7 @@ def test_a_worker_that_dies_mid_cell_is_an_error_row_and_the_next_cell_is_clean(
 
 
 def test_a_hung_cell_times_out_into_an_error_row(sandbox, tmp_path):
-    started = time.monotonic()
-    hung = sandbox.run(sandbox.cell("fault_hang"), tmp_path / "hung.csv", CONVLAB_CELL_TIMEOUT_S="3")
-    assert hung.returncode == 0, hung.stderr
-    row = read_row(tmp_path / "hung.csv")
-    assert (row["status"], row["reason"]) == ("error", "timeout after 3 s")
-    assert time.monotonic() - started < 60
-    assert sandbox.run(sandbox.cell("direct"), tmp_path / "next.csv").returncode == 0
-    assert read_row(tmp_path / "next.csv")["status"] == "ok"
+    check_a_hang_times_out(sandbox, tmp_path, timeout_s=3, within_s=60)
 
 
 def test_a_service_killed_mid_cell_is_retried_once_in_a_fresh_one(sandbox, tmp_path):

@@ -130,13 +130,13 @@ def _cmd_ceiling(args: argparse.Namespace) -> int:
 
 def _cmd_bench(args: argparse.Namespace) -> int:
     """The floor benchmark: our kernel, cuDNN best, the naive kernel and a copy, in one process."""
-    from convlab.backends import get_backend, resolve_backend
+    from convlab.backends import get_backend
 
-    resolve_backend("cuda")  # one clear line where there is no GPU
+    backend = get_backend("cuda")  # one clear line where there is no GPU, before any work
     from convlab.bench import format_table, run_benchmark, write_results
     from convlab.devicelock import exclusive_device
 
-    with exclusive_device(get_backend("cuda").device_key()):
+    with exclusive_device(backend.device_key()):
         results = run_benchmark(args.sizes, args.strides, args.data)
     write_results(results, args.out)
     print(format_table(results))

@@ -9,9 +9,9 @@ login node without a GPU cannot see the model its jobs will run on, so there it 
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 from convlab.config import ConfigError
+from convlab.hostinfo import cpu_name
 
 LABEL_PATTERN = r"^[a-z0-9][a-z0-9._-]{0,63}$"
 # Vendor words that say nothing about which device it is.
@@ -25,16 +25,6 @@ def slug(model: str) -> str:
     return words[:60] or "unknown"
 
 
-def cpu_model() -> str:
-    try:
-        return next(line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                    if line.startswith("model name"))
-    except (OSError, StopIteration):
-        import platform
-
-        return platform.processor() or platform.machine() or "unknown"
-
-
 def choose_label(configured: str | None, backend: str, gpu_names: list[str]) -> tuple[str, str]:
     """The label and one line saying where it came from. Raises ConfigError where none can be
     chosen: a GPU run with no GPU here and no `device:`, or GPUs of two models."""
@@ -44,7 +34,7 @@ def choose_label(configured: str | None, backend: str, gpu_names: list[str]) -> 
                               "'-'; at most 64)")
         return configured, f"results under results/{configured}/ (config device)"
     if backend == "cpu":
-        label = f"cpu-{slug(cpu_model())}"
+        label = f"cpu-{slug(cpu_name())}"
         return label, f"results under results/{label}/ (this host's CPU)"
     models = sorted(set(gpu_names))
     if len(models) > 1:

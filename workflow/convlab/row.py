@@ -123,12 +123,12 @@ def format_row(values: dict[str, Any]) -> str:
 def parse_row(text: str) -> list[str]:
     """The one row of a row file's text, in COLUMNS order. Raises DamagedRow saying what is
     wrong, or OtherFormat for a whole row of another column list."""
+    if not text:
+        raise DamagedRow("empty")
     try:
         records = list(csv.reader(io.StringIO(text, newline="")))
     except csv.Error as error:
         raise DamagedRow(f"not CSV ({error})") from None
-    if not text:
-        raise DamagedRow("empty")
     if len(records) != 2:
         raise DamagedRow(f"{len(records)} lines, not a header and one row")
     header, values = records

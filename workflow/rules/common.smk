@@ -8,11 +8,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(workflow.basedir) / "workflow"))
 
-from convlab.backends.choice import (
-    choose_backend,
-    refuse_local_cuda_without_gpu,
-    visible_gpu_names,
-)
+from convlab.backends.choice import choose_backend, refuse_local_cuda_without_gpu
 from convlab.codeversion import (
     data_version,
     gallery_version,
@@ -43,9 +39,7 @@ try:
     config = validate_config(config, source="config (config/config.yaml and --config)")
     CHOICE = choose_backend(config["backend"])
     BACKEND = CHOICE.backend
-    DEVICE, DEVICE_LINE = choose_label(
-        config["device"], BACKEND, visible_gpu_names() if BACKEND == "cuda" else []
-    )
+    DEVICE, DEVICE_LINE = choose_label(config["device"], BACKEND, list(CHOICE.gpus))
     CELLS = build_cells(config, BACKEND, DEVICE)
 except UserError as error:
     sys.exit(f"error: {error}")
@@ -187,7 +181,7 @@ def preflight():
     """Before the first job: refuse what would fail every measurement (cuda with no GPU where
     the jobs run)."""
     try:
-        refuse_local_cuda_without_gpu(BACKEND, workflow.executor_plugin.name)
+        refuse_local_cuda_without_gpu(CHOICE, workflow.executor_plugin.name)
     except UserError as error:
         sys.exit(f"error: {error}")
 

@@ -2,11 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
-import os
-import shutil
-import subprocess
-
 from convlab.backends.base import Backend
 from convlab.status import BackendUnavailable, KernelFailure
 
@@ -23,30 +18,11 @@ def gpu_visible() -> bool:
         return False
 
 
-def gpu_visible_quick() -> bool:
-    """gpu_visible() without importing CuPy, for building the DAG fast: CuPy is installed and
-    the NVIDIA driver lists a GPU (its /proc folder, a file read; else nvidia-smi, which takes
-    up to a second; else CuPy). CUDA_VISIBLE_DEVICES set empty hides every GPU."""
-    if importlib.util.find_spec("cupy") is None or os.environ.get("CUDA_VISIBLE_DEVICES") == "":
-        return False
-    from convlab.service.identity import host_gpus
-
-    if host_gpus():
-        return True
-    smi = shutil.which("nvidia-smi")
-    if smi is None:
-        return gpu_visible()
-    try:
-        listing = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=20).stdout
-    except (OSError, subprocess.SubprocessError):
-        return False
-    return any(line.startswith("GPU ") for line in listing.splitlines())
-
-
-def resolve_backend(requested: str, quick: bool = False) -> str:
-    """auto -> cuda when a GPU is visible here, else cpu; cuda and cpu stay as they are."""
+def resolve_backend(requested: str) -> str:
+    """auto -> cuda when CuPy sees a GPU here, else cpu; cuda and cpu stay as they are. (The
+    pipeline chooses with convlab.backends.choice, which also says why.)"""
     if requested == "auto":
-        return "cuda" if (gpu_visible_quick() if quick else gpu_visible()) else "cpu"
+        return "cuda" if gpu_visible() else "cpu"
     return requested
 
 

@@ -10,16 +10,14 @@ from __future__ import annotations
 import importlib.metadata
 import importlib.util
 import os
-import platform
 import re
 import shutil
 import subprocess
 from dataclasses import dataclass
-from pathlib import Path
 
+from convlab.hostinfo import NVIDIA_PROC, cpu_name, driver_gpus
 from convlab.status import BackendUnavailable
 
-NVIDIA_PROC = Path("/proc/driver/nvidia")
 # CUDA 13 needs driver 580 or newer; CUDA 12 needs 525 or newer.
 CUDA13_DRIVER = 580
 CUDA12_DRIVER = 525
@@ -30,6 +28,7 @@ class BackendChoice:
     requested: str
     backend: str
     line: str  # what the run prints first
+    gpus: tuple[str, ...] = ()  # the GPU models seen here (asked once: it may run nvidia-smi)
 
 
 def _first_version(*distributions: str) -> str | None:
@@ -46,13 +45,7 @@ def visible_gpu_names() -> list[str]:
     CUDA_VISIBLE_DEVICES set empty hiding them all."""
     if os.environ.get("CUDA_VISIBLE_DEVICES") == "":
         return []
-    names = []
-    try:
-        for entry in sorted((NVIDIA_PROC / "gpus").iterdir()):
-            text = (entry / "information").read_text(errors="replace")
-            names += [line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("Model:")]
-    except OSError:
-        pass
+    names = [fields["Model"] for _, fields in driver_gpus() if fields.get("Model")]
     if names:
         return names
     smi = shutil.which("nvidia-smi")
@@ -98,7 +91,7 @@ def _gpu_stack() -> tuple[str | None, str | None]:
     return cupy, cudnn
 
 
-def _describe_gpus(names: list[str]) -> str:
+def _describe_gpus(names: tuple[str, ...]) -> str:
     counts: dict[str, int] = {}
     for name in names:
         counts[name] = counts.get(name, 0) + 1
@@ -106,12 +99,7 @@ def _describe_gpus(names: list[str]) -> str:
 
 
 def _cpu_line(requested: str, why: str) -> str:
-    model = platform.processor() or platform.machine()
-    try:
-        model = next(line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                     if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
+    model = cpu_name()
     versions = f"NumPy {_first_version('numpy')}, OpenCV {_first_version('opencv-python-headless', 'opencv-python')}"
     arrow = "auto → cpu" if requested == "auto" else "cpu"
     return f"backend {arrow}: {model}, {os.cpu_count()} cores ({versions}); {why}"
@@ -122,14 +110,14 @@ def choose_backend(requested: str) -> BackendChoice:
     GPU whose software is missing: measuring the CPU instead would be a surprise."""
     if requested == "cpu":
         return BackendChoice(requested, "cpu", _cpu_line(requested, "set in the config"))
-    gpus = visible_gpu_names()
+    gpus = tuple(visible_gpu_names())
     cupy, cudnn = _gpu_stack()
     if requested == "cuda":
         if not gpus:
             return BackendChoice(requested, "cuda", "backend cuda (set in the config): no NVIDIA GPU visible on "
                                  "this host; its jobs must run on GPU nodes (a cluster submission)")
         return BackendChoice(requested, "cuda", f"backend cuda: {_describe_gpus(gpus)} (CuPy {cupy or 'missing'}, "
-                             f"cuDNN {cudnn or 'missing'}); set in the config")
+                             f"cuDNN {cudnn or 'missing'}); set in the config", gpus)
     if requested != "auto":
         raise BackendUnavailable(f"unknown backend {requested!r} (use auto, cuda or cpu)")
     if not gpus:
@@ -143,13 +131,13 @@ def choose_backend(requested: str) -> BackendChoice:
             f"{'is' if len(missing) == 1 else 'are'} not installed: {install_hint()}; "
             "or set backend: cpu to measure the CPU on purpose")
     return BackendChoice(requested, "cuda", f"backend auto → cuda: {_describe_gpus(gpus)} "
-                         f"(CuPy {cupy}, cuDNN {cudnn})")
+                         f"(CuPy {cupy}, cuDNN {cudnn})", gpus)
 
 
-def refuse_local_cuda_without_gpu(backend: str, executor: str) -> None:
+def refuse_local_cuda_without_gpu(choice: BackendChoice, executor: str) -> None:
     """backend cuda with jobs running on this host needs a GPU here; on a cluster the host that
     submits may have none."""
-    if backend == "cuda" and executor in ("local", "dryrun") and not visible_gpu_names():
+    if choice.backend == "cuda" and executor in ("local", "dryrun") and not choice.gpus:
         raise BackendUnavailable(
             "backend cuda: no NVIDIA GPU visible on this machine, and jobs run here (check nvidia-smi "
             "and CUDA_VISIBLE_DEVICES; use backend: cpu or auto, or submit to a GPU cluster with "

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import platform
 import time
 from collections.abc import Callable
 from contextlib import contextmanager
@@ -12,23 +11,13 @@ from typing import Any
 import numpy as np
 
 from convlab.backends.base import Backend, KernelBuffers, PreparedKernel
+from convlab.hostinfo import cpu_name
 from convlab.measure.problem import ConvProblem, GemmProblem
 from convlab.registry import KernelSpec
 from convlab.status import DeviceOutOfMemory, UnsupportedCell
 
 TWIN_LAYOUT = {"input": "hwc", "weights": "oihw", "output": "hwc"}
 FLUSH_BYTES = 64 << 20  # larger than any CPU's last-level cache we expect
-
-
-def _cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo") as handle:
-            for line in handle:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 class CpuBackend(Backend):
@@ -42,7 +31,7 @@ class CpuBackend(Backend):
         import cv2
 
         return {
-            "device": f"{_cpu_name()} ({os.cpu_count()} cores)",
+            "device": f"{cpu_name()} ({os.cpu_count()} cores)",
             "compute_capability": "",
             "driver_version": "",
             "runtime_version": f"numpy {np.__version__}, opencv {cv2.__version__}",

@@ -16,13 +16,14 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from convlab.hostinfo import host_gpus
+
 PACKAGE_DIR = Path(__file__).resolve().parents[1]  # workflow/convlab
 # Environment that changes what a worker computes or which code it runs. The service's settings
 # (idle and cell timeouts) are not here: they do not change a measurement.
 # PYTHONPATH is not here: the interpreter, the checkout and the code's hash already say what runs.
 IDENTITY_ENV = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "SLURM_JOB_ID", "SLURM_STEP_ID", "CUPY_TF32",
                 "CUPY_CACHE_DIR", "CONVLAB_EXTRA_KERNELS", "CONVLAB_GIT_COMMIT")
-NVIDIA_PROC = Path("/proc/driver/nvidia/gpus")
 
 
 class RuntimeDirError(RuntimeError):
@@ -35,22 +36,6 @@ def code_fingerprint(package_dir: Path = PACKAGE_DIR) -> str:
     from convlab.codeversion import fingerprint
 
     return fingerprint(list(package_dir.rglob("*.py")), root=package_dir)
-
-
-def host_gpus() -> list[str]:
-    """The GPUs the NVIDIA driver lists on this host, as 'bus: uuid' lines (a cheap file read;
-    empty without a driver). Together with CUDA_VISIBLE_DEVICES this names the visible GPUs;
-    the workers report the UUIDs CUDA itself resolves."""
-    listing = []
-    try:
-        for entry in sorted(NVIDIA_PROC.iterdir()):
-            text = (entry / "information").read_text(errors="replace")
-            uuid = next((line.split(":", 1)[1].strip() for line in text.splitlines()
-                         if line.startswith("GPU UUID")), "")
-            listing.append(f"{entry.name}: {uuid}")
-    except OSError:
-        pass
-    return listing
 
 
 @dataclass(frozen=True)

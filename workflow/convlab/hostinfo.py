@@ -1,0 +1,41 @@
+"""What this host has: its CPU and the NVIDIA GPUs its driver lists (standard library only, cheap
+file reads: the DAG build, the service's identity and the backends all ask)."""
+
+from __future__ import annotations
+
+import platform
+from pathlib import Path
+
+NVIDIA_PROC = Path("/proc/driver/nvidia")
+
+
+def cpu_name() -> str:
+    """The CPU's model name, e.g. 'AMD EPYC 7B13 64-Core Processor'."""
+    try:
+        with open("/proc/cpuinfo") as handle:
+            for line in handle:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown"
+
+
+def driver_gpus() -> list[tuple[str, dict[str, str]]]:
+    """Each GPU the driver lists, by bus id, with the fields of its /proc information file
+    ('Model', 'GPU UUID', ...); empty without a driver."""
+    gpus = []
+    try:
+        for entry in sorted((NVIDIA_PROC / "gpus").iterdir()):
+            text = (entry / "information").read_text(errors="replace")
+            fields = dict(line.split(":", 1) for line in text.splitlines() if ":" in line)
+            gpus.append((entry.name, {key.strip(): value.strip() for key, value in fields.items()}))
+    except OSError:
+        pass
+    return gpus
+
+
+def host_gpus() -> list[str]:
+    """The GPUs the driver lists, as 'bus: uuid' lines. Together with CUDA_VISIBLE_DEVICES this
+    names the visible GPUs; the workers report the UUIDs CUDA itself resolves."""
+    return [f"{bus}: {fields.get('GPU UUID', '')}" for bus, fields in driver_gpus()]
