@@ -244,3 +244,15 @@ def test_bad_input_is_one_error_line_and_exit_2(tmp_path, case, starts):
     assert "Traceback" not in result.stderr
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(starts), result.stderr
+
+
+@pytest.mark.parametrize("b_uuid, expected", [
+    ("GPU-1111", "A and B ran on the same GPU board: GPU-1111"),
+    ("GPU-2222", "A and B ran on different GPU boards (GPU-1111 vs GPU-2222): a difference may be the boards'"),
+])
+def test_the_report_says_whether_both_sets_ran_on_the_same_board(tmp_path, b_uuid, expected):
+    _write(tmp_path, "first", [{**row, "gpu_uuid": "GPU-1111"} for row in _cells()])
+    _write(tmp_path, "second", [{**row, "gpu_uuid": b_uuid} for row in _cells()])
+    result = convlab(str(tmp_path / "first"), str(tmp_path / "second"))
+    assert result.returncode == 0, result.stderr
+    assert expected in result.stdout

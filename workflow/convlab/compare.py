@@ -269,6 +269,27 @@ def describe(result_set: ResultSet, name: str) -> list[str]:
             f"    git_commit {_values(rows, 'git_commit')}; code_version {_values(rows, 'code_version')}"]
 
 
+def _boards(rows: pd.DataFrame) -> set[str]:
+    if "gpu_uuid" not in rows:
+        return set()
+    return {str(u) for u in rows["gpu_uuid"].dropna() if str(u).strip()}
+
+
+def boards_line(a: ResultSet, b: ResultSet) -> list[str]:
+    """Whether A and B ran on the same GPU boards. Two boards of one model can differ by more
+    than the noise (cooling, clocks, memory parts), so a rerun on another node of a partition is
+    not a rerun on the same GPU."""
+    a_boards, b_boards = _boards(a.rows), _boards(b.rows)
+    if not a_boards or not b_boards:
+        return []
+    if a_boards == b_boards:
+        return [f"A and B ran on the same GPU board{'s' if len(a_boards) > 1 else ''}: {', '.join(sorted(a_boards))}"]
+    if a_boards.isdisjoint(b_boards):
+        return [f"A and B ran on different GPU boards ({', '.join(sorted(a_boards))} vs {', '.join(sorted(b_boards))}): "
+                "a difference may be the boards', not the code's"]
+    return [f"A and B share some GPU boards, not all: A {', '.join(sorted(a_boards))}; B {', '.join(sorted(b_boards))}"]
+
+
 def cell_names(table: pd.DataFrame) -> pd.Series:
     """Each cell as short text: experiment, kernel, variant and the problem columns that vary
     within its experiment (those that do not add nothing to tell cells apart)."""
@@ -357,7 +378,7 @@ def compare_paths(a_path: str | Path, b_path: str | Path, out: str | Path | None
     table = compare_sets(a.rows, b.rows, threshold, labels)
     out = Path(out) if out else default_out(a, b)
     html_out = Path(html_out) if html_out else out.with_suffix(".html")
-    header = [*describe(a, "A"), *describe(b, "B"),
+    header = [*describe(a, "A"), *describe(b, "B"), *boards_line(a, b),
               f"ratio B/A of kernel_ms (median); floor {threshold:.0%}, at least {LAUNCH_BOUND_THRESHOLD:.0%} under "
               f"{LAUNCH_BOUND_MS:g} ms; {len(table)} cells"]
     summary = family_lines(table)
