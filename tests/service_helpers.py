@@ -15,9 +15,9 @@ from pathlib import Path
 import cv2
 import numpy as np
 
+from convlab.cell import Cell
 from convlab.config import validate_config
-from convlab.families import build_cells
-from convlab.grid import Cell
+from convlab.grid import build_cells
 from convlab.measure.telemetry import COLUMNS as TELEMETRY
 
 REPO = Path(__file__).resolve().parents[1]

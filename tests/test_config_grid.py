@@ -5,7 +5,7 @@ import yaml
 
 from convlab import DEFAULT_CONFIG
 from convlab.config import ConfigError, load_config, validate_config
-from convlab.families import build_cells, gallery_size
+from convlab.grid import build_cells, gallery_size
 from convlab.registry import load_registry
 
 

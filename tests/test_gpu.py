@@ -8,7 +8,7 @@ import pytest
 
 from convlab.backends import get_backend, gpu_visible
 from convlab.config import validate_config
-from convlab.families import build_cells
+from convlab.grid import build_cells
 from convlab.runner import run_cell
 from convlab.status import BackendUnavailable
 

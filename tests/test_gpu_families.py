@@ -9,7 +9,7 @@ import itertools
 import numpy as np
 import pytest
 
-from convlab.grid import Cell
+from convlab.cell import Cell
 from convlab.measure.problem import ConvProblem, GemmProblem, make_weights
 from convlab.operands import ConvOperands, GemmOperands
 from convlab.registry import load_registry

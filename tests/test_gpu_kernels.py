@@ -8,7 +8,7 @@ limits (over 1024 threads, or over 48 KiB of dynamic shared memory); anything el
 import numpy as np
 import pytest
 
-from convlab.grid import Cell
+from convlab.cell import Cell
 from convlab.launch import dims, evaluate, holds, problem_names
 from convlab.measure.problem import ConvProblem, make_weights
 from convlab.operands import ConvOperands

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from convlab.grid import Cell
+from convlab.cell import Cell
 from convlab.measure.problem import ConvProblem, make_weights
 from convlab.operands import ConvOperands
 from convlab.registry import get_kernel

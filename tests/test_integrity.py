@@ -336,7 +336,7 @@ def test_every_rule_with_a_log_shows_its_error_line_on_the_terminal():
 
 def test_the_issue_case_a_cpu_size_above_the_source_is_refused_naming_the_key():
     from convlab.config import ConfigError, validate_config
-    from convlab.families import build_cells
+    from convlab.grid import build_cells
 
     config = validate_config({"source_size": 4096, "cpu": {"sizes": [8192]}})
     with pytest.raises(ConfigError, match=r"^cpu\.sizes .*: 8192 larger than source_size 4096"):
@@ -345,7 +345,7 @@ def test_the_issue_case_a_cpu_size_above_the_source_is_refused_naming_the_key():
 
 def test_kernel_sizes_that_match_no_size_of_the_grid_are_refused():
     from convlab.config import ConfigError, validate_config
-    from convlab.families import build_cells
+    from convlab.grid import build_cells
 
     with pytest.raises(ConfigError, match=r"kernels\.direct\.sizes: none of 999 is a size the grid offers direct"):
         build_cells(validate_config({"kernels": {"direct": {"sizes": [999]}}}), "cuda")

@@ -41,7 +41,7 @@ from workflow_helpers import (
 
 from convlab import data
 from convlab.config import ConfigError, validate_config
-from convlab.families import build_cells
+from convlab.grid import build_cells
 from convlab.row import COLUMNS
 from convlab.status import STATUSES
 

@@ -25,8 +25,9 @@ from typing import Any
 
 from convlab.backends import get_backend
 from convlab.backends.base import Backend
-from convlab.families import conv_problem, load_operands
-from convlab.grid import Cell
+from convlab.cell import Cell
+from convlab.families import load_operands
+from convlab.families.base import conv_problem
 from convlab.measure.timing import measure
 from convlab.registry import get_kernel
 from convlab.runner import CellInputs, measure_cell

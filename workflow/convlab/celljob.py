@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from convlab.backends.base import Backend
+from convlab.cell import Cell
 from convlab.devicelock import exclusive_device
-from convlab.grid import Cell
 from convlab.measure.phases import PhaseClock
 from convlab.row import write_row_atomically
 from convlab.runner import load_inputs, measure_cell

@@ -44,7 +44,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 
 def matching_cells(args: argparse.Namespace, config: dict, backend: str) -> list:
     """The conv2d cells `run` asks for: its kernel, size, stride and filter, and the block or plan if given."""
-    from convlab.families import FAMILIES, build_cells
+    from convlab.families import FAMILIES
+    from convlab.grid import build_cells
 
     for family in FAMILIES:
         if family != "conv2d":
@@ -177,8 +178,8 @@ def _cmd_figures(args: argparse.Namespace) -> int:
 
 
 def _cmd_gallery(args: argparse.Namespace) -> int:
+    from convlab.cell import Cell
     from convlab.gallery import render_edge_map
-    from convlab.grid import Cell
 
     render_edge_map(Cell.from_json(args.spec), args.image, args.out)
     return 0

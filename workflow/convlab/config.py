@@ -16,9 +16,25 @@ class ConfigError(UserError, ValueError):
     """A configuration mistake, reported with the key it concerns."""
 
 
+def family_schema_path(family: str) -> Path:
+    """Where an experiment family's config section is specified."""
+    return SCHEMA_PATH.parent / "families" / f"{family}.schema.yaml"
+
+
 def load_schema(path: Path = SCHEMA_PATH) -> dict:
+    """The config schema: the file's own keys, and each experiment family's section (and its
+    cpu overrides) from the family's schema file, so that a new family brings its own."""
+    from convlab.families import FAMILIES  # here: a cell job reads its settings and never validates
+
     with open(path) as handle:
-        return yaml.safe_load(handle)
+        schema = yaml.safe_load(handle)
+    for family in FAMILIES:
+        with open(family_schema_path(family)) as handle:
+            fragment = yaml.safe_load(handle)
+        schema["properties"][family] = fragment["section"]
+        if "cpu" in fragment:
+            schema["properties"]["cpu"]["properties"][family] = fragment["cpu"]
+    return schema
 
 
 def _fill_defaults(instance: Any, schema: dict) -> None:

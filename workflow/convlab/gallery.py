@@ -8,8 +8,8 @@ import numpy as np
 
 from convlab.atomicfile import write_bytes_atomically
 from convlab.backends import get_backend
+from convlab.cell import Cell
 from convlab.devicelock import exclusive_device
-from convlab.grid import Cell
 from convlab.measure import problem as problem_mod
 from convlab.runner import load_inputs, place
 

@@ -1,149 +1,136 @@
-"""The cell: one kernel on one problem with one launch configuration; its result path; and
-the checks of per-kernel config overrides. The experiment families build the grid
-(convlab.families)."""
+"""The grid: every cell of every enabled experiment family, from the config.
+
+Each family (convlab.families) turns its config section into problems; the grid crosses them
+with the family's kernels and each kernel's tunables, and checks that the result is sound.
+"""
 
 from __future__ import annotations
 
-import json
-import re
-from dataclasses import dataclass, field, fields
-from typing import Any
+import itertools
+from pathlib import Path
 
+from convlab.cell import UNLABELLED, Cell
 from convlab.config import ConfigError
-from convlab.registry import KernelSpec
-from convlab.row import variant_name
-
-MAX_BLOCK_EDGE = 1024  # CUDA's maxThreadsDim for x and y on every compute capability
-# One readable path per cell, Paramspace style; also the cell rule's output pattern. Under the
-# device label (results/<device>/, see convlab.devicelabel), so that GPUs never mix. The
-# problem part depends on the experiment: size~4096/stride~1/filter~3 for image convolutions,
-# layer~C64_H224_W224_K64/batch~8 for CNN layers, size~4096 for GEMM.
-CELL_PATH = "results/{device}/cells/{backend}/{experiment}/kernel~{kernel}/{problem}/{variant}.csv"
-LOG_PATH = "results/{device}/logs/cells/{backend}/{experiment}/kernel~{kernel}/{problem}/{variant}.log"
-# The label of cells built outside a pipeline run (python -m convlab run).
-UNLABELLED = "local"
+from convlab.families import FAMILIES
+from convlab.overrides import as_int, kernel_options
+from convlab.registry import KernelSpec, RegistryError, load_registry
 
 
-@dataclass(frozen=True)
-class Cell:
-    """One measurement: one kernel on one problem with one launch configuration."""
-
-    experiment: str
-    backend: str
-    kernel: str
-    size: int
-    stride: int
-    filter_size: int
-    padding: int
-    in_channels: int
-    out_channels: int
-    filter: str
-    tunables: dict[str, Any] = field(default_factory=dict)
-    settings: dict[str, Any] = field(default_factory=dict)
-    timing: dict[str, Any] = field(default_factory=dict)
-    verify: dict[str, Any] = field(default_factory=dict)
-    batch: int = 1
-    width: int = 0  # 0: square (width = size)
-    image: str = ""  # the data file the cell reads, if any
-    device: str = UNLABELLED  # the label its results are kept under
-
-    @property
-    def problem(self) -> str:
-        """The problem as a path fragment."""
-        if self.experiment == "gemm":
-            return f"size~{self.size}"
-        if self.experiment == "winograd_layers":
-            return (f"layer~C{self.in_channels}_H{self.size}_W{self.width or self.size}_K{self.out_channels}"
-                    f"/batch~{self.batch}")
-        return f"size~{self.size}/stride~{self.stride}/filter~{self.filter_size}"
-
-    @property
-    def variant(self) -> str:
-        """The tunables as a path component, e.g. 'block~16', or 'default'."""
-        return variant_name(self.tunables)
-
-    @property
-    def path(self) -> str:
-        return CELL_PATH.format(device=self.device, backend=self.backend, experiment=self.experiment, kernel=self.kernel,
-                                problem=self.problem, variant=self.variant)
-
-    def to_json(self) -> str:
-        # fields() rather than asdict(): the same JSON without asdict's deep copies, which cost a
-        # second of every DAG build over the default grid
-        return json.dumps({f.name: getattr(self, f.name) for f in fields(self)}, sort_keys=True)
-
-    @classmethod
-    def from_json(cls, text: str) -> Cell:
-        return cls(**json.loads(text))
+# -- config sections -------------------------------------------------------------------------
+def _section(config: dict, family: str, backend: str) -> dict:
+    """The family's section, with the cpu backend's smaller grid applied."""
+    section = dict(config[family])
+    section["sizes_key"] = f"{family}.sizes"
+    if backend == "cpu":
+        overrides, sizes_key = FAMILIES[family].cpu_overrides(config)
+        section.update(overrides)
+        if sizes_key:
+            section["sizes_key"] = sizes_key
+    return section
 
 
-def resolve_padding(padding: Any, filter_size: int) -> int:
-    return (filter_size - 1) // 2 if padding == "same" else int(padding)
+# Service settings, not measurement settings: kept out of the cell so that changing them re-runs nothing.
+SERVICE_TIMING_KEYS = ("cell_timeout_s",)
 
 
-def _is_positive_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+def _timing(config: dict, backend: str) -> dict:
+    timing = {k: v for k, v in config["timing"].items() if k not in SERVICE_TIMING_KEYS}
+    if backend == "cpu":
+        timing["budget_s"] = config["cpu"]["budget_s"]
+    return timing
 
 
-def as_int(value: Any) -> Any:
-    """'16' -> 16: Snakemake's --config reads nested values as strings (kernels={'direct':
-    {'block': [16]}}), and such a cell must be the same cell as one from a YAML config."""
-    if isinstance(value, str) and re.fullmatch(r"\s*[+-]?\d+\s*", value):
-        return int(value)
-    return value
+def _kernels(section: dict, family: str, registry: dict[str, KernelSpec]) -> list[str]:
+    members = [name for name, spec in registry.items() if family in spec.experiments]
+    if section["kernels"] == "all":
+        return members
+    unknown = [name for name in section["kernels"] if name not in registry]
+    if unknown:
+        raise ConfigError(
+            f"{family}.kernels: unknown kernel(s) {', '.join(unknown)}; registered in "
+            f"kernels/registry.yaml: {', '.join(sorted(registry))}"
+        )
+    foreign = [name for name in section["kernels"] if name not in members]
+    if foreign:
+        raise ConfigError(
+            f"{family}.kernels: {', '.join(foreign)} do(es) not take part in {family} (their descriptions' "
+            f"`experiments`); kernels of {family}: {', '.join(members)}"
+        )
+    return list(section["kernels"])
 
 
-def check_tunable_values(spec: KernelSpec, key: str, values: list) -> list:
-    """Override values of a tunable must be of its description's kind. Where the description's
-    values are integers (``block``: a thread-block edge), every value must be an integer >= 1;
-    where they are names (``plan``), one of those names, since the code knows no others. A
-    ``block`` edge over 1024 exceeds CUDA's per-dimension limit on every GPU and is a config
-    error; a legal edge whose block is too large in total (64 x 64 = 4096 threads, seed 001) is
-    the experiment: its refused launch is recorded as ``invalid_config``. Returns the values,
-    integers as such."""
-    where = f"kernels.{spec.name}.{key}"
-    if not values:
-        raise ConfigError(f"{where}: give at least one value")
-    defaults = spec.tunables.get(key) or []
-    if defaults and all(_is_positive_int(v) for v in defaults):
-        values = [as_int(value) for value in values]
-        for value in values:
-            if not _is_positive_int(value):
-                raise ConfigError(
-                    f"{where}: {value!r} is not a positive integer; give values >= 1 such as "
-                    f"{defaults} (from {spec.description_path.name})")
-            if key == "block" and value > MAX_BLOCK_EDGE:
-                raise ConfigError(
-                    f"{where}: {value} exceeds CUDA's limit of {MAX_BLOCK_EDGE} threads per block "
-                    f"dimension on every GPU; use at most {MAX_BLOCK_EDGE} (64 is kept as an experiment: "
-                    "its 64x64 launch is refused and recorded as invalid_config)")
-    elif defaults and all(isinstance(v, str) for v in defaults):
-        for value in values:
-            if value not in defaults:
-                raise ConfigError(f"{where}: {value!r} is not one of {defaults} (from {spec.description_path.name})")
-    return values
+def family_cells(config: dict, family: str, backend: str, registry: dict[str, KernelSpec],
+                 offered: dict[str, set[int]] | None = None, device: str = UNLABELLED) -> list[Cell]:
+    """The family's cells. ``offered`` collects, per kernel, the sizes the grid offers it."""
+    section = _section(config, family, backend)
+    if not section["enabled"]:
+        return []
+    problems = list(FAMILIES[family].problems(section, config))
+    size_overrides = FAMILIES[family].size_overrides
+    cells = []
+    for name in _kernels(section, family, registry):
+        spec = registry[name]
+        if backend not in spec.backends():
+            continue  # e.g. a GPU-only kernel with no cpu twin
+        overrides = config["kernels"].get(name, {})
+        tunables, settings = kernel_options(spec, backend, overrides)
+        only_sizes = [as_int(v) for v in overrides.get("sizes", [])]
+        if offered is not None and size_overrides:
+            offered.setdefault(name, set()).update(fields["size"] for fields in problems)
+        keys = sorted(tunables)
+        for fields in problems:
+            if only_sizes and size_overrides and fields["size"] not in only_sizes:
+                continue
+            for values in itertools.product(*(tunables[key] for key in keys)):
+                cells.append(Cell(experiment=family, backend=backend, kernel=name, device=device,
+                                  tunables=dict(zip(keys, values)), settings=settings,
+                                  timing=_timing(config, backend), verify=config["verify"], **fields))
+    return cells
 
 
-def kernel_options(spec: KernelSpec, backend: str, overrides: dict) -> tuple[dict, dict]:
-    """Split a kernel's config overrides into tunable value lists and plain settings
-    (``sizes``, which limits the kernel to some of the experiment's sizes, is read by the grid).
-    Tunable values are checked on every backend, also where the backend ignores them."""
-    tunables = spec.tunables_for(backend)
-    settings = dict(spec.settings)
-    for key, value in overrides.items():
-        if key == "sizes":
-            if not (isinstance(value, list) and value and all(_is_positive_int(as_int(v)) for v in value)):
-                raise ConfigError(f"kernels.{spec.name}.sizes: give a list of image sizes (integers >= 1)")
-        elif key in spec.tunables:
-            values = check_tunable_values(spec, key, value if isinstance(value, list) else [value])
-            if key in tunables:
-                tunables[key] = values
-        elif key in spec.settings:
-            settings[key] = value
-        else:
-            known = sorted(set(spec.tunables) | set(spec.settings) | {"sizes"})
-            raise ConfigError(
-                f"kernels.{spec.name}.{key}: not a setting of kernel {spec.name!r} "
-                f"(its settings: {', '.join(known) or 'none'}; see {spec.description_path.name})"
-            )
-    return tunables, settings
+def _check_size_overrides(config: dict, offered: dict[str, set[int]], cells: list[Cell], backend: str) -> None:
+    """A kernel's `sizes` that match none of the sizes the grid offers it would drop the kernel
+    from the run without a word."""
+    running = {cell.kernel for cell in cells}
+    for name, sizes in offered.items():
+        only = config["kernels"].get(name, {}).get("sizes")
+        if only and sizes and name not in running:
+            raise ConfigError(f"kernels.{name}.sizes: none of {', '.join(map(str, only))} is a size the grid offers "
+                              f"{name} on the {backend} backend ({', '.join(map(str, sorted(sizes)))}), so it would "
+                              f"run no cell; list one of those sizes or drop kernels.{name}.sizes")
+
+
+def build_cells(config: dict, backend: str, device: str = UNLABELLED) -> list[Cell]:
+    """Every cell of every enabled experiment, for a resolved backend (cuda or cpu), kept under
+    results/<device>/."""
+    if backend not in ("cuda", "cpu"):
+        raise ValueError(f"backend must be resolved to cuda or cpu, got {backend!r}")
+    try:
+        registry = load_registry()
+        offered: dict[str, set[int]] = {}
+        cells = [cell for family in FAMILIES
+                 for cell in family_cells(config, family, backend, registry, offered, device)]
+        for name in config["kernels"]:
+            if name not in registry:
+                raise ConfigError(f"kernels.{name}: no such kernel in kernels/registry.yaml")
+        _check_size_overrides(config, offered, cells, backend)
+    except RegistryError as error:
+        raise ConfigError(str(error)) from error
+    paths = [cell.path for cell in cells]
+    if len(set(paths)) != len(paths):
+        raise ConfigError("two cells map to the same result path; check for repeated sizes, strides or layers")
+    return cells
+
+
+def image_sizes(cells: list[Cell]) -> list[int]:
+    """The downscaled picture sizes the cells read."""
+    return sorted({int(Path(cell.image).stem.split("_")[-1]) for cell in cells if cell.image})
+
+
+def gallery_size(config: dict, cells: list[Cell]) -> int | None:
+    """The configured gallery size if conv2d has it, else the largest conv2d size below it."""
+    sizes = sorted({cell.size for cell in cells if cell.experiment == "conv2d"})
+    if not sizes:
+        return None
+    below = [s for s in sizes if s <= config["gallery"]["size"]]
+    return max(below) if below else min(sizes)

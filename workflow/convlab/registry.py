@@ -18,6 +18,7 @@ from typing import Any
 import yaml
 
 from convlab import KERNELS_DIR, REPO_ROOT
+from convlab.families import FAMILIES
 from convlab.status import UserError
 
 PACKAGE_DIR = Path(__file__).resolve().parent
@@ -31,8 +32,6 @@ LIBRARIES = {
     "ndimage": ("ndimage_conv", "prepare_ndimage"),
 }
 LAYOUTS = {"input": ("hwc", "chw"), "weights": ("oihw", "ohwi"), "output": ("hwc", "chw")}
-GEMM_LAYOUT = {"input": "rowmajor", "weights": "rowmajor", "output": "rowmajor"}
-EXPERIMENTS = ("conv2d", "tiling", "winograd_layers", "gemm")
 KNOWN_KEYS = {"name", "summary", "source", "library", "layout", "precision", "tunables", "settings",
               "supports", "requires", "defines", "scratch", "constants", "stages", "cpu_twin", "experiments"}
 SUPPORT_KEYS = {"stride", "filter_size"}
@@ -151,14 +150,17 @@ def _parse(name: str, path: Path) -> KernelSpec:
     for index, stage in enumerate(stages):
         _check_stage(path, index, stage)
     experiments = tuple(raw.get("experiments") or ("conv2d",))
-    if set(experiments) - set(EXPERIMENTS):
-        raise RegistryError(f"{path}: experiments must be among {EXPERIMENTS}, got {list(experiments)}")
-    if "gemm" in experiments and len(experiments) > 1:
-        raise RegistryError(f"{path}: a gemm kernel takes part in gemm only")
+    if set(experiments) - set(FAMILIES):
+        raise RegistryError(f"{path}: experiments must be among {tuple(FAMILIES)}, got {list(experiments)}")
+    for experiment in experiments:
+        if FAMILIES[experiment].exclusive and len(experiments) > 1:
+            raise RegistryError(f"{path}: a {experiment} kernel takes part in {experiment} only")
     layout = dict(raw.get("layout") or {})
-    if experiments == ("gemm",):
-        if layout != GEMM_LAYOUT:
-            raise RegistryError(f"{path}: a gemm kernel's layout is {GEMM_LAYOUT} (a, b and output row-major)")
+    first = FAMILIES[experiments[0]]
+    if first.kernel_layout is not None:
+        if layout != first.kernel_layout:
+            raise RegistryError(f"{path}: a {first.name} kernel's layout is {first.kernel_layout} "
+                                f"({first.kernel_layout_note})")
     else:
         for key, allowed in LAYOUTS.items():
             if layout.get(key) not in allowed:

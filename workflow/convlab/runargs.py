@@ -3,18 +3,20 @@
 A bad argument is one ConfigError naming the option (the command line prints it as one
 ``error:`` line, exit status 2). The limits are the ones the grid itself uses: sizes, strides
 and filter sizes from the config schema, the kernels and their tunables from the registry and
-the kernels' descriptions, the block edge from convlab.grid. A legal value whose launch the GPU
+the kernels' descriptions, the block edge from convlab.overrides. A legal value whose launch the GPU
 refuses (a 64x64 block, 4096 threads) is not an argument error: its cell runs and records
 ``invalid_config``, as in the grid.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
-from convlab import SCHEMA_PATH
-from convlab.config import ConfigError, load_schema
-from convlab.grid import check_tunable_values
+from convlab import REPO_ROOT, SCHEMA_PATH
+from convlab.config import ConfigError, family_schema_path, load_schema
+from convlab.families import FAMILIES
+from convlab.overrides import check_tunable_values
 from convlab.registry import KernelSpec, RegistryError, load_registry
 
 # `run` builds cells of this family only (the others are switched off in cli.matching_cells).
@@ -29,11 +31,15 @@ def schema_range(section: str, key: str, schema: dict | None = None) -> tuple[in
     return items["minimum"], items["maximum"]
 
 
+def schema_file(section: str) -> Path:
+    return family_schema_path(section) if section in FAMILIES else SCHEMA_PATH
+
+
 def _check_range(option: str, value: int, section: str, key: str, schema: dict) -> None:
     low, high = schema_range(section, key, schema)
     if not low <= value <= high:
         raise ConfigError(f"{option} {value}: give an integer from {low} to {high} "
-                          f"(the limits of {section}.{key} in {SCHEMA_PATH.name})")
+                          f"(the limits of {section}.{key} in {schema_file(section).relative_to(REPO_ROOT)})")
 
 
 def check_problem(size: int, stride: int, filter_size: int | None, backend: str,

@@ -20,8 +20,8 @@ import numpy as np
 
 from convlab.backends import get_backend
 from convlab.backends.base import Backend, KernelBuffers
+from convlab.cell import Cell
 from convlab.families import load_operands
-from convlab.grid import Cell
 from convlab.launch import holds, problem_names
 from convlab.measure import metrics, provenance
 from convlab.measure.phases import PhaseClock

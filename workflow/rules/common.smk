@@ -19,8 +19,9 @@ from convlab.codeversion import (
 from convlab.config import validate_config
 from convlab.damaged import move_damaged_rows
 from convlab.devicelabel import choose_label
-from convlab.families import build_cells, gallery_size, image_sizes
-from convlab.grid import CELL_PATH, LOG_PATH
+from convlab.families import FAMILIES
+from convlab.grid import build_cells, gallery_size, image_sizes
+from convlab.cell import CELL_PATH, LOG_PATH
 from convlab.registry import load_registry, relative
 from convlab.row import row_format
 from convlab.service.client import export_service_settings
@@ -106,7 +107,7 @@ wildcard_constraints:
     device=DEVICE,
     backend="cuda|cpu",
     size=r"\d+",
-    experiment="conv2d|tiling|winograd_layers|gemm",
+    experiment="|".join(FAMILIES),
     kernel="|".join(sorted(KERNELS)),
     # the problem is a path (size~N/stride~S/filter~F, ...); the variant is the last component
     problem=r"[a-z_]+~.+",

@@ -5,11 +5,12 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from convlab.registry import KernelSpec
+if TYPE_CHECKING:  # the registry reads the families, whose operands place themselves through a backend
+    from convlab.registry import KernelSpec
 
 
 @dataclass

@@ -256,7 +256,7 @@ class MeasurementService:
     def _failure_row(self, request: dict[str, Any], spec: dict[str, Any], job: dict[str, Any], worker,
                      reason: str, handed: float, started_at: str) -> dict[str, Any]:
         """The row of a cell whose worker died or hung: written here, since the worker cannot."""
-        from convlab.grid import Cell
+        from convlab.cell import Cell
 
         client = request["client"]
         finished = time.time()

@@ -1,0 +1,64 @@
+"""conv2d (seeds 000, 001): the 3-channel picture, sizes x strides x filters."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from convlab.config import ConfigError
+from convlab.families.base import (
+    Family,
+    check_filters,
+    check_picture_shape,
+    conv_problem,
+    filter_weights,
+    image_path,
+    image_path_fragment,
+    read_picture,
+    resolve_padding,
+)
+from convlab.operands import ConvOperands
+
+if TYPE_CHECKING:
+    from convlab.cell import Cell
+
+
+def check_picture_sizes(section: dict, config: dict) -> None:
+    """Pictures are the source scaled down, never up: a larger size would measure invented pixels."""
+    larger = [size for size in section["sizes"] if size > config["source_size"]]
+    if larger:
+        raise ConfigError(
+            f"{section['sizes_key']}: {', '.join(map(str, larger))} larger than source_size "
+            f"{config['source_size']}; the pictures are the source scaled down, so raise source_size "
+            "or drop these sizes")
+
+
+class Conv2d(Family):
+    name = "conv2d"
+    title = "2-D convolution (seeds 000, 001)"
+    seeds = ("000", "001")
+    marker = "o"
+    problem_columns = ("filter_size", "size", "stride")
+    library_kernels = ("cudnn", "cudnn_nchw", "cudnn_tf32", "cudnn_tf32_nchw")
+
+    def problems(self, section: dict, config: dict) -> Iterator[dict]:
+        check_picture_sizes(section, config)
+        check_filters(self.name, section["sizes"], section["filter_sizes"], section["padding"])
+        for size, stride, k in itertools.product(section["sizes"], section["strides"], section["filter_sizes"]):
+            yield dict(size=size, stride=stride, filter_size=k, padding=resolve_padding(section["padding"], k),
+                       in_channels=3, out_channels=section["out_channels"], filter=section["filter"],
+                       image=image_path(size))
+
+    def path_fragment(self, cell: Cell) -> str:
+        return image_path_fragment(cell)
+
+    def operands(self, cell: Cell, image_path: str | Path | None) -> ConvOperands:
+        problem = conv_problem(cell)
+        picture = check_picture_shape(cell, image_path, read_picture(cell, image_path))
+        return ConvOperands(problem, picture, filter_weights(cell, problem))
+
+    def cpu_overrides(self, config: dict) -> tuple[dict, str | None]:
+        # the cpu backend's conv2d grid predates the per-family cpu sections: cpu.sizes
+        return {"sizes": config["cpu"]["sizes"]}, "cpu.sizes (the cpu backend's conv2d sizes)"

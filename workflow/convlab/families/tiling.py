@@ -1,0 +1,54 @@
+"""tiling (seed 002): one channel of the picture, large sizes (a mosaic of the largest picture
+beyond source_size), filters 3/5/9."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from convlab.families.base import (
+    Family,
+    check_filters,
+    check_picture_shape,
+    conv_problem,
+    filter_weights,
+    image_path,
+    image_path_fragment,
+    read_picture,
+)
+from convlab.operands import ConvOperands
+
+if TYPE_CHECKING:
+    from convlab.cell import Cell
+
+
+class Tiling(Family):
+    name = "tiling"
+    title = "tiling strategies (seed 002)"
+    seeds = ("002",)
+    marker = "s"
+    problem_columns = ("filter_size", "size")
+
+    def problems(self, section: dict, config: dict) -> Iterator[dict]:
+        check_filters(self.name, section["sizes"], section["filter_sizes"], "same")
+        for size, k in itertools.product(section["sizes"], section["filter_sizes"]):
+            yield dict(size=size, stride=1, filter_size=k, padding=(k - 1) // 2, in_channels=1, out_channels=1,
+                       filter=section["filter"], image=image_path(min(size, config["source_size"])))
+
+    def path_fragment(self, cell: Cell) -> str:
+        return image_path_fragment(cell)
+
+    def operands(self, cell: Cell, image_path: str | Path | None) -> ConvOperands:
+        """One (grey) channel of the picture, tiled into a mosaic where the cell is larger than
+        the largest picture."""
+        import cv2
+
+        grey = cv2.cvtColor(read_picture(cell, image_path), cv2.COLOR_BGR2GRAY)[:, :, None]
+        reps = -(-cell.size // grey.shape[0])
+        picture = np.ascontiguousarray(np.tile(grey, (reps, reps, 1))[: cell.size, : cell.size])
+        problem = conv_problem(cell)
+        return ConvOperands(problem, check_picture_shape(cell, image_path, picture), filter_weights(cell, problem))
