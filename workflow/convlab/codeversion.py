@@ -18,7 +18,7 @@ PACKAGE_DIR = Path(__file__).resolve().parent  # workflow/convlab
 # Paths relative to the package; a trailing "/" takes the folder's modules.
 ROLES: dict[str, tuple[str, ...]] = {
     # turns a cell's settings into a row, on either backend
-    "measurement": ("runner.py", "operands.py", "launch.py", "registry.py", "grid.py", "families.py",
+    "measurement": ("runner.py", "steps.py", "operands.py", "launch.py", "registry.py", "grid.py", "families.py",
                     "fftsize.py", "status.py", "row.py", "celljob.py", "codeversion.py", "measure/",
                     "backends/__init__.py", "backends/base.py"),
     "backend:cuda": ("backends/cuda.py",),
