@@ -21,7 +21,7 @@ ROLES: dict[str, tuple[str, ...]] = {
     "measurement": ("runner.py", "steps.py", "operands.py", "launch.py", "registry.py", "grid.py", "families.py",
                     "fftsize.py", "status.py", "row.py", "celljob.py", "codeversion.py", "measure/",
                     "backends/__init__.py", "backends/base.py"),
-    "backend:cuda": ("backends/cuda.py",),
+    "backend:cuda": ("backends/cuda.py", "backends/libraries.py"),
     "backend:cpu": ("backends/cpu.py", "cpu_twins/__init__.py"),
     # one kernel's wrapper or twin: a file of that kernel (KernelSpec.files)
     "kernel": ("backends/cudnn_conv.py", "backends/fft_conv.py", "backends/ndimage_conv.py", "cpu_twins/"),
