@@ -1,36 +1,33 @@
-"""The library kernels' modules (cupy.fft, ndimage) with NumPy/SciPy standing in for CuPy.
+"""The library kernels (cupy.fft, ndimage) with NumPy/SciPy standing in for CuPy.
 
 On the GPU the same code runs with backend.xp = cupy (tests/test_gpu_kernels.py); here the
-algorithm, padding, stride slicing and in-place output are checked without a GPU.
+algorithm, padding, stride slicing and in-place output are checked without a GPU, and each
+wrapper lives in the file its cells depend on.
 """
 
 import numpy as np
 import pytest
 
 from convlab.backends.base import KernelBuffers
+from convlab.backends.fft_conv import FftConv
+from convlab.backends.ndimage_conv import NdimageConv
 from convlab.measure.problem import ConvProblem, make_weights
 from convlab.measure.reference import conv2d_reference
 from convlab.measure.verify import compare
-from convlab.registry import load_registry
+from convlab.registry import LIBRARIES, library_file, load_registry
 
 
 class NumpyBackend:
     xp = np
 
 
-@pytest.mark.parametrize("kernel,module,function", [
-    ("fft", "fft_conv", "prepare_fft"),
-    ("ndimage", "ndimage_conv", "prepare_ndimage"),
-])
+@pytest.mark.parametrize("kernel,wrapper", [("fft", FftConv), ("ndimage", NdimageConv)])
 @pytest.mark.parametrize("height,width", [(257, 130), (31, 17)])
 @pytest.mark.parametrize("stride", [1, 2, 3])
 @pytest.mark.parametrize("k", [3, 5, 7])
-def test_library_module_matches_reference(kernel, module, function, height, width, stride, k):
+def test_library_module_matches_reference(kernel, wrapper, height, width, stride, k):
     if kernel == "ndimage":
         pytest.importorskip("scipy.ndimage", reason="scipy stands in for cupyx.scipy.ndimage here")
-    import importlib
-
-    prepare = getattr(importlib.import_module(f"convlab.backends.{module}"), function)
     spec = load_registry()[kernel]
     rng = np.random.default_rng(height + stride + k)
     image = rng.random((height, width, 3), dtype=np.float32)
@@ -38,9 +35,25 @@ def test_library_module_matches_reference(kernel, module, function, height, widt
     problem = ConvProblem(height, width, 3, 3, k, stride, (k - 1) // 2)
     output = np.full((3, problem.out_height, problem.out_width), np.nan, dtype=np.float32)
     buffers = KernelBuffers.conv(np.ascontiguousarray(image.transpose(2, 0, 1)), weights, output)
-    prepared = prepare(NumpyBackend(), spec, {}, dict(spec.settings), problem, buffers)
+    prepared = wrapper().prepare(NumpyBackend(), spec, {}, dict(spec.settings), problem, buffers)
     prepared.run()
     assert buffers.output is output  # written in place, not rebound
     verdict = compare(output.transpose(1, 2, 0), conv2d_reference(image, weights, problem, np), 1e-5)
     assert verdict.passed, verdict.reason
     assert prepared.info["implementation"]
+
+
+@pytest.mark.parametrize("kernel,wrapper", [("fft", FftConv), ("ndimage", NdimageConv)])
+def test_a_library_kernel_lives_in_the_file_its_cells_depend_on(kernel, wrapper):
+    spec = load_registry()[kernel]
+    assert wrapper.library == spec.library
+    assert wrapper().files() == [library_file(spec.library)] == spec.files("cuda")[-1:]
+
+
+def test_the_cuda_backend_registers_every_library_the_registry_knows():
+    pytest.importorskip("cupy", reason="the cuDNN wrapper imports CuPy")
+    from convlab.backends.libraries import library_kernels
+
+    kernels = library_kernels()
+    assert sorted(kernels) == sorted(LIBRARIES)
+    assert all(kernel.files() == [library_file(name)] for name, kernel in kernels.items())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from types import SimpleNamespace
 
 import pytest
 
@@ -40,10 +41,15 @@ class FakeNvml:
         return self.energy_mj
 
 
+def timed(kernel_ms: float, flops: float) -> SimpleNamespace:
+    """What an observer reads of a cell's result (convlab.steps.Result)."""
+    return SimpleNamespace(kernel_ms=kernel_ms, flops=flops)
+
+
 def observe(nvml: FakeNvml) -> dict:
     with NvmlObserver(nvml, handle=None, default_sm_mhz=1980.0) as observer:
         time.sleep(0.03)
-    return observer.columns(kernel_ms=0.5, flops=2e9)
+    return observer.columns(timed(kernel_ms=0.5, flops=2e9))
 
 
 def test_a_steady_gpu_gives_clocks_power_energy_and_not_throttled():
@@ -68,7 +74,7 @@ def test_a_low_clock_or_a_slowing_reason_is_throttled():
 def test_the_cpu_backend_has_empty_columns_and_says_why():
     with CpuBackend().telemetry() as observer:
         pass
-    assert observer.columns(1.0, 1e9) == {} and "no GPU telemetry" in observer.unavailable
+    assert observer.columns(timed(1.0, 1e9)) == {} and "no GPU telemetry" in observer.unavailable
 
 
 def test_throttled_cells_are_said_in_the_summary_warning_and_the_findings():

@@ -1,6 +1,6 @@
 """One cell job, wherever it runs: in a measurement-service worker, or in the job's own process
-(CONVLAB_SERVICE=off). Load the operands, take the device, measure, add the job's own timings
-and write the row atomically. The measurement itself is convlab.runner's.
+(CONVLAB_SERVICE=off). Load the operands, take the device, measure, and write the row, built
+with the job's own timings, atomically. The measurement itself is convlab.runner's.
 """
 
 from __future__ import annotations
@@ -14,8 +14,9 @@ from convlab.backends.base import Backend
 from convlab.cell import Cell
 from convlab.devicelock import exclusive_device
 from convlab.measure.phases import PhaseClock
-from convlab.row import write_row_atomically
-from convlab.runner import load_inputs, measure_cell
+from convlab.row import JobFacts, write_row_atomically
+from convlab.runner import run_steps
+from convlab.steps import load_inputs
 
 
 @dataclass(frozen=True)
@@ -32,10 +33,6 @@ class CellJob:
         return Cell.from_json(self.spec)
 
 
-def format_phases(phases: dict[str, float]) -> str:
-    return ";".join(f"{name}={ms:.4g}" for name, ms in phases.items())
-
-
 def status_line(row: dict[str, Any], path: str) -> str:
     """The one line a cell job prints: its path, status, time and reason."""
     return f"{path}: {row['status']} {row.get('kernel_ms') or ''} {row.get('reason') or ''}".rstrip()
@@ -44,14 +41,14 @@ def status_line(row: dict[str, Any], path: str) -> str:
 def run_job(job: CellJob, backend: Backend, device_key: str, job_phases: dict[str, float],
             job_started: float, service_started: float | None = None,
             extra: dict[str, Any] | None = None, write_to: str | None = None,
-            settle: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+            settle: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Measure ``job`` on ``backend`` and write its row (to ``write_to`` if given, else job.out).
 
     ``job_phases`` are the phases before this call (e.g. the client's start-up), ``job_started``
     the epoch second the job's process started, and ``service_started`` when a service worker
-    took the cell (None in-process). ``extra`` columns (the commit, the GPU index) are set last.
-    ``settle(row)`` runs after the measurement and before the row's times are taken: a worker
-    checks the device and frees its memory there, so that the cell's time includes both.
+    took the cell (None in-process). ``extra`` columns (the commit) take the place of the measured
+    ones. ``settle(status)`` runs after the measurement and before the job's times are taken: a
+    worker checks the device and frees its memory there, so that the cell's time includes both.
     """
     cell = job.cell
     clock = PhaseClock()
@@ -59,18 +56,14 @@ def run_job(job: CellJob, backend: Backend, device_key: str, job_phases: dict[st
     clock.lap("load")
     with exclusive_device(device_key):
         clock.lap("lock_wait")
-        row = measure_cell(inputs, job.bandwidth, backend)
-        clock.lap("measure")  # itemised by measure_cell's own phases (place ... verify)
+        measured = run_steps(inputs, job.bandwidth, backend)
+        clock.lap("measure")  # itemised by the cell's own phases (place ... verify)
         if settle is not None:
-            settle(row)
+            settle(measured.outcome.status)
         clock.lap("settle")
-    measured = row.pop("phase_ms", None) or ""
-    row.update(extra or {})
     phases = {**job_phases, **{name: ms for name, ms in clock.laps.items() if name != "measure"}}
-    row["phase_ms"] = format_phases(phases) + (";" + measured if measured else "")
     now = time.time()
-    row["job_ms"] = (now - job_started) * 1e3
-    if service_started is not None:
-        row["service_ms"] = (now - service_started) * 1e3
+    service_ms = None if service_started is None else (now - service_started) * 1e3
+    row = measured.row(JobFacts(phases, (now - job_started) * 1e3, service_ms, extra or {}))
     write_row_atomically(row, write_to or job.out)
     return row

@@ -90,11 +90,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
     for cell in cells:
         with exclusive_device(backend.device_key()):
             row = run_cell(cell, image, backend=backend)
-        width = max(len(k) for k in row)
+        shown = {key: value for key, value in row.items() if value not in (None, "")}
+        width = max(len(k) for k in shown)
         print(f"== {cell.path}")
-        for key, value in row.items():
-            if value not in (None, ""):
-                print(f"  {key:<{width}}  {value}")
+        for key, value in shown.items():
+            print(f"  {key:<{width}}  {value}")
         if args.out:
             target = Path(args.out) if len(cells) == 1 else Path(args.out) / (cell.variant + ".csv")
             write_row_atomically(row, target)

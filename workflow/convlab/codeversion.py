@@ -18,11 +18,11 @@ PACKAGE_DIR = Path(__file__).resolve().parent  # workflow/convlab
 # Paths relative to the package; a trailing "/" takes the folder's modules.
 ROLES: dict[str, tuple[str, ...]] = {
     # turns a cell's settings into a row, on either backend
-    "measurement": ("runner.py", "operands.py", "launch.py", "registry.py", "grid.py", "cell.py",
+    "measurement": ("runner.py", "steps.py", "operands.py", "launch.py", "registry.py", "grid.py", "cell.py",
                     "overrides.py", "families/",
                     "fftsize.py", "status.py", "row.py", "celljob.py", "codeversion.py", "measure/",
                     "backends/__init__.py", "backends/base.py"),
-    "backend:cuda": ("backends/cuda.py",),
+    "backend:cuda": ("backends/cuda.py", "backends/libraries.py"),
     "backend:cpu": ("backends/cpu.py", "cpu_twins/__init__.py"),
     # one kernel's wrapper or twin: a file of that kernel (KernelSpec.files)
     "kernel": ("backends/cudnn_conv.py", "backends/fft_conv.py", "backends/ndimage_conv.py", "cpu_twins/"),

@@ -11,7 +11,7 @@ from convlab.backends import get_backend
 from convlab.cell import Cell
 from convlab.devicelock import exclusive_device
 from convlab.measure import problem as problem_mod
-from convlab.runner import load_inputs, place
+from convlab.steps import load_inputs
 
 
 def to_edge_image(output_hwc: np.ndarray) -> np.ndarray:
@@ -30,7 +30,7 @@ def render_edge_map(cell: Cell, image_path: str | Path, out: str | Path) -> None
     layout = backend.layout_for(inputs.spec)
     # its kernel run must not overlap a cell's timing on the same device
     with exclusive_device(backend.device_key()), backend.guard("gallery"):
-        _, buffers = place(backend, inputs, layout)
+        _, buffers = inputs.operands.place(backend, layout)
         prepared = backend.prepare(inputs.spec, cell.tunables, cell.settings, inputs.problem, buffers)
         prepared.run()
         backend.synchronize()

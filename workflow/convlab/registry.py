@@ -25,12 +25,10 @@ PACKAGE_DIR = Path(__file__).resolve().parent
 CPU_TWINS_DIR = PACKAGE_DIR / "cpu_twins"
 # More kernel folders (each with its registry.yaml), e.g. the tests' deliberately faulty kernels.
 EXTRA_KERNELS_ENV = "CONVLAB_EXTRA_KERNELS"
-# library name -> (module, prepare function) in convlab.backends
-LIBRARIES = {
-    "cudnn": ("cudnn_conv", "prepare_cudnn"),
-    "cupy_fft": ("fft_conv", "prepare_fft"),
-    "ndimage": ("ndimage_conv", "prepare_ndimage"),
-}
+# The library kernels by name (a description's `library:`), each with the module of
+# convlab/backends that wraps it: a file of its cells. Known here without importing the wrappers,
+# which import CuPy; the cuda backend alone imports them (convlab.backends.libraries).
+LIBRARIES = {"cudnn": "cudnn_conv.py", "cupy_fft": "fft_conv.py", "ndimage": "ndimage_conv.py"}
 LAYOUTS = {"input": ("hwc", "chw"), "weights": ("oihw", "ohwi"), "output": ("hwc", "chw")}
 KNOWN_KEYS = {"name", "summary", "source", "library", "layout", "precision", "tunables", "settings",
               "supports", "requires", "defines", "scratch", "constants", "stages", "cpu_twin", "experiments"}
@@ -87,7 +85,7 @@ class KernelSpec:
         if self.source is not None:
             paths.append(self.source)
         if backend == "cuda" and self.library:
-            paths.append(PACKAGE_DIR / "backends" / f"{LIBRARIES[self.library][0]}.py")
+            paths.append(library_file(self.library))
         if backend == "cpu" and self.twin_path:
             paths.append(self.twin_path)
         return paths
@@ -105,6 +103,11 @@ class KernelSpec:
             spec.loader.exec_module(module)
             sys.modules[name] = module
         return sys.modules[name]
+
+
+def library_file(library: str) -> Path:
+    """The module that wraps ``library`` (the same file its wrapper's files() names)."""
+    return PACKAGE_DIR / "backends" / LIBRARIES[library]
 
 
 def _check_stage(path: Path, index: int, stage: dict) -> None:

@@ -1,4 +1,9 @@
-"""The result row: its columns, its check, and an atomic writer.
+"""The result row: its columns, their order and types, the one builder, its check, and an
+atomic writer.
+
+A row is built in one place, build_row(), from the columns of a cell's steps and observers
+(convlab.runner) and the facts of the job that measured it (convlab.celljob), and checked against
+the contract there: nothing edits a row after it is built.
 
 A row file is a result only when it is whole: one header in the current format, one row as
 long as the header, every column its status requires, and a check over the rest of the row
@@ -10,39 +15,57 @@ from __future__ import annotations
 
 import csv
 import io
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from numbers import Integral, Real
 from pathlib import Path
 from typing import Any
 
-# The measurement contract, in order. Empty where a value does not apply (e.g. no time
-# for a launch that failed).
-COLUMNS = [
+from convlab.measure.phases import format_phases
+
+TEXT: tuple[type, ...] = (str,)
+WHOLE: tuple[type, ...] = (Integral,)
+NUMBER: tuple[type, ...] = (Real,)
+VERSION: tuple[type, ...] = (str, Integral)  # CUDA's driver and runtime give numbers, the cpu backend text
+
+
+def _typed(kind: tuple[type, ...], *names: str) -> dict[str, tuple[type, ...]]:
+    return dict.fromkeys(names, kind)
+
+
+# The measurement contract, in order, with each column's type. Empty where a value does not apply
+# (e.g. no time for a launch that failed).
+TYPES: dict[str, tuple[type, ...]] = {
     # what was measured
-    "experiment", "kernel", "variant", "backend", "implementation", "layout", "size",
-    "batch", "H", "W", "C_in", "C_out", "filter_size", "stride", "padding", "OH", "OW",
-    "gemm_m", "gemm_n", "gemm_k", "block",
-    "engine", "engine_heuristic", "launch",
+    **_typed(TEXT, "experiment", "kernel", "variant", "backend", "implementation", "layout"),
+    **_typed(WHOLE, "size", "batch", "H", "W", "C_in", "C_out", "filter_size", "stride", "padding", "OH", "OW",
+             "gemm_m", "gemm_n", "gemm_k", "block"),
+    **_typed(TEXT, "engine", "engine_heuristic", "launch"),
     # outcome
-    "status", "reason",
+    **_typed(TEXT, "status", "reason"),
     # timing (ms)
-    "timing_mode", "kernel_ms", "kernel_ms_min", "kernel_ms_max", "kernel_ms_iqr", "reps", "timing_stop",
-    "stage_ms", "setup_ms", "e2e_ms",
+    **_typed(TEXT, "timing_mode"), **_typed(NUMBER, "kernel_ms", "kernel_ms_min", "kernel_ms_max", "kernel_ms_iqr"),
+    **_typed(WHOLE, "reps"), **_typed(TEXT, "timing_stop", "stage_ms"), **_typed(NUMBER, "setup_ms", "e2e_ms"),
     # the job's wall-clock phases (ms; see the README), its whole wall time (client process start
     # to row written) and the time the measurement service spent on this cell alone
-    "phase_ms", "job_ms", "service_ms",
+    **_typed(TEXT, "phase_ms"), **_typed(NUMBER, "job_ms", "service_ms"),
     # derived
-    "flops", "bytes", "gflops", "gbps", "copy_gbps", "floor_ms", "pct_of_floor",
+    **_typed(WHOLE, "flops", "bytes"), **_typed(NUMBER, "gflops", "gbps", "copy_gbps", "floor_ms", "pct_of_floor"),
     # verification against the float64 reference
-    "max_rel_err", "rel_l2_err", "tolerance", "nonfinite",
+    **_typed(NUMBER, "max_rel_err", "rel_l2_err", "tolerance"), **_typed(WHOLE, "nonfinite"),
     # the GPU while the repeats were timed (NVML; empty without it, see convlab.measure.telemetry)
-    "sm_clock_min_mhz", "sm_clock_median_mhz", "mem_clock_min_mhz", "mem_clock_median_mhz",
-    "power_median_w", "energy_j", "energy_per_rep_mj", "gflop_per_j", "temperature_max_c",
-    "throttle_reasons", "throttled", "telemetry_samples",
+    **_typed(NUMBER, "sm_clock_min_mhz", "sm_clock_median_mhz", "mem_clock_min_mhz", "mem_clock_median_mhz",
+             "power_median_w", "energy_j", "energy_per_rep_mj", "gflop_per_j", "temperature_max_c"),
+    **_typed(TEXT, "throttle_reasons", "throttled"), **_typed(WHOLE, "telemetry_samples"),
     # provenance
-    "device", "gpu_index", "gpu_uuid", "compute_capability", "driver_version", "runtime_version", "cupy_version", "cudnn_version",
-    "git_commit", "convlab_version", "code_version", "host", "started_at", "finished_at",
+    **_typed(TEXT, "device"), **_typed(WHOLE, "gpu_index"), **_typed(TEXT, "gpu_uuid", "compute_capability"),
+    **_typed(VERSION, "driver_version", "runtime_version"),
+    **_typed(TEXT, "cupy_version", "cudnn_version", "git_commit", "convlab_version", "code_version", "host",
+             "started_at", "finished_at"),
     # a hash of every other column's text: a row that was cut or edited no longer matches
-    "row_check",
-]
+    **_typed(TEXT, "row_check"),
+}
+COLUMNS = list(TYPES)
 CHECK_COLUMN = "row_check"
 # Columns a row of each status cannot lack: what was measured, its outcome and provenance, and
 # for a measured row its time and its verification.
@@ -73,22 +96,64 @@ def variant_name(tunables: dict[str, Any]) -> str:
     return "_".join(f"{k}~{v}" for k, v in sorted(tunables.items())) or "default"
 
 
+@dataclass(frozen=True)
+class JobFacts:
+    """What the job that measured a cell adds to its row: its own phases (listed before the cell's
+    in phase_ms), its whole time, the service's time on the cell (None in the job's own process),
+    and the columns the service sets over the measured ones (the commit it was asked to measure)."""
+
+    phases: Mapping[str, float]
+    job_ms: float
+    service_ms: float | None = None
+    columns: Mapping[str, Any] = field(default_factory=dict)
+
+
+def check_row(values: Mapping[str, Any]) -> None:
+    """Raise KeyError for a column outside the contract, TypeError for a value of another type."""
+    unknown = set(values) - set(COLUMNS)
+    if unknown:
+        raise KeyError(f"not in the row contract: {sorted(unknown)}")
+    wrong = [f"{k}={v!r}" for k, v in values.items() if v is not None and not isinstance(v, TYPES[k])]
+    if wrong:
+        raise TypeError(f"not of the row contract's types: {', '.join(wrong)}")
+
+
+def build_row(parts: Iterable[Mapping[str, Any]], job: JobFacts | None = None) -> dict[str, Any]:
+    """The row, every column in COLUMNS order (None where a value does not apply), from the
+    columns of the parts that measured it (no column given twice) and its job's facts; checked
+    against the contract. Its check column is computed as it is written."""
+    values: dict[str, Any] = {}
+    for part in parts:
+        repeated = values.keys() & part.keys()
+        if repeated:
+            raise ValueError(f"columns given twice: {sorted(repeated)}")
+        values.update(part)
+    if job is not None:
+        cell_phases = values.get("phase_ms")
+        values.update(phase_ms=";".join(text for text in (format_phases(job.phases), cell_phases) if text),
+                      job_ms=job.job_ms, service_ms=job.service_ms)
+        values.update(job.columns)
+    check_row(values)
+    return {name: values.get(name) for name in COLUMNS if name != CHECK_COLUMN}
+
+
 def failure_row(spec: dict[str, Any], status: str, reason: str, **extra: Any) -> dict[str, Any]:
     """The row of a cell whose measurement never produced one (its worker died or hung, or the
-    service went away): what was asked, the status and why. Built from the cell's spec alone,
-    so that a process without NumPy can write it."""
+    service went away): what was asked, the status and why, and the ``extra`` columns the service
+    knows. Built from the cell's spec alone, so that a process without NumPy can write it."""
     from convlab.codeversion import measurement_version
 
     tunables = spec.get("tunables") or {}
     backend = spec.get("backend") or "cpu"
-    return {"code_version": measurement_version(backend),
+    return build_row([{
+        "code_version": measurement_version(backend),
         "experiment": spec.get("experiment"), "kernel": spec.get("kernel"),
         "variant": variant_name(tunables), "backend": backend, "size": spec.get("size"),
         "batch": spec.get("batch"), "filter_size": spec.get("filter_size"), "stride": spec.get("stride"),
         "padding": spec.get("padding"), "block": tunables.get("block"),
         "timing_mode": (spec.get("timing") or {}).get("mode"),
-        "status": status, "reason": reason[:2000], **extra,
-    }
+        "status": status, "reason": reason[:2000],
+    }, extra])
 
 
 def _cell_text(value: Any) -> Any:
@@ -108,9 +173,7 @@ def row_check(texts: list[str]) -> str:
 
 def format_row(values: dict[str, Any]) -> str:
     """The row as CSV text, header included, with its check. The one place a row is written."""
-    unknown = set(values) - set(COLUMNS)
-    if unknown:
-        raise KeyError(f"not in the row contract: {sorted(unknown)}")
+    check_row(values)
     texts = {k: str(_cell_text(values.get(k))) for k in COLUMNS if k != CHECK_COLUMN}
     texts[CHECK_COLUMN] = row_check(list(texts.values()))
     buffer = io.StringIO()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import os
 import time
 from collections.abc import Callable
@@ -14,8 +13,9 @@ import cupy
 import numpy as np
 
 from convlab.backends.base import Backend, KernelBuffers, PreparedKernel
+from convlab.backends.libraries import library_kernels
 from convlab.launch import dims, evaluate, problem_names
-from convlab.registry import LIBRARIES, KernelSpec
+from convlab.registry import KernelSpec
 from convlab.status import DeviceOutOfMemory, KernelFailure, LaunchConfigError
 
 # Occupies the GPU while the host enqueues a batch, so per-repeat event pairs time the
@@ -184,9 +184,7 @@ class CudaBackend(Backend):
     def prepare(self, spec: KernelSpec, cell_tunables: dict, settings: dict,
                 problem: Any, buffers: KernelBuffers) -> PreparedKernel:
         if spec.library:
-            module_name, function_name = LIBRARIES[spec.library]
-            module = importlib.import_module(f"convlab.backends.{module_name}")
-            return getattr(module, function_name)(self, spec, cell_tunables, settings, problem, buffers)
+            return library_kernels()[spec.library].prepare(self, spec, cell_tunables, settings, problem, buffers)
         return self._prepare_source_kernel(spec, cell_tunables, problem, buffers)
 
     def _prepare_source_kernel(self, spec: KernelSpec, tunables: dict, problem: Any,

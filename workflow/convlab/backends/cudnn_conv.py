@@ -15,21 +15,14 @@ import cupy
 import numpy as np
 
 from convlab.backends import import_cudnn
-from convlab.backends.base import KernelBuffers, PreparedKernel
+from convlab.backends.base import Backend, KernelBuffers, PreparedKernel
+from convlab.backends.libraries import LibraryKernel
 from convlab.measure.problem import ConvProblem
 from convlab.registry import KernelSpec
 from convlab.status import UnsupportedCell
 
 AUTOTUNE_REPS = 5
-_HANDLE = None
-
-
-def _handle(cudnn):
-    global _HANDLE
-    if _HANDLE is None:
-        _HANDLE = cudnn.create_handle()
-    cudnn.set_stream(_HANDLE, cupy.cuda.get_current_stream().ptr)
-    return _HANDLE
+PLAN_CACHE_SIZE = 256
 
 
 def _strides(layout: str, dims: list[int]) -> list[int]:
@@ -82,12 +75,6 @@ class _Plans:
     chosen: tuple[int, str, int]
 
 
-# A long-lived measurement worker builds each problem's plans once (and times them once for
-# ``plan: best``); a later cell of the same problem, layouts, math and plan choice reuses them.
-_PLAN_CACHE: OrderedDict[tuple, _Plans] = OrderedDict()
-PLAN_CACHE_SIZE = 256
-
-
 def _plan_key(spec: KernelSpec, tunables: dict, settings: dict, problem: ConvProblem) -> tuple:
     return (tuple(sorted(spec.layout.items())), settings.get("math", "strict"), int(settings["workspace_limit_mb"]),
             tunables.get("plan", "heuristic"), problem)
@@ -134,33 +121,55 @@ def _find_plans(backend, cudnn, handle, spec: KernelSpec, tunables: dict, settin
     return _Plans(graph, (x, w, y), usable, len(declined), heuristic, chosen)
 
 
-def prepare_cudnn(backend, spec: KernelSpec, tunables: dict, settings: dict,
-                  problem: ConvProblem, buffers: KernelBuffers) -> PreparedKernel:
-    cudnn = import_cudnn()
-    handle = _handle(cudnn)
-    key = _plan_key(spec, tunables, settings, problem)
-    plans = _PLAN_CACHE.get(key)
-    if plans is None:
-        plans = _find_plans(backend, cudnn, handle, spec, tunables, settings, problem, buffers)
-        _PLAN_CACHE[key] = plans
-        while len(_PLAN_CACHE) > PLAN_CACHE_SIZE:
-            _PLAN_CACHE.popitem(last=False)
-    else:
-        _PLAN_CACHE.move_to_end(key)
-    x, w, y = plans.tensors
-    pack = {x: buffers.image.data.ptr, w: buffers.weights.data.ptr, y: buffers.output.data.ptr}
-    index, name, size = plans.chosen
-    workspace = cupy.empty(max(size, 1), dtype=cupy.uint8)
-    graph = plans.graph
+class CudnnConv(LibraryKernel):
+    """One per process (convlab.backends.libraries), keeping the cuDNN handle and each problem's
+    plans: a long-lived measurement worker builds them once (and times them once for ``plan:
+    best``); a later cell of the same problem, layouts, math and plan choice reuses them."""
 
-    def run() -> None:
-        graph.execute_plan_at_index(pack, workspace.data.ptr, index, handle=handle)
+    library = "cudnn"
 
-    return PreparedKernel(run, {
-        "implementation": f"cuDNN {cudnn.backend_version()} frontend",
-        "engine": name,
-        "engine_heuristic": plans.heuristic[1],
-        "plans_usable": len(plans.usable),
-        "plans_declined": plans.declined,
-        "workspace_bytes": int(workspace.nbytes),
-    })
+    def __init__(self) -> None:
+        self.handle: Any = None
+        self.plans: OrderedDict[tuple, _Plans] = OrderedDict()
+
+    def _stream_handle(self, cudnn: Any) -> Any:
+        if self.handle is None:
+            self.handle = cudnn.create_handle()
+        cudnn.set_stream(self.handle, cupy.cuda.get_current_stream().ptr)
+        return self.handle
+
+    def _cached_plans(self, backend: Backend, cudnn: Any, handle: Any, spec: KernelSpec, tunables: dict,
+                      settings: dict, problem: ConvProblem, buffers: KernelBuffers) -> _Plans:
+        key = _plan_key(spec, tunables, settings, problem)
+        plans = self.plans.get(key)
+        if plans is None:
+            plans = _find_plans(backend, cudnn, handle, spec, tunables, settings, problem, buffers)
+            self.plans[key] = plans
+            while len(self.plans) > PLAN_CACHE_SIZE:
+                self.plans.popitem(last=False)
+        else:
+            self.plans.move_to_end(key)
+        return plans
+
+    def prepare(self, backend: Backend, spec: KernelSpec, tunables: dict, settings: dict,
+                problem: ConvProblem, buffers: KernelBuffers) -> PreparedKernel:
+        cudnn = import_cudnn()
+        handle = self._stream_handle(cudnn)
+        plans = self._cached_plans(backend, cudnn, handle, spec, tunables, settings, problem, buffers)
+        x, w, y = plans.tensors
+        pack = {x: buffers.image.data.ptr, w: buffers.weights.data.ptr, y: buffers.output.data.ptr}
+        index, name, size = plans.chosen
+        workspace = cupy.empty(max(size, 1), dtype=cupy.uint8)
+        graph = plans.graph
+
+        def run() -> None:
+            graph.execute_plan_at_index(pack, workspace.data.ptr, index, handle=handle)
+
+        return PreparedKernel(run, {
+            "implementation": f"cuDNN {cudnn.backend_version()} frontend",
+            "engine": name,
+            "engine_heuristic": plans.heuristic[1],
+            "plans_usable": len(plans.usable),
+            "plans_declined": plans.declined,
+            "workspace_bytes": int(workspace.nbytes),
+        })

@@ -14,10 +14,12 @@ module is ``backend.xp``, so the module also runs with numpy in place of cupy.
 
 from __future__ import annotations
 
+from typing import Any
+
 from convlab.backends.base import KernelBuffers, PreparedKernel
+from convlab.backends.libraries import ArrayKernel
 from convlab.fftsize import fast_len
 from convlab.measure.problem import ConvProblem
-from convlab.registry import KernelSpec
 
 LAYOUT = {"input": "chw", "weights": "oihw", "output": "chw"}
 
@@ -29,38 +31,38 @@ def _library_version(xp) -> str:
         return getattr(xp, "__name__", "xp")
 
 
-def prepare_fft(backend, spec: KernelSpec, tunables: dict, settings: dict,
-                problem: ConvProblem, buffers: KernelBuffers) -> PreparedKernel:
-    if dict(spec.layout) != LAYOUT:
-        raise ValueError(f"{spec.description_path}: the fft kernel needs layout {LAYOUT}, got {spec.layout}")
-    xp = backend.xp
-    p, s = problem.padding, problem.stride
-    c, h, w = problem.in_channels, problem.height, problem.width
-    oh, ow = problem.out_height, problem.out_width
-    shape = (fast_len(h + 2 * p), fast_len(w + 2 * p))
-    axes = (-2, -1)
+class FftConv(ArrayKernel):
+    library = "cupy_fft"
+    layout = LAYOUT
 
-    # Setup: filter spectra (K, C, n1, n2 // 2 + 1) complex64, and the zero-bordered input
-    # plane whose interior run() overwrites.
-    weights = xp.asarray(buffers.weights, dtype=xp.float32)
-    spectra = xp.conj(xp.fft.rfft2(weights, s=shape, axes=axes)).astype(xp.complex64)
-    padded = xp.zeros((c,) + shape, dtype=xp.float32)
-    interior = padded[:, p : p + h, p : p + w]
-    rows = slice(0, s * (oh - 1) + 1, s)
-    cols = slice(0, s * (ow - 1) + 1, s)
+    def build(self, xp: Any, problem: ConvProblem, buffers: KernelBuffers) -> PreparedKernel:
+        p, s = problem.padding, problem.stride
+        c, h, w = problem.in_channels, problem.height, problem.width
+        oh, ow = problem.out_height, problem.out_width
+        shape = (fast_len(h + 2 * p), fast_len(w + 2 * p))
+        axes = (-2, -1)
 
-    def run() -> None:
-        interior[...] = buffers.image
-        spectrum = xp.fft.rfft2(padded, axes=axes)  # (C, n1, n2r)
-        product = spectra[:, 0] * spectrum[0]        # summed over C: (K, n1, n2r)
-        for ci in range(1, c):
-            product += spectra[:, ci] * spectrum[ci]
-        full = xp.fft.irfft2(product, s=shape, axes=axes)  # (K, n1, n2): every position
-        buffers.output[...] = full[:, rows, cols]
+        # Setup: filter spectra (K, C, n1, n2 // 2 + 1) complex64, and the zero-bordered input
+        # plane whose interior run() overwrites.
+        weights = xp.asarray(buffers.weights, dtype=xp.float32)
+        spectra = xp.conj(xp.fft.rfft2(weights, s=shape, axes=axes)).astype(xp.complex64)
+        padded = xp.zeros((c,) + shape, dtype=xp.float32)
+        interior = padded[:, p : p + h, p : p + w]
+        rows = slice(0, s * (oh - 1) + 1, s)
+        cols = slice(0, s * (ow - 1) + 1, s)
 
-    return PreparedKernel(run, {
-        "implementation": "cupy.fft rfft2 (cuFFT), full resolution then strided slice",
-        "engine": f"{_library_version(xp)}, FFT grid {shape[0]}x{shape[1]}",
-        "fft_shape": f"{shape[0]}x{shape[1]}",
-        "spectra_bytes": int(spectra.nbytes),
-    })
+        def run() -> None:
+            interior[...] = buffers.image
+            spectrum = xp.fft.rfft2(padded, axes=axes)  # (C, n1, n2r)
+            product = spectra[:, 0] * spectrum[0]        # summed over C: (K, n1, n2r)
+            for ci in range(1, c):
+                product += spectra[:, ci] * spectrum[ci]
+            full = xp.fft.irfft2(product, s=shape, axes=axes)  # (K, n1, n2): every position
+            buffers.output[...] = full[:, rows, cols]
+
+        return PreparedKernel(run, {
+            "implementation": "cupy.fft rfft2 (cuFFT), full resolution then strided slice",
+            "engine": f"{_library_version(xp)}, FFT grid {shape[0]}x{shape[1]}",
+            "fft_shape": f"{shape[0]}x{shape[1]}",
+            "spectra_bytes": int(spectra.nbytes),
+        })

@@ -12,14 +12,17 @@ numpy (for tests without a GPU).
 
 from __future__ import annotations
 
+from types import ModuleType
+from typing import Any
+
 from convlab.backends.base import KernelBuffers, PreparedKernel
+from convlab.backends.libraries import ArrayKernel
 from convlab.measure.problem import ConvProblem
-from convlab.registry import KernelSpec
 
 LAYOUT = {"input": "chw", "weights": "oihw", "output": "chw"}
 
 
-def ndimage_module(xp):
+def ndimage_module(xp: Any) -> ModuleType:
     """cupyx.scipy.ndimage when xp is cupy, else scipy.ndimage."""
     if getattr(xp, "__name__", "") == "cupy":
         import cupyx.scipy.ndimage as ndimage
@@ -28,40 +31,40 @@ def ndimage_module(xp):
     return ndimage
 
 
-def prepare_ndimage(backend, spec: KernelSpec, tunables: dict, settings: dict,
-                    problem: ConvProblem, buffers: KernelBuffers) -> PreparedKernel:
-    if dict(spec.layout) != LAYOUT:
-        raise ValueError(f"{spec.description_path}: the ndimage kernel needs layout {LAYOUT}, got {spec.layout}")
-    xp = backend.xp
-    ndimage = ndimage_module(xp)
-    p, s, r = problem.padding, problem.stride, problem.filter_size
-    k, c, h, w = problem.out_channels, problem.in_channels, problem.height, problem.width
-    oh, ow = problem.out_height, problem.out_width
+class NdimageConv(ArrayKernel):
+    library = "ndimage"
+    layout = LAYOUT
 
-    # Setup: the zero-bordered input (its interior is overwritten by run()), one scratch
-    # plane for the correlation result, and the filters as contiguous float32 planes.
-    weights = xp.ascontiguousarray(xp.asarray(buffers.weights, dtype=xp.float32))
-    padded = xp.zeros((c, h + 2 * p, w + 2 * p), dtype=xp.float32)
-    interior = padded[:, p : p + h, p : p + w]
-    full = xp.empty((h + 2 * p, w + 2 * p), dtype=xp.float32)
-    half = r // 2  # the filter's centre: valid outputs start here
-    rows = slice(half, half + s * (oh - 1) + 1, s)
-    cols = slice(half, half + s * (ow - 1) + 1, s)
+    def build(self, xp: Any, problem: ConvProblem, buffers: KernelBuffers) -> PreparedKernel:
+        ndimage = ndimage_module(xp)
+        p, s, r = problem.padding, problem.stride, problem.filter_size
+        k, c, h, w = problem.out_channels, problem.in_channels, problem.height, problem.width
+        oh, ow = problem.out_height, problem.out_width
 
-    def run() -> None:
-        interior[...] = buffers.image
-        for ko in range(k):
-            target = buffers.output[ko]
-            for ci in range(c):
-                ndimage.correlate(padded[ci], weights[ko, ci], output=full, mode="constant", cval=0.0)
-                if ci == 0:
-                    target[...] = full[rows, cols]
-                else:
-                    target += full[rows, cols]
+        # Setup: the zero-bordered input (its interior is overwritten by run()), one scratch
+        # plane for the correlation result, and the filters as contiguous float32 planes.
+        weights = xp.ascontiguousarray(xp.asarray(buffers.weights, dtype=xp.float32))
+        padded = xp.zeros((c, h + 2 * p, w + 2 * p), dtype=xp.float32)
+        interior = padded[:, p : p + h, p : p + w]
+        full = xp.empty((h + 2 * p, w + 2 * p), dtype=xp.float32)
+        half = r // 2  # the filter's centre: valid outputs start here
+        rows = slice(half, half + s * (oh - 1) + 1, s)
+        cols = slice(half, half + s * (ow - 1) + 1, s)
 
-    return PreparedKernel(run, {
-        "implementation": "cupyx.scipy.ndimage.correlate per channel pair; no stride argument: "
-                          "computed at full resolution, then sliced",
-        "engine": f"{ndimage.__name__}.correlate x {k * c}",
-        "correlate_calls": k * c,
-    })
+        def run() -> None:
+            interior[...] = buffers.image
+            for ko in range(k):
+                target = buffers.output[ko]
+                for ci in range(c):
+                    ndimage.correlate(padded[ci], weights[ko, ci], output=full, mode="constant", cval=0.0)
+                    if ci == 0:
+                        target[...] = full[rows, cols]
+                    else:
+                        target += full[rows, cols]
+
+        return PreparedKernel(run, {
+            "implementation": "cupyx.scipy.ndimage.correlate per channel pair; no stride argument: "
+                              "computed at full resolution, then sliced",
+            "engine": f"{ndimage.__name__}.correlate x {k * c}",
+            "correlate_calls": k * c,
+        })

@@ -4,6 +4,11 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from convlab.steps import Result
 
 
 def process_age_s() -> float | None:
@@ -18,8 +23,14 @@ def process_age_s() -> float | None:
         return None
 
 
+def format_phases(laps: Mapping[str, float]) -> str:
+    """e.g. 'place=1.2;setup=40.1;timing=310' (ms): the text of the row's phase_ms."""
+    return ";".join(f"{name}={ms:.4g}" for name, ms in laps.items())
+
+
 class PhaseClock:
-    """Laps of wall-clock time: lap('place') records the time since the previous lap."""
+    """Laps of wall-clock time: lap('place') records the time since the previous lap. An observer
+    of a cell's measurement (convlab.measure.observers): its column is the cell's phases."""
 
     def __init__(self) -> None:
         self._last = time.perf_counter()
@@ -31,5 +42,7 @@ class PhaseClock:
         self._last = now
 
     def text(self) -> str:
-        """e.g. 'place=1.2;setup=40.1;timing=310' (ms)."""
-        return ";".join(f"{name}={ms:.4g}" for name, ms in self.laps.items())
+        return format_phases(self.laps)
+
+    def columns(self, result: Result) -> dict[str, Any]:
+        return {"phase_ms": self.text()}

@@ -1,17 +1,21 @@
 """GPU clocks, power, temperature, throttling and energy while a cell's repeats are timed.
 
 An observer samples NVML (nvidia-ml-py) on a thread during the timing and returns its row
-columns, as Kernel Tuner's NVMLObserver does. Like nvbench, a sample whose SM clock is below
-75 % of the GPU's default clock counts as throttled, as does any throttle reason that slows the
-chip (power cap, thermal or hardware slowdown). Where NVML is missing, the observer is a null
-one: its columns stay empty and `unavailable` says why (the device record keeps that line once).
+columns (convlab.measure.observers), as Kernel Tuner's NVMLObserver does. Like nvbench, a sample
+whose SM clock is below 75 % of the GPU's default clock counts as throttled, as does any throttle
+reason that slows the chip (power cap, thermal or hardware slowdown). Where NVML is missing, the
+observer is a null one: its columns stay empty and `unavailable` says why (the device record keeps
+that line once).
 """
 
 from __future__ import annotations
 
 import statistics
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from convlab.steps import Result
 
 SAMPLE_INTERVAL_S = 0.005
 THROTTLED_CLOCK_SHARE = 0.75  # nvbench's cut-off for a sample taken at a reduced clock
@@ -36,7 +40,7 @@ class NullObserver:
     def __exit__(self, *exc: object) -> None:
         return None
 
-    def columns(self, kernel_ms: float | None, flops: float | None) -> dict[str, Any]:
+    def columns(self, result: Result) -> dict[str, Any]:
         return {}
 
 
@@ -91,11 +95,12 @@ class NvmlObserver:
         if self._energy_mj and end is not None:
             self._energy_mj.append(end)
 
-    def columns(self, kernel_ms: float | None, flops: float | None) -> dict[str, Any]:
+    def columns(self, result: Result) -> dict[str, Any]:
         """The row's telemetry columns. Energy per repeat is the median power times the median
         kernel time: the energy counter's steps are too coarse for one sub-millisecond launch."""
         if not self.samples:
             return {}
+        kernel_ms, flops = result.kernel_ms, result.flops
         sm, mem, power, temperature, reasons = (list(values) for values in zip(*self.samples))
         seen = 0
         for bits in reasons:

@@ -143,9 +143,9 @@ def measure_one(job: dict[str, Any], backend, user_errors: tuple[type[BaseExcept
                        bandwidth=request.get("bandwidth"))
     faults: list[str | None] = []
 
-    def settle(row: dict[str, Any]) -> None:
+    def settle(status: str) -> None:
         """A sticky device error ends this worker; otherwise free the cell's device memory."""
-        faults.append(backend.fault() if row["status"] == ERROR else None)
+        faults.append(backend.fault() if status == ERROR else None)
         if faults[-1] is None:
             backend.release_memory()
 

@@ -1,0 +1,87 @@
+"""What a cell's measurement reports, as observers (after Kernel Tuner's): each one reads or
+watches one part of the measurement and gives its row columns through one method.
+
+The runner asks each observer once, after the last step, with what the steps produced
+(convlab.steps.Result); an observer whose part did not happen (a failed cell has no time) gives
+no columns. Besides those below, the phase clock (convlab.measure.phases) and the GPU telemetry
+(convlab.measure.telemetry) are observers too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
+
+from convlab.measure import metrics
+from convlab.measure.timing import TimeBatch, measure
+
+if TYPE_CHECKING:
+    from convlab.steps import Result
+
+INFO_COLUMNS = ("implementation", "engine", "engine_heuristic", "launch")
+
+
+class Observer(Protocol):
+    def columns(self, result: Result) -> dict[str, Any]:
+        """This observer's row columns: empty where what it reports did not happen."""
+
+
+class SetupObserver:
+    """What setup chose (implementation, cuDNN engines, launch geometry) and how long it took."""
+
+    def columns(self, result: Result) -> dict[str, Any]:
+        if result.prepared is None:
+            return {}
+        info = result.prepared.kernel.info
+        return {"setup_ms": result.prepared.setup_ms, **{key: info.get(key) for key in INFO_COLUMNS}}
+
+
+class TimingObserver:
+    """The repeats' statistics and the round trip's time."""
+
+    def columns(self, result: Result) -> dict[str, Any]:
+        if result.timed is None:
+            return {}
+        timing = result.timed.timing
+        return {"kernel_ms": timing.median_ms, "kernel_ms_min": timing.min_ms, "kernel_ms_max": timing.max_ms,
+                "kernel_ms_iqr": timing.iqr_ms, "reps": timing.reps, "timing_stop": timing.stop,
+                "e2e_ms": result.timed.e2e_ms}
+
+
+class ThroughputObserver:
+    """GFLOPS, GB/s and the distance from the copy-bandwidth floor (convlab.measure.metrics)."""
+
+    def columns(self, result: Result) -> dict[str, Any]:
+        if result.kernel_ms is None or result.copy_gbps is None:
+            return {}
+        return {"copy_gbps": result.copy_gbps,
+                **metrics.throughput(result.problem, result.kernel_ms, result.copy_gbps)}
+
+
+class VerificationObserver:
+    """How far the output is from the float64 reference (the verdict itself is the row's status)."""
+
+    def columns(self, result: Result) -> dict[str, Any]:
+        if result.verified is None:
+            return {}
+        verdict = result.verified.verdict
+        return {"max_rel_err": verdict.max_rel_err, "rel_l2_err": verdict.rel_l2_err,
+                "tolerance": verdict.tolerance, "nonfinite": verdict.nonfinite}
+
+
+class StageTimes:
+    """Each stage of a multi-stage kernel timed alone (e.g. im2col=0.12;gemm=0.31). Kept apart
+    from the cell's time: a cell that fails after its stages were timed still reports them."""
+
+    def __init__(self) -> None:
+        self.text = ""
+
+    def time(self, stages: list[tuple[str, Callable[[], None]]], time_batch: TimeBatch, settings: dict) -> None:
+        self.text = ";".join(f"{name}={measure(run, time_batch, settings).median_ms:.6g}" for name, run in stages)
+
+    def columns(self, result: Result) -> dict[str, Any]:
+        return {"stage_ms": self.text} if self.text else {}
+
+
+# Every cell's; the runner adds the cell's own stage times, phase clock and telemetry.
+OBSERVERS: tuple[Observer, ...] = (SetupObserver(), TimingObserver(), ThroughputObserver(), VerificationObserver())
