@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from convlab.cell import Cell
-from convlab.measure.problem import ConvProblem, GemmProblem, make_weights
+from convlab.measure.problem import ConvProblem, GemmProblem
+from convlab.measure.weights import make_weights
 from convlab.operands import ConvOperands, GemmOperands
 from convlab.registry import load_registry
 from convlab.runner import CellInputs, measure_cell

@@ -10,7 +10,8 @@ import pytest
 
 from convlab.cell import Cell
 from convlab.launch import dims, evaluate, holds, problem_names
-from convlab.measure.problem import ConvProblem, make_weights
+from convlab.measure.problem import ConvProblem
+from convlab.measure.weights import make_weights
 from convlab.operands import ConvOperands
 from convlab.registry import load_registry
 from convlab.runner import CellInputs, measure_cell

@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 from convlab.cell import Cell
-from convlab.measure.problem import ConvProblem, make_weights
+from convlab.measure.problem import ConvProblem
+from convlab.measure.weights import make_weights
 from convlab.operands import ConvOperands
 from convlab.registry import get_kernel
 from convlab.runner import CellInputs, measure_cell

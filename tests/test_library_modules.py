@@ -11,9 +11,10 @@ import pytest
 from convlab.backends.base import KernelBuffers
 from convlab.backends.fft_conv import FftConv
 from convlab.backends.ndimage_conv import NdimageConv
-from convlab.measure.problem import ConvProblem, make_weights
+from convlab.measure.problem import ConvProblem
 from convlab.measure.reference import conv2d_reference
 from convlab.measure.verify import compare
+from convlab.measure.weights import make_weights
 from convlab.registry import LIBRARIES, library_file, load_registry
 
 

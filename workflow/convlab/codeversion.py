@@ -19,7 +19,7 @@ PACKAGE_DIR = Path(__file__).resolve().parent  # workflow/convlab
 ROLES: dict[str, tuple[str, ...]] = {
     # turns a cell's settings into a row, on either backend
     "measurement": ("runner.py", "steps.py", "operands.py", "launch.py", "registry.py", "grid.py", "cell.py",
-                    "overrides.py", "families/",
+                    "overrides.py", "pictures.py", "families/",
                     "fftsize.py", "status.py", "row.py", "celljob.py", "codeversion.py", "measure/",
                     "backends/__init__.py", "backends/base.py"),
     "backend:cuda": ("backends/cuda.py", "backends/libraries.py"),

@@ -10,7 +10,7 @@ from convlab.atomicfile import write_bytes_atomically
 from convlab.backends import get_backend
 from convlab.cell import Cell
 from convlab.devicelock import exclusive_device
-from convlab.measure import problem as problem_mod
+from convlab.measure.layouts import output_to_hwc
 from convlab.steps import load_inputs
 
 
@@ -34,7 +34,7 @@ def render_edge_map(cell: Cell, image_path: str | Path, out: str | Path) -> None
         prepared = backend.prepare(inputs.spec, cell.tunables, cell.settings, inputs.problem, buffers)
         prepared.run()
         backend.synchronize()
-    output = problem_mod.output_to_hwc(backend.to_host(buffers.output), layout["output"])
+    output = output_to_hwc(backend.to_host(buffers.output), layout["output"])
     encoded, png = cv2.imencode(".png", to_edge_image(output))
     if not encoded:
         raise OSError(f"could not encode the edge map for {out}")

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from convlab.backends.base import Backend, KernelBuffers
-from convlab.measure import problem as problem_mod
+from convlab.measure.layouts import image_to_layout, output_shape, output_to_hwc, to_layout
 from convlab.measure.problem import ConvProblem, GemmProblem
 from convlab.measure.reference import conv2d_reference, gemm_reference
 
@@ -29,11 +29,11 @@ class ConvOperands:
         """The operands on the device in the kernel's layouts and a NaN-filled output.
         Returns the host arrays an end-to-end run copies in (the image, in its input layout)."""
         xp = backend.xp
-        host_image = problem_mod.image_to_layout(self.image, layout["input"])
+        host_image = image_to_layout(self.image, layout["input"])
         buffers = KernelBuffers.conv(
             image=backend.to_device(host_image),
-            weights=backend.to_device(problem_mod.to_layout(self.weights, layout["weights"])),
-            output=xp.full(problem_mod.output_shape(self.problem, layout["output"]), np.nan, dtype=xp.float32),
+            weights=backend.to_device(to_layout(self.weights, layout["weights"])),
+            output=xp.full(output_shape(self.problem, layout["output"]), np.nan, dtype=xp.float32),
         )
         return {"input": host_image}, buffers
 
@@ -42,7 +42,7 @@ class ConvOperands:
         return conv2d_reference(xp.asarray(self.image), xp.asarray(self.weights), self.problem, xp)
 
     def comparable_output(self, output, layout: dict[str, str]):
-        return problem_mod.output_to_hwc(output, layout["output"])
+        return output_to_hwc(output, layout["output"])
 
     def describe(self) -> dict[str, Any]:
         p = self.problem

@@ -16,9 +16,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from convlab.config import ConfigError
-from convlab.measure import problem as problem_mod
 from convlab.measure.problem import ConvProblem
+from convlab.measure.weights import make_weights
 from convlab.operands import Operands
+from convlab.pictures import load_image
 
 if TYPE_CHECKING:
     from convlab.cell import Cell
@@ -89,7 +90,7 @@ def read_picture(cell: Cell, path: str | Path | None) -> np.ndarray:
     """The cell's picture as HWC float32."""
     if path is None:
         raise ValueError(f"{cell.path} reads a picture; give its path ({cell.image})")
-    return problem_mod.load_image(path)
+    return load_image(path)
 
 
 def check_picture_shape(cell: Cell, path: str | Path, picture: np.ndarray) -> np.ndarray:
@@ -99,7 +100,7 @@ def check_picture_shape(cell: Cell, path: str | Path, picture: np.ndarray) -> np
 
 
 def filter_weights(cell: Cell, problem: ConvProblem) -> np.ndarray:
-    return problem_mod.make_weights(cell.filter, problem.out_channels, problem.in_channels, problem.filter_size,
+    return make_weights(cell.filter, problem.out_channels, problem.in_channels, problem.filter_size,
                                     cell.verify["seed"])
 
 

@@ -1,13 +1,8 @@
-"""The convolution problem of a cell: its geometry, input image and filter weights."""
+"""A cell's problem as geometry: its shapes, FLOPs and the fewest bytes it must move."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
-
-import numpy as np
-
-from convlab.status import UserError
 
 FLOAT32_BYTES = 4
 
@@ -86,105 +81,3 @@ class GemmProblem:
 
     def defines(self) -> dict[str, int]:
         return {}
-
-
-class ImageError(UserError, ValueError):
-    """The input image cannot be used as a cell's input."""
-
-
-class PictureCache:
-    """Decoded pictures kept by a long-lived measurement worker, keyed by path, size and mtime,
-    so that a changed file is read again. Cached arrays are read-only: nothing may write into
-    a picture another cell will read."""
-
-    def __init__(self, capacity: int = 0) -> None:
-        self.capacity = capacity
-        self._pictures: dict[tuple, np.ndarray] = {}
-
-    def get(self, path: Path, read) -> np.ndarray:
-        if self.capacity <= 0:
-            return read(path)
-        info = path.stat()
-        key = (str(path.resolve()), info.st_size, info.st_mtime_ns)
-        if key not in self._pictures:
-            while len(self._pictures) >= self.capacity:
-                self._pictures.pop(next(iter(self._pictures)))
-            picture = read(path)
-            picture.flags.writeable = False
-            self._pictures[key] = picture
-        return self._pictures[key]
-
-
-# Off (capacity 0) in one-shot processes; a service worker turns it on.
-PICTURES = PictureCache()
-
-
-def _decode(path: Path) -> np.ndarray:
-    import cv2
-
-    pixels = cv2.imread(str(path), cv2.IMREAD_COLOR)
-    if pixels is None:
-        raise ImageError(f"{path}: OpenCV could not decode this file (truncated or not an image?)")
-    return np.ascontiguousarray(pixels, dtype=np.float32) / np.float32(255.0)
-
-
-def load_image(path: str | Path) -> np.ndarray:
-    """Read an 8-bit RGB(BGR) image as float32 HWC in [0, 1], as OpenCV lays it out."""
-    path = Path(path)
-    if not path.is_file():
-        raise ImageError(f"image not found: {path}")
-    return PICTURES.get(path, _decode)
-
-
-def make_weights(kind: str, out_channels: int, in_channels: int, size: int, seed: int) -> np.ndarray:
-    """Filter weights in OIHW order.
-
-    laplacian: the seed's edge filter (all ones, centre 1 - size*size) for every
-    output/input channel pair; random: uniform [-1, 1) from ``seed``.
-    """
-    if kind == "laplacian":
-        tap = np.ones((size, size), dtype=np.float32)
-        tap[size // 2, size // 2] = 1.0 - size * size
-        return np.ascontiguousarray(np.broadcast_to(tap, (out_channels, in_channels, size, size)))
-    if kind == "random":
-        rng = np.random.default_rng(seed)
-        return rng.uniform(-1.0, 1.0, (out_channels, in_channels, size, size)).astype(np.float32)
-    raise ValueError(f"unknown filter kind {kind!r}")
-
-
-def to_layout(weights_oihw: np.ndarray, layout: str) -> np.ndarray:
-    """Reorder OIHW weights into the layout a kernel declares."""
-    if layout == "oihw":
-        return np.ascontiguousarray(weights_oihw)
-    if layout == "ohwi":
-        return np.ascontiguousarray(weights_oihw.transpose(0, 2, 3, 1))
-    raise ValueError(f"unknown weight layout {layout!r}")
-
-
-def image_to_layout(image_hwc: np.ndarray, layout: str) -> np.ndarray:
-    """The input image (HWC, or NHWC for a batch) in a kernel's input layout (hwc as loaded, or chw)."""
-    if layout == "hwc":
-        return np.ascontiguousarray(image_hwc)
-    if layout == "chw":
-        lead = image_hwc.ndim - 3  # 1 for a batch
-        return np.ascontiguousarray(image_hwc.transpose(*range(lead), lead + 2, lead, lead + 1))
-    raise ValueError(f"unknown image layout {layout!r}")
-
-
-def output_shape(problem: ConvProblem, layout: str) -> tuple[int, ...]:
-    oh, ow, k = problem.out_height, problem.out_width, problem.out_channels
-    lead = (problem.batch,) if problem.batched else ()
-    if layout == "hwc":
-        return (*lead, oh, ow, k)
-    if layout == "chw":
-        return (*lead, k, oh, ow)
-    raise ValueError(f"unknown output layout {layout!r}")
-
-
-def output_to_hwc(output, layout: str):
-    """A kernel's output viewed as HWC (NHWC for a batch) for comparison with the reference
-    (any array module)."""
-    if layout == "hwc":
-        return output
-    lead = output.ndim - 3
-    return output.transpose(*range(lead), lead + 1, lead + 2, lead)

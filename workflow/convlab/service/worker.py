@@ -121,14 +121,14 @@ def _open_tools() -> None:
 
 
 def _open_backend(backend_name: str, gpu_index: int):
+    from convlab import pictures
     from convlab.backends import get_backend
-    from convlab.measure import problem
 
     backend = get_backend(backend_name)
     backend.open_context()
     if backend_name == "cuda":
         backend.gpu_index = gpu_index
-    problem.PICTURES.capacity = PICTURES_KEPT
+    pictures.PICTURES.capacity = PICTURES_KEPT
     return backend
 
 
