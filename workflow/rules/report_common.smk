@@ -20,20 +20,20 @@ SEED_FIGURE = f"{SEED_DIR}/{figure_stem('{seed}', '{figure}')}.png"
 SEED_TABLE = f"{SEED_DIR}/{table_stem('{seed}')}.html"
 
 
-def seed_experiment(wildcards):
+def seed_experiment(wildcards) -> str:
     """A seed's report category: the experiment that reproduces it."""
     return SEEDS[wildcards.seed].experiment
 
 
-def seed_figure_labels(wildcards):
+def seed_figure_labels(wildcards) -> dict[str, str]:
     return report_labels(wildcards.seed, wildcards.figure)
 
 
-def seed_table_labels(wildcards):
+def seed_table_labels(wildcards) -> dict[str, str]:
     return report_labels(wildcards.seed)
 
 
-def seed_figure_caption(wildcards):
+def seed_figure_caption(wildcards) -> str:
     """The figure's caption, for workflow/report/seed_figure.rst. Asked when the DAG is built, so a
     figure the seed does not draw fails there, naming the seed's figures."""
     return seed_figure(wildcards.seed, wildcards.figure).caption

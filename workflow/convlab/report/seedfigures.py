@@ -248,6 +248,7 @@ def _layer_speedup_figure(comparison: pd.DataFrame, summary: pd.DataFrame, seed:
     return figure
 
 
+# One drawing per kind of seed figure, each called alike: (comparison, summary, seed, entry).
 DRAWINGS = {LINES: _line_figure, TILING_BARS: _tiling_figure, LAYER_SPEEDUPS: _layer_speedup_figure}
 
 
