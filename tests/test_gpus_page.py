@@ -6,7 +6,7 @@ import json
 
 import pandas as pd
 
-from convlab.gpus import device_summaries, gpus_html, pair_table
+from convlab.report.gpus import device_summaries, gpus_html, pair_table
 from convlab.row import COLUMNS
 
 

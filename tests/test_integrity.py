@@ -30,8 +30,7 @@ from workflow_helpers import (
 from convlab.atomicfile import current_umask
 from convlab.row import COLUMNS, DamagedRow, OtherFormat, format_row, parse_row, write_row_atomically
 
-REPORT_RULES = {"figures", "roofline", "seed_comparison", "findings", "seed000", "seed001", "seed002", "seed003",
-                "seed004", "gpus", "all"}
+REPORT_RULES = {"figures", "roofline", "seed_comparison", "findings", "seed_table", "seed_figure", "gpus", "all"}
 
 
 def whole_row(**values) -> str:
@@ -201,8 +200,8 @@ def last_lines(logs: Path) -> set[str]:
     ("backends/cpu.py", "copy_bandwidth_gbps", []),
     ("celljob.py", "run_job", []),
     ("aggregate.py", "aggregate", [f"{RESULTS}/summary.csv", f"{RESULTS}/findings.html"]),
-    ("figures.py", "render_figures", [f"{RESULTS}/figures/time_vs_size.png", f"{RESULTS}/figures/status.png"]),
-    ("findings.py", "write_findings", [f"{RESULTS}/findings.html"]),
+    ("report/figures.py", "render_figures", [f"{RESULTS}/figures/time_vs_size.png", f"{RESULTS}/figures/status.png"]),
+    ("report/findings.py", "write_findings", [f"{RESULTS}/findings.html"]),
 ])
 def test_a_failing_step_shows_its_error_line_and_keeps_the_previous_outputs(finished, module, function, kept):
     before = {name: (finished / name).read_bytes() for name in kept}
@@ -228,7 +227,7 @@ def test_an_edit_to_measurement_code_re_measures_every_cell_and_to_report_code_o
     timing.write_text(original)
     assert "Nothing to be done" in snakemake(finished, 1, "--dry-run").stdout
 
-    findings = finished / "workflow/convlab/findings.py"
+    findings = finished / "workflow/convlab/report/findings.py"
     findings.write_text(findings.read_text() + "#\n")
     plan = snakemake(finished, 1, "--dry-run")
     assert not planned_cells(plan)

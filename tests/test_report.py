@@ -14,9 +14,17 @@ import yaml
 from matplotlib.colors import to_hex
 from workflow_helpers import copy_repo, snakemake
 
-from convlab import figures, findings, roofline, seedcompare, seedfigures
-from convlab.findings import fastest
-from convlab.seedcompare import NEVER_RAN, NOT_RUN, compare, load_map, load_seeds, load_summary, read_comparison
+from convlab.report import figures, findings, roofline, seedcompare, seedfigures
+from convlab.report.findings import fastest
+from convlab.report.seedcompare import (
+    NEVER_RAN,
+    NOT_RUN,
+    compare,
+    load_map,
+    load_seeds,
+    load_summary,
+    read_comparison,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 SEEDS = REPO / "config/seeds/seed_tables.csv"
@@ -228,7 +236,7 @@ def _seed000(defect: str) -> tuple[pd.DataFrame, pd.DataFrame]:
 @pytest.mark.parametrize("defect", ["search_timed", ""])
 def test_seed_figure_and_findings_agree_on_what_is_comparable(defect):
     comparison, summary = _seed000(defect)
-    figure = seedfigures.seed_figure_object("seed000_gflops", comparison, summary)
+    figure = seedfigures.seed_figure_object("000", "gflops", comparison, summary)
     titles = [ax.get_title() for ax in figure.axes if ax.get_title()]
     page = findings.findings_html(summary, comparison, {}, {})
     seed_line = re.search(r"<li>Seed 000 .*?</li>", page).group(0)
@@ -265,7 +273,7 @@ def test_seed002_not_run_note_covers_no_bar():
     seeds["value"] = pd.to_numeric(seeds["value"])
     summary = pd.DataFrame([_conv("direct", SLIDING, 1.0)])
     comparison = compare(seeds, load_map(MAP), summary)
-    figure = seedfigures.seed_figure_object("seed002_tiling", comparison, summary)
+    figure = seedfigures.seed_figure_object("002", "tiling", comparison, summary)
     figure.canvas.draw()
     renderer = figure.canvas.get_renderer()
     ax = figure.axes[0]
@@ -282,7 +290,7 @@ def test_seed003_this_run_never_takes_a_seed_blocks_colour():
     # the cpu twin of sgemm_naive has no block: its one cell answers every seed block at 512
     summary = pd.DataFrame([_gemm("sgemm_naive", ROWS, 15.0), _gemm("cublas", BLAS, 2.9)])
     comparison = compare(load_seeds(SEEDS), load_map(MAP), summary)
-    figure = seedfigures.seed_figure_object("seed003_gemm", comparison, summary)
+    figure = seedfigures.seed_figure_object("003", "gemm", comparison, summary)
     ax = figure.axes[0]
     seed_colours = {to_hex(line.get_color()) for line in ax.get_lines() if line.get_linestyle() == "--"}
     mine = [line for line in ax.get_lines() if line.get_linestyle() == "-" and len(line.get_xdata())

@@ -189,3 +189,17 @@ def test_from_seed_blocks_are_present(table, method_map):
             rows = table[(table["seed"] == entry["seed"]) & (table["table"] == entry["table"])
                          & (table["method"] == entry["method"])]
             assert (rows["block"] != "").all(), entry
+
+
+def test_the_report_seed_table_draws_what_the_csv_and_the_method_map_hold(table, method_map):
+    """convlab.report.seeds has every seed of the CSV, draws each figure from tables the seed has, and files
+    the seed under the experiment that method_map.yaml reproduces it with."""
+    from convlab.report.seeds import SEEDS
+
+    assert set(SEEDS) == set(table["seed"])
+    for seed in SEEDS.values():
+        tables = set(table.loc[table["seed"] == seed.id, "table"])
+        for figure in seed.figures:
+            assert set(figure.tables) <= tables, (seed.id, figure.name, set(figure.tables) - tables)
+        experiments = {entry["experiment"] for entry in method_map["mappings"] if entry["seed"] == seed.id}
+        assert experiments == {seed.experiment}, (seed.id, experiments)

@@ -170,7 +170,7 @@ def _cmd_aggregate(args: argparse.Namespace) -> int:
 
 
 def _cmd_figures(args: argparse.Namespace) -> int:
-    from convlab.figures import render_figures, status_table_html
+    from convlab.report.figures import render_figures, status_table_html
 
     render_figures(args.summary, args.outdir)
     status_table_html(args.summary, Path(args.outdir) / "status_table.html")
@@ -186,7 +186,7 @@ def _cmd_gallery(args: argparse.Namespace) -> int:
 
 
 def _cmd_seed_compare(args: argparse.Namespace) -> int:
-    from convlab.seedcompare import comparison_from_files
+    from convlab.report.seedcompare import comparison_from_files
 
     table = comparison_from_files(args.seeds, args.map, args.summary)
     write_text_atomically(args.out, table.to_csv(index=False))
@@ -194,24 +194,32 @@ def _cmd_seed_compare(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_seed_report(args: argparse.Namespace) -> int:
-    from convlab.seedcompare import load_summary, read_comparison
-    from convlab.seedfigures import render_seed
+def _cmd_seed_figure(args: argparse.Namespace) -> int:
+    from convlab.report.seedcompare import load_summary, read_comparison
+    from convlab.report.seedfigures import render_seed_figure
 
-    for path in render_seed(read_comparison(args.comparison), load_summary(args.summary), args.seed, args.outdir):
-        print(path)
+    print(render_seed_figure(read_comparison(args.comparison), load_summary(args.summary), args.seed, args.figure,
+                             args.out))
+    return 0
+
+
+def _cmd_seed_table(args: argparse.Namespace) -> int:
+    from convlab.report.seedcompare import read_comparison
+    from convlab.report.seedtable import seed_table_html
+
+    print(seed_table_html(read_comparison(args.comparison), args.seed, args.out))
     return 0
 
 
 def _cmd_roofline(args: argparse.Namespace) -> int:
-    from convlab.roofline import render_roofline
+    from convlab.report.roofline import render_roofline
 
     print(render_roofline(args.summary, args.bandwidth, args.ceiling, args.out))
     return 0
 
 
 def _cmd_findings(args: argparse.Namespace) -> int:
-    from convlab.findings import write_findings
+    from convlab.report.findings import write_findings
 
     print(write_findings(args.summary, args.comparison, args.bandwidth, args.ceiling, args.out))
     return 0
@@ -226,13 +234,15 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 
 
 def _cmd_gpus(args: argparse.Namespace) -> int:
-    from convlab.gpus import write_gpus_page
+    from convlab.report.gpus import write_gpus_page
 
     print(write_gpus_page(args.results, args.out))
     return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from convlab.report.seeds import SEEDS, figure_names
+
     parser = argparse.ArgumentParser(prog="python -m convlab", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -318,12 +328,20 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--out", required=True)
     compare.set_defaults(handler=_cmd_seed_compare)
 
-    seed_report = commands.add_parser("seed-report", help="one seed's figures and table (report stage)")
-    seed_report.add_argument("--comparison", required=True)
-    seed_report.add_argument("--summary", required=True)
-    seed_report.add_argument("--seed", required=True, choices=["000", "001", "002", "003", "004"])
-    seed_report.add_argument("--outdir", required=True)
-    seed_report.set_defaults(handler=_cmd_seed_report)
+    seed_figure = commands.add_parser("seed-figure", help="one figure of a seed (report stage)")
+    seed_figure.add_argument("--seed", required=True, choices=list(SEEDS))
+    seed_figure.add_argument("--figure", required=True, choices=figure_names(),
+                             help="one of the seed's figures (convlab/report/seeds.py)")
+    seed_figure.add_argument("--comparison", required=True)
+    seed_figure.add_argument("--summary", required=True)
+    seed_figure.add_argument("--out", required=True)
+    seed_figure.set_defaults(handler=_cmd_seed_figure)
+
+    seed_table = commands.add_parser("seed-table", help="one seed's table page (report stage)")
+    seed_table.add_argument("--seed", required=True, choices=list(SEEDS))
+    seed_table.add_argument("--comparison", required=True)
+    seed_table.add_argument("--out", required=True)
+    seed_table.set_defaults(handler=_cmd_seed_table)
 
     roofline = commands.add_parser("roofline", help="roofline of every ok cell (report stage)")
     roofline.add_argument("--summary", required=True)
@@ -367,8 +385,8 @@ def _is_user_error(error: Exception) -> bool:
 
 # Commands a rule runs that a warm service worker can run instead of a fresh process: the data
 # and report commands in a tools worker, the device-wide ones on a device's worker.
-FORWARDED = {"source", "downscale", "aggregate", "figures", "seed-compare", "seed-report", "roofline", "findings", "gpus",
-             "bandwidth", "ceiling", "gallery"}
+FORWARDED = {"source", "downscale", "aggregate", "figures", "seed-compare", "seed-figure", "seed-table", "roofline",
+             "findings", "gpus", "bandwidth", "ceiling", "gallery"}
 
 
 def _pool(args: argparse.Namespace) -> str:

@@ -28,8 +28,7 @@ ROLES: dict[str, tuple[str, ...]] = {
     "kernel": ("backends/cudnn_conv.py", "backends/fft_conv.py", "backends/ndimage_conv.py", "cpu_twins/"),
     "data": ("data.py",),
     "summary": ("aggregate.py", "row.py", "codeversion.py"),
-    "report": ("gpus.py", "figures.py", "seedfigures.py", "seedcompare.py", "roofline.py", "findings.py",
-               "compare.py"),
+    "report": ("report/", "compare.py"),
     "gallery": ("gallery.py",),
     # runs or serves the code above without changing what it computes
     "harness": ("__init__.py", "__main__.py", "cli.py", "runargs.py", "config.py", "devicelock.py",

@@ -111,177 +111,63 @@ rule seed_comparison:
         )
 
 
-rule seed000:
+# One table page per seed and one job per seed figure; the seeds, their figures and captions are the
+# seed table's (convlab.report.seeds).
+rule seed_table:
     input:
         comparison=f"{SEED_DIR}/comparison.csv",
-        summary=f"{RESULTS}/summary.csv",
     output:
-        gflops=seed_item(
-            "seed000_gflops",
-            "000",
-            "GFLOPS by size x stride x method",
-            "direct, im2col_gemm_shared, cudnn",
-            "1, 2, 3",
-            "128-2048",
-        ),
-        table=seed_table(
-            "000", "direct, im2col_gemm_shared, cudnn", "1, 2, 3", "128-2048"
+        table=report(
+            update(SEED_TABLE),
+            caption="../report/seed_table.rst",
+            category=seed_experiment,
+            subcategory="Seed {seed} vs this run",
+            labels=seed_table_labels,
         ),
     log:
-        f"{RESULTS}/logs/seeds/seed000.log",
+        f"{RESULTS}/logs/seeds/{table_stem('{seed}')}.log",
+    wildcard_constraints:
+        seed=SEED_IDS,
     conda:
         "../../envs/convlab.yaml"
     params:
         code=CODE["report"],
         runner=RUNNER,
-        seed="000",
-        outdir=lambda wildcards, output: os.path.dirname(output.table),
     shell:
         logged(
-            "{params.runner} seed-report --seed {params.seed} --comparison {input.comparison} "
-            "--summary {input.summary} --outdir {params.outdir}"
+            "{params.runner} seed-table --seed {wildcards.seed} --comparison {input.comparison} "
+            "--out {output.table}"
         )
 
 
-rule seed001:
+rule seed_figure:
     input:
         comparison=f"{SEED_DIR}/comparison.csv",
         summary=f"{RESULTS}/summary.csv",
     output:
-        methods=seed_item(
-            "seed001_methods",
-            "001",
-            "tables 1, 2, 5: direct, im2col, cuDNN by size x stride",
-            "direct, im2col_gemm_shared, cudnn_nchw",
-            "1, 2, 3",
-            "256-4096",
-        ),
-        memory=seed_item(
-            "seed001_memory",
-            "001",
-            "table 3: memory mode x block",
-            "im2col_gemm_basic, im2col_gemm_shared, im2col_gemm_register",
-            "1",
-            "256-4096",
-        ),
-        partition=seed_item(
-            "seed001_partition",
-            "001",
-            "table 4: partition x block",
-            "im2col_gemm_row, im2col_gemm_col, im2col_gemm_block",
-            "1",
-            "256-4096",
-        ),
-        table=seed_table(
-            "001", "direct, im2col_gemm_*, cudnn_nchw", "1, 2, 3", "256-4096"
+        figure=report(
+            update(SEED_FIGURE),
+            caption="../report/seed_figure.rst",
+            category=seed_experiment,
+            subcategory="Seed {seed} vs this run",
+            labels=seed_figure_labels,
         ),
     log:
-        f"{RESULTS}/logs/seeds/seed001.log",
+        f"{RESULTS}/logs/seeds/{figure_stem('{seed}', '{figure}')}.log",
+    wildcard_constraints:
+        seed=SEED_IDS,
+        figure=SEED_FIGURES,
     conda:
         "../../envs/convlab.yaml"
     params:
         code=CODE["report"],
         runner=RUNNER,
-        seed="001",
-        outdir=lambda wildcards, output: os.path.dirname(output.table),
+        # the caption file renders it: a caption can read the job's params, not the seed table
+        caption=seed_figure_caption,
     shell:
         logged(
-            "{params.runner} seed-report --seed {params.seed} --comparison {input.comparison} "
-            "--summary {input.summary} --outdir {params.outdir}"
-        )
-
-
-rule seed002:
-    input:
-        comparison=f"{SEED_DIR}/comparison.csv",
-        summary=f"{RESULTS}/summary.csv",
-    output:
-        tiling=seed_item(
-            "seed002_tiling",
-            "002",
-            "four tiling strategies",
-            "direct, direct_const, tiled_input, tiled_cached",
-            "1",
-            "16384",
-        ),
-        table=seed_table(
-            "002", "direct, direct_const, tiled_input, tiled_cached", "1", "16384"
-        ),
-    log:
-        f"{RESULTS}/logs/seeds/seed002.log",
-    conda:
-        "../../envs/convlab.yaml"
-    params:
-        code=CODE["report"],
-        runner=RUNNER,
-        seed="002",
-        outdir=lambda wildcards, output: os.path.dirname(output.table),
-    shell:
-        logged(
-            "{params.runner} seed-report --seed {params.seed} --comparison {input.comparison} "
-            "--summary {input.summary} --outdir {params.outdir}"
-        )
-
-
-rule seed003:
-    input:
-        comparison=f"{SEED_DIR}/comparison.csv",
-        summary=f"{RESULTS}/summary.csv",
-    output:
-        gemm=seed_item(
-            "seed003_gemm",
-            "003",
-            "GEMM vs cuBLAS",
-            "sgemm_naive, cublas",
-            "-",
-            "512-8192",
-        ),
-        table=seed_table("003", "sgemm_naive, cublas", "-", "512-8192"),
-    log:
-        f"{RESULTS}/logs/seeds/seed003.log",
-    conda:
-        "../../envs/convlab.yaml"
-    params:
-        code=CODE["report"],
-        runner=RUNNER,
-        seed="003",
-        outdir=lambda wildcards, output: os.path.dirname(output.table),
-    shell:
-        logged(
-            "{params.runner} seed-report --seed {params.seed} --comparison {input.comparison} "
-            "--summary {input.summary} --outdir {params.outdir}"
-        )
-
-
-rule seed004:
-    input:
-        comparison=f"{SEED_DIR}/comparison.csv",
-        summary=f"{RESULTS}/summary.csv",
-    output:
-        winograd=seed_item(
-            "seed004_winograd",
-            "004",
-            "Winograd speed-up per layer",
-            "winograd_batched, conv_naive_batched",
-            "1",
-            "CNN layers",
-        ),
-        table=seed_table(
-            "004", "winograd_batched, conv_naive_batched", "1", "CNN layers"
-        ),
-    log:
-        f"{RESULTS}/logs/seeds/seed004.log",
-    conda:
-        "../../envs/convlab.yaml"
-    params:
-        code=CODE["report"],
-        runner=RUNNER,
-        seed="004",
-        outdir=lambda wildcards, output: os.path.dirname(output.table),
-    shell:
-        logged(
-            "{params.runner} seed-report --seed {params.seed} --comparison {input.comparison} "
-            "--summary {input.summary} --outdir {params.outdir}"
+            "{params.runner} seed-figure --seed {wildcards.seed} --figure {wildcards.figure} "
+            "--comparison {input.comparison} --summary {input.summary} --out {output.figure}"
         )
 
 
@@ -367,11 +253,8 @@ rule gpus:
 localrules:
     gpus,
     seed_comparison,
-    seed000,
-    seed001,
-    seed002,
-    seed003,
-    seed004,
+    seed_table,
+    seed_figure,
     roofline,
     findings,
 
@@ -380,19 +263,8 @@ localrules:
 REPORT_OUTPUTS = [
     "results/gpus.html",
     f"{SEED_DIR}/comparison.csv",
-    *[
-        f"{SEED_DIR}/{name}.png"
-        for name in (
-            "seed000_gflops",
-            "seed001_methods",
-            "seed001_memory",
-            "seed001_partition",
-            "seed002_tiling",
-            "seed003_gemm",
-            "seed004_winograd",
-        )
-    ],
-    *[f"{SEED_DIR}/seed{seed}_table.html" for seed in SEED_EXPERIMENT],
+    *[f"{SEED_DIR}/{stem}.png" for stem in figure_stems()],
+    *[f"{SEED_DIR}/{table_stem(seed)}.html" for seed in SEEDS],
     f"{RESULTS}/figures/roofline.png",
     f"{RESULTS}/findings.html",
     f"{RESULTS}/figures/gflops_vs_size.png",

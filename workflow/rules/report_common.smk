@@ -1,43 +1,39 @@
-# Paths and report helpers of the report stage's seed comparison (rules in report.smk).
+# Paths and report helpers of the report stage's seed comparison (rules in report.smk). The seeds,
+# their report categories and their figures are the seed table's, convlab.report.seeds.
+from convlab.report.seeds import (
+    SEEDS,
+    figure_names,
+    figure_stem,
+    figure_stems,
+    report_labels,
+    seed_figure,
+    table_stem,
+)
+
 SEED_TABLES = "config/seeds/seed_tables.csv"
 METHOD_MAP = "config/seeds/method_map.yaml"
 SEED_DIR = f"{RESULTS}/seeds"
-# The report category of each seed: the pipeline experiment that reproduces it.
-SEED_EXPERIMENT = {
-    "000": "conv2d",
-    "001": "conv2d",
-    "002": "tiling",
-    "003": "gemm",
-    "004": "winograd_layers",
-}
+# The seed rules' wildcards: {seed} is an id of the seed table, {figure} a name of one of its figures.
+SEED_IDS = "|".join(SEEDS)
+SEED_FIGURES = "|".join(figure_names())
+SEED_FIGURE = f"{SEED_DIR}/{figure_stem('{seed}', '{figure}')}.png"
+SEED_TABLE = f"{SEED_DIR}/{table_stem('{seed}')}.html"
 
 
-def seed_item(name, seed, what, kernel, stride, size, caption=None):
-    """A seed figure or table in the report, filed under the experiment that reproduces it
-    (update(): a failed re-render restores the previous one)."""
-    suffix = "html" if name.endswith("_table") else "png"
-    return report(
-        update(f"{SEED_DIR}/{name}.{suffix}"),
-        caption=f"../report/{caption or name}.rst",
-        category=SEED_EXPERIMENT[seed],
-        subcategory=f"Seed {seed} vs this run",
-        labels={
-            "figure": what,
-            "seed": seed,
-            "kernel": kernel,
-            "stride": stride,
-            "size": size,
-        },
-    )
+def seed_experiment(wildcards) -> str:
+    """A seed's report category: the experiment that reproduces it."""
+    return SEEDS[wildcards.seed].experiment
 
 
-def seed_table(seed, kernel, stride, size):
-    return seed_item(
-        f"seed{seed}_table",
-        seed,
-        "table: every seed number",
-        kernel,
-        stride,
-        size,
-        caption="seed_table",
-    )
+def seed_figure_labels(wildcards) -> dict[str, str]:
+    return report_labels(wildcards.seed, wildcards.figure)
+
+
+def seed_table_labels(wildcards) -> dict[str, str]:
+    return report_labels(wildcards.seed)
+
+
+def seed_figure_caption(wildcards) -> str:
+    """The figure's caption, for workflow/report/seed_figure.rst. Asked when the DAG is built, so a
+    figure the seed does not draw fails there, naming the seed's figures."""
+    return seed_figure(wildcards.seed, wildcards.figure).caption

@@ -2,27 +2,32 @@
 
 from __future__ import annotations
 
-import io
-import math
-import re
-from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import seaborn as sns
 from matplotlib.axes import Axes
-from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
-from matplotlib.ticker import FuncFormatter, NullFormatter, NullLocator
+from matplotlib.ticker import NullLocator
 
 from convlab.aggregate import code_versions
-from convlab.atomicfile import write_bytes_atomically, write_text_atomically
-from convlab.seedcompare import TWIN_BACKENDS, kernel_labels, ran_labels
+from convlab.report.codelabels import TWIN_BACKENDS, kernel_labels, ran_labels
+from convlab.report.pages import html_page, write_page
+from convlab.report.plotting import (
+    log_y_axis,
+    natural_key,
+    natural_order,
+    new_figure,
+    note_figure,
+    note_figure_object,
+    note_on_axes,
+    palette_colors,
+    save_figure,
+)
 from convlab.status import ERROR, INVALID_CONFIG, OK, OOM, STATUSES, UNSUPPORTED, WRONG
 
-DPI = 120
 TIMED = (OK, WRONG)  # the only statuses that carry a kernel time
 NUMERIC = ("H", "stride", "filter_size", "kernel_ms", "gflops", "pct_of_floor")
 STATUS_COLORS = {
@@ -40,43 +45,6 @@ def _load(summary_csv: str | Path) -> pd.DataFrame:
     for column in NUMERIC:
         frame[column] = pd.to_numeric(frame[column], errors="coerce")
     return frame
-
-
-def new_figure(nrows: int, ncols: int, width: float = 4.4, height: float = 3.6,
-            legend_width: float = 0.0) -> tuple[Figure, list[list[Axes]]]:
-    # A bare Agg figure, not pyplot: nothing is registered globally, so nothing is left open.
-    figure = Figure(figsize=(width * ncols + legend_width, height * nrows), dpi=DPI)
-    FigureCanvasAgg(figure)
-    axes = figure.subplots(nrows, ncols, squeeze=False, sharex=True, sharey="row")
-    return figure, [list(row) for row in axes]
-
-
-def save_figure(figure: Figure, path: Path) -> Path:
-    """Save as PNG beside ``path`` and rename into place: a reader never sees half a figure."""
-    figure.tight_layout()
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", dpi=DPI, bbox_inches="tight")
-    write_bytes_atomically(path, buffer.getvalue())
-    return Path(path)
-
-
-def _note(ax: Axes, text: str) -> None:
-    ax.text(0.5, 0.5, text, transform=ax.transAxes, ha="center", va="center", fontsize=12, color="0.35")
-
-
-def note_figure_object(title: str, text: str, width: float = 6.0, height: float = 3.0) -> Figure:
-    """A figure that is only a sentence: what is missing and why, in place of empty axes."""
-    with sns.axes_style("white"):
-        figure, axes = new_figure(1, 1, width=width, height=height)
-    ax = axes[0][0]
-    _note(ax, text)
-    ax.set_axis_off()
-    figure.suptitle(title)
-    return figure
-
-
-def note_figure(path: Path, title: str, text: str, width: float = 6.0, height: float = 3.0) -> Path:
-    return save_figure(note_figure_object(title, text, width, height), path)
 
 
 def _title(frame: pd.DataFrame, what: str) -> str:
@@ -113,37 +81,9 @@ def _best_variants(frame: pd.DataFrame) -> pd.DataFrame:
     return best
 
 
-def natural_key(text: str) -> list:
-    # block~8 before block~16: compare the digit runs as numbers.
-    return [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", text)]
-
-
-def natural_order(labels: Iterable[str]) -> list[str]:
-    return sorted(set(labels), key=natural_key)
-
-
 def _natural_column(column: pd.Series) -> pd.Series:
     # The same order for a sort_values key: zero-pad digit runs so text order is numeric order.
     return column.str.replace(r"\d+", lambda m: m.group().zfill(12), regex=True)
-
-
-def plain_tick(value: float, _position: object = None) -> str:
-    return f"{value:g}"
-
-
-def log_y_axis(ax: Axes) -> None:
-    """Log y with plain numbers (0.01, not 10^-2), labelling more minor ticks the fewer decades show."""
-    ax.set_yscale("log")
-    ax.yaxis.set_major_formatter(FuncFormatter(plain_tick))
-    low, high = ax.get_ylim()
-    decades = math.log10(high / low) if low > 0 else math.inf
-    # Leading digits of the labelled minor ticks: enough to read a value, too few to collide.
-    digits = "2345678" if decades < 0.5 else "23457" if decades < 1 else "25" if decades < 3 else ""
-    if digits:
-        ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: plain_tick(v) if f"{v:.0e}"[0] in digits else ""))
-        ax.grid(True, which="minor", axis="y", linewidth=0.5, alpha=0.5)
-    else:
-        ax.yaxis.set_minor_formatter(NullFormatter())
 
 
 def _size_axis(ax: Axes, sizes: list[float]) -> None:
@@ -158,13 +98,6 @@ def _hide_y_ticks(axes: list[Axes]) -> None:
     # Without data the autoscaled y range is made up: show no numbers rather than false ones.
     for ax in axes:
         ax.tick_params(axis="y", which="both", labelleft=False)
-
-
-def palette_colors(n: int) -> list:
-    """Distinct colours: the colour-blind palette up to 10 lines, tab20 (then husl) beyond."""
-    if n <= 10:
-        return sns.color_palette("colorblind", n)
-    return sns.color_palette("tab20", n) if n <= 20 else sns.color_palette("husl", n)
 
 
 def _lines(ax: Axes, data: pd.DataFrame, y: str, palette: dict) -> bool:
@@ -205,7 +138,7 @@ def _by_stride(frame: pd.DataFrame, path: Path, what: str, y: str, ylabel: str,
         part = best[(best["stride"] == stride) & best[y].notna()]
         any_wrong |= _lines(ax, part, y, palette)
         if part.empty:
-            _note(ax, "no timed cells\n(every cell failed)")
+            note_on_axes(ax, "no timed cells\n(every cell failed)")
         _size_axis(ax, sizes)
         if floor_line:
             ax.axhline(100, color="0.3", linestyle="--", linewidth=1.2)
@@ -268,7 +201,7 @@ def variants_figure(frame: pd.DataFrame) -> Figure:
             part = mine[mine["stride"] == stride]
             any_wrong |= _lines(ax, part, "kernel_ms", palette)
             if part.empty:
-                _note(ax, "no timed cells\n(every cell failed)")
+                note_on_axes(ax, "no timed cells\n(every cell failed)")
             _size_axis(ax, sizes)
             ax.set_title(f"{names.get(kernel, kernel)}, stride {int(stride)}")
             ax.set_xlabel(SIZE_LABEL)
@@ -376,14 +309,7 @@ def status_table_html(summary_csv: str | Path, out_html: str | Path) -> Path:
         ].astype({"H": "Int64", "stride": "Int64"})
         body = (f"<p>{len(failed)} of {len(frame)} cells did not pass.</p>\n"
                 + table.to_html(index=False, escape=True, border=0, na_rep=""))
-    out_html = Path(out_html)
-    out_html.parent.mkdir(parents=True, exist_ok=True)
-    write_text_atomically(
-        out_html,
-        "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\">"
-        "<title>Cells that did not pass</title>\n<style>"
-        "body{font-family:sans-serif;margin:1.5em}table{border-collapse:collapse}"
-        "th,td{border:1px solid #ccc;padding:4px 8px;text-align:left}th{background:#f0f0f0}"
-        "</style></head>\n<body>\n<h2>Cells that did not pass</h2>\n" + body + "\n</body></html>\n"
-    )
-    return out_html
+    style = ("body{font-family:sans-serif;margin:1.5em}table{border-collapse:collapse}"
+             "th,td{border:1px solid #ccc;padding:4px 8px;text-align:left}th{background:#f0f0f0}")
+    title = "Cells that did not pass"
+    return write_page(out_html, html_page(title, style, f"<h2>{title}</h2>\n{body}"))

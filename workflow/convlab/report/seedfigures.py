@@ -1,5 +1,5 @@
-"""One figure per seed table (or group of tables) and one HTML table per seed: the seed's numbers
-(dashed, open markers) next to this run's (solid, filled), both GPUs named, with the median ratio.
+"""The seed figures of the seed table (convlab.report.seeds): the seed's numbers (dashed, open markers)
+next to this run's (solid, filled), both GPUs named, with the median ratio.
 
 Every figure is drawn whatever ran: a family with no rows in this run still shows the seed's
 numbers, and says "not run in this configuration". This run's side is named by what ran (on the cpu
@@ -8,7 +8,6 @@ backend, the kernel's twin), and its ratio sentence is seedcompare.ratio_text(),
 
 from __future__ import annotations
 
-import html
 import textwrap
 from pathlib import Path
 
@@ -19,46 +18,22 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from convlab.atomicfile import write_text_atomically
-from convlab.figures import log_y_axis, natural_order, new_figure, palette_colors, save_figure
-from convlab.seedcompare import NEVER_RAN, NOT_RUN, SAME_CODE, UNMAPPED, layer_speedups, ran_labels, ratio_text
+from convlab.report.codelabels import ran_labels
+from convlab.report.plotting import log_y_axis, natural_order, new_figure, palette_colors, save_figure
+from convlab.report.seedcompare import (
+    NEVER_RAN,
+    NOT_RUN,
+    SAME_CODE,
+    UNMAPPED,
+    gpu_names,
+    layer_speedups,
+    ratio_text,
+)
+from convlab.report.seeds import LAYER_SPEEDUPS, LINES, TILING_BARS, SeedFigure, seed_figure
 from convlab.status import OK
 
 NOT_RUN_TEXT = "this run: not run in this configuration"
 UNIT_LABEL = {"ms": "kernel time (ms)", "gflops": "throughput (GFLOP/s)", "x": "speed-up (x)"}
-# Each figure: (file stem, seed, tables, panel column, series column, title).
-FIGURES = {
-    "seed000_gflops": ("000", ["stride1", "stride2", "stride3"], "table", "method",
-                       "Seed 000: GFLOPS by size, stride and method"),
-    "seed001_methods": ("001", ["1", "2", "5"], "stride", "method",
-                        "Seed 001 tables 1, 2, 5: direct, im2col + GEMM and cuDNN by size and stride"),
-    "seed001_memory": ("001", ["3"], "method", "block", "Seed 001 table 3: im2col GEMM memory mode x block"),
-    "seed001_partition": ("001", ["4"], "method", "block", "Seed 001 table 4: im2col GEMM partition x block"),
-    "seed002_tiling": ("002", ["test"], None, "method", "Seed 002: four tiling strategies, 9x9 filter"),
-    "seed003_gemm": ("003", ["1-gemm", "2-cublas"], "method", "block", "Seed 003: GEMM vs cuBLAS"),
-    "seed004_winograd": ("004", ["text"], None, None, "Seed 004: Winograd speed-up over the naive convolution"),
-}
-SEEDS = ("000", "001", "002", "003", "004")
-
-
-def seed_figure(nrows: int, ncols: int, width: float, height: float, legend_width: float = 0.0,
-                share: bool = True) -> tuple[Figure, list[list[Axes]]]:
-    if share:
-        return new_figure(nrows, ncols, width=width, height=height, legend_width=legend_width)
-    figure, axes = new_figure(1, 1, width=width * ncols + legend_width, height=height * nrows)
-    figure.clear()
-    grid = figure.subplots(nrows, ncols, squeeze=False)
-    return figure, [list(row) for row in grid]
-
-
-def _gpu_name(name: str) -> str:
-    return "GPU not named" if name == "unnamed" else name
-
-
-def _gpus(part: pd.DataFrame) -> tuple[str, str]:
-    seed_gpu = ", ".join(sorted(set(part["seed_gpu"].map(_gpu_name)))) or "?"
-    this_gpu = next((g for g in part["this_gpu"] if g), "") or "this run"
-    return seed_gpu, this_gpu
 
 
 def _series_key(value: str) -> str:
@@ -135,13 +110,18 @@ def _this_series(row: pd.Series) -> str:
 OWN_COLORS = ["#222222", "#7f3b08", "#2d004b", "#00441b"]
 
 
-def _line_figure(comparison: pd.DataFrame, stem: str) -> Figure:
-    seed, tables, panel, series, title = FIGURES[stem]
-    part = comparison[(comparison["seed"] == seed) & comparison["table"].isin(tables)].copy()
+def _drawn_rows(comparison: pd.DataFrame, seed: str, entry: SeedFigure) -> pd.DataFrame:
+    """The comparison's rows of the seed tables ``entry`` draws."""
+    return comparison[(comparison["seed"] == seed) & comparison["table"].isin(entry.tables)].copy()
+
+
+def _line_figure(comparison: pd.DataFrame, summary: pd.DataFrame, seed: str, entry: SeedFigure) -> Figure:
+    panel, series = entry.panel, entry.series
+    part = _drawn_rows(comparison, seed, entry)
     part["stride"] = part["stride"].map(lambda s: "stride 1 (seed: not given)" if s != s else f"stride {int(s)}")
     if "ran_as" not in part.columns:
         part["ran_as"] = ""
-    seed_gpu, this_gpu = _gpus(part)
+    seed_gpu, this_gpu = gpu_names(part)
     panels = list(dict.fromkeys(part[panel]))
     if series == "method":
         names = _ran_names(part, "method")
@@ -155,11 +135,11 @@ def _line_figure(comparison: pd.DataFrame, stem: str) -> Figure:
     own = [k for k in dict.fromkeys(part.loc[part["this_value"].notna(), "_this_series"]) if k not in palette]
     palette.update(zip(own, OWN_COLORS * (len(own) // len(OWN_COLORS) + 1)))
     unit = part["unit"].iloc[0]
-    figure, axes = seed_figure(1, len(panels), width=4.6, height=4.4, legend_width=3.4)
+    figure, axes = new_figure(1, len(panels), width=4.6, height=4.4, legend_width=3.4)
     for ax, name in zip(axes[0], panels):
         mine = part[part[panel] == name]
         _versus(ax, mine, palette)
-        _size_axis(ax, mine["size"].tolist(), "GEMM edge M = N = K" if seed == "003" else "image size (pixels)")
+        _size_axis(ax, mine["size"].tolist(), entry.size_label)
         heading = name.replace("stride", "stride ") if panel == "table" else str(name)
         if panel == "method":
             heading = f"{name} ({_ran_names(mine, 'method')[name]})"
@@ -177,14 +157,14 @@ def _line_figure(comparison: pd.DataFrame, stem: str) -> Figure:
     handles += [Line2D([], [], color=palette[k], linewidth=2, marker="o", label=textwrap.fill(k, 44)) for k in own]
     handles += _style_handles(seed_gpu, this_gpu, (part["defect"] != "").any())
     figure.legend(handles=handles, loc="center left", bbox_to_anchor=(1.0, 0.5), frameon=False, fontsize=9)
-    figure.suptitle(f"{title}\nseed: {seed_gpu}   this run: {this_gpu}")
+    figure.suptitle(f"{entry.title}\nseed: {seed_gpu}   this run: {this_gpu}")
     return figure
 
 
-def _tiling_figure(comparison: pd.DataFrame, summary: pd.DataFrame) -> Figure:
-    part = comparison[comparison["seed"] == "002"]
-    seed_gpu, this_gpu = _gpus(part)
-    figure, axes = seed_figure(1, 2, width=5.2, height=4.2, legend_width=1.0, share=False)
+def _tiling_figure(comparison: pd.DataFrame, summary: pd.DataFrame, seed: str, entry: SeedFigure) -> Figure:
+    part = _drawn_rows(comparison, seed, entry)
+    seed_gpu, this_gpu = gpu_names(part)
+    figure, axes = new_figure(1, 2, width=5.2, height=4.2, legend_width=1.0, share=False)
     ax = axes[0][0]
     methods = list(part["method"])
     x = np.arange(len(methods))
@@ -227,17 +207,17 @@ def _tiling_figure(comparison: pd.DataFrame, summary: pd.DataFrame) -> Figure:
         ax.set_ylabel("kernel time (ms, best variant)")
         ax.set_title(f"this run's tiling sweep ({this_gpu})", fontsize=9)
         ax.legend(loc="center left", bbox_to_anchor=(1.02, 0.5), frameon=False, fontsize=8)
-    figure.suptitle(f"{FIGURES['seed002_tiling'][4]}\nseed: {seed_gpu}   this run: {this_gpu}")
+    figure.suptitle(f"{entry.title}\nseed: {seed_gpu}   this run: {this_gpu}")
     return figure
 
 
-def _winograd_figure(comparison: pd.DataFrame, summary: pd.DataFrame) -> Figure:
-    part = comparison[comparison["seed"] == "004"]
+def _layer_speedup_figure(comparison: pd.DataFrame, summary: pd.DataFrame, seed: str, entry: SeedFigure) -> Figure:
+    part = _drawn_rows(comparison, seed, entry)
     row = part.iloc[0]
-    seed_gpu, this_gpu = _gpus(part)
+    seed_gpu, this_gpu = gpu_names(part)
     kernel, baseline = [k.strip() for k in row["kernel"].split("/")]
     table = layer_speedups(summary, kernel, baseline)
-    figure, axes = seed_figure(1, 1, width=max(6.0, 0.55 * len(table) + 3), height=4.2)
+    figure, axes = new_figure(1, 1, width=max(6.0, 0.55 * len(table) + 3), height=4.2)
     ax = axes[0][0]
     if table.empty:
         # the same-code case says which code both ran: a speed-up of it over itself is not drawn
@@ -264,74 +244,25 @@ def _winograd_figure(comparison: pd.DataFrame, summary: pd.DataFrame) -> Figure:
     if ran and "→" in ran and " / " in ran:  # on the cpu backend: which twin over which
         faster, slower = ran.split(" / ", 1)
         ran_line = f"\nthis run: {faster}\nover {slower}"
-    ax.set_title(f"{FIGURES['seed004_winograd'][4]}\nseed: {seed_gpu}   this run: {this_gpu}{ran_line}", fontsize=10)
+    ax.set_title(f"{entry.title}\nseed: {seed_gpu}   this run: {this_gpu}{ran_line}", fontsize=10)
     return figure
 
 
-def _fmt(value: float) -> str:
-    if value != value:
-        return ""
-    return f"{value:.4g}"
+# One drawing per kind of seed figure, each called alike: (comparison, summary, seed, entry).
+DRAWINGS = {LINES: _line_figure, TILING_BARS: _tiling_figure, LAYER_SPEEDUPS: _layer_speedup_figure}
 
 
-def seed_table_html(comparison: pd.DataFrame, seed: str, out_html: str | Path) -> Path:
-    """One HTML page per seed, a section per seed table, with defects and this run's status spelled out."""
-    part = comparison[comparison["seed"] == seed]
-    seed_gpu, this_gpu = _gpus(part)
-    sections = []
-    for table, rows in part.groupby("table", sort=False):
-        shown = pd.DataFrame({
-            "method": rows["method"], "kernel": rows["kernel"], "variant": rows["variant"],
-            "ran as": rows["ran_as"] if "ran_as" in rows.columns else "",
-            "size": rows["size"].map(lambda v: "" if v != v else f"{v:g}"),
-            "stride": rows["stride"].map(lambda v: "" if v != v else f"{v:g}"), "block": rows["block"],
-            "unit": rows["unit"], f"seed ({seed_gpu})": rows["seed_value"].map(_fmt),
-            f"this run ({this_gpu})": rows["this_value"].map(_fmt), "ratio this/seed": rows["ratio"].map(_fmt),
-            "this run's status": rows["this_status"] + rows["this_reason"].map(lambda r: f": {r}" if r else ""),
-            "seed defect": rows["defect"] + rows["defect_note"].where(rows["defect"] != "", "").map(
-                lambda n: f" ({n})" if n else ""),
-        })
-        notes = "".join(f"<li>{html.escape(n)}</li>" for n in dict.fromkeys(rows["note"]) if n)
-        sections.append(f"<h3>Seed {seed}, table {html.escape(table)}</h3>\n<p>{ratio_text(rows)}</p>\n"
-                        + (f"<ul>{notes}</ul>\n" if notes else "")
-                        + shown.to_html(index=False, escape=True, border=0, na_rep=""))
-    out_html = Path(out_html)
-    out_html.parent.mkdir(parents=True, exist_ok=True)
-    write_text_atomically(
-        out_html,
-        "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\">"
-        f"<title>Seed {seed} vs this run</title>\n<style>"
-        "body{font-family:sans-serif;margin:1.5em}table{border-collapse:collapse;margin-bottom:1.5em}"
-        "th,td{border:1px solid #ccc;padding:3px 6px;text-align:left}th{background:#f0f0f0}"
-        "</style></head>\n<body>\n"
-        f"<h2>Seed {seed} ({html.escape(seed_gpu)}) vs this run ({html.escape(this_gpu)})</h2>\n"
-        "<p>Ratio = this run's speed relative to the seed's (seed ms / this ms; this GFLOPS / seed GFLOPS; "
-        "this speed-up / seed speed-up): above 1 this run was faster. A seed number whose launch never ran has "
-        "no ratio; this run's status is shown instead.</p>\n" + "\n".join(sections) + "\n</body></html>\n")
-    return out_html
-
-
-def seed_figure_object(stem: str, comparison: pd.DataFrame, summary: pd.DataFrame) -> Figure:
-    """One seed figure (a key of FIGURES) as a Figure; render_seed() saves them."""
+def seed_figure_object(seed: str, name: str, comparison: pd.DataFrame, summary: pd.DataFrame) -> Figure:
+    """The figure ``name`` of seed ``seed`` (convlab.report.seeds) as a Figure; render_seed_figure() saves it."""
+    entry = seed_figure(seed, name)
     with sns.axes_style("whitegrid"), sns.plotting_context("notebook"):
-        if stem == "seed002_tiling":
-            return _tiling_figure(comparison, summary)
-        if stem == "seed004_winograd":
-            return _winograd_figure(comparison, summary)
-        return _line_figure(comparison, stem)
+        return DRAWINGS[entry.drawing](comparison, summary, seed, entry)
 
 
-def render_seed(comparison: pd.DataFrame, summary: pd.DataFrame, seed: str, outdir: str | Path) -> list[Path]:
-    """The figures and the table of one seed into ``outdir``."""
-    outdir = Path(outdir)
-    outdir.mkdir(parents=True, exist_ok=True)
+def render_seed_figure(comparison: pd.DataFrame, summary: pd.DataFrame, seed: str, name: str,
+                       out_png: str | Path) -> Path:
+    """The figure ``name`` of seed ``seed`` as a PNG at ``out_png``."""
+    out_png = Path(out_png)
+    out_png.parent.mkdir(parents=True, exist_ok=True)
     with sns.axes_style("whitegrid"), sns.plotting_context("notebook"):
-        paths = [save_figure(seed_figure_object(stem, comparison, summary), outdir / f"{stem}.png")
-                 for stem in figure_names(seed)]
-    paths.append(seed_table_html(comparison, seed, outdir / f"seed{seed}_table.html"))
-    return paths
-
-
-def figure_names(seed: str) -> list[str]:
-    return [stem for stem, spec in FIGURES.items() if spec[0] == seed]
-
+        return save_figure(seed_figure_object(seed, name, comparison, summary), out_png)

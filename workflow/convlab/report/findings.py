@@ -13,18 +13,11 @@ from pathlib import Path
 import pandas as pd
 
 from convlab.aggregate import mixed_code_note, throttled_note
-from convlab.atomicfile import write_text_atomically
-from convlab.roofline import load_device, roof_notes, roofline_points
-from convlab.seedcompare import (
-    NEVER_RAN,
-    TWIN_BACKENDS,
-    code_identity,
-    code_labels,
-    load_summary,
-    ratio_text,
-    read_comparison,
-    seed_ratios,
-)
+from convlab.report.codelabels import TWIN_BACKENDS, code_identity, code_labels
+from convlab.report.pages import html_page, write_page
+from convlab.report.roofline import load_device, roof_notes, roofline_points
+from convlab.report.seedcompare import NEVER_RAN, load_summary, ratio_text, read_comparison, seed_ratios
+from convlab.report.seeds import seeds_of
 from convlab.status import OK
 
 # Per experiment: the problem columns, and the library kernels the fastest kernel is compared with
@@ -35,8 +28,19 @@ PROBLEMS = {
     "winograd_layers": (["C_in", "H", "W", "C_out", "batch"], ["cudnn_nchw", "cudnn_tf32_nchw"]),
     "gemm": (["size"], ["cublas"]),
 }
-TITLES = {"conv2d": "2-D convolution (seeds 000, 001)", "tiling": "tiling strategies (seed 002)",
-          "winograd_layers": "CNN layers (seed 004)", "gemm": "GEMM (seed 003)"}
+EXPERIMENT_NAMES = {"conv2d": "2-D convolution", "tiling": "tiling strategies", "winograd_layers": "CNN layers",
+                    "gemm": "GEMM"}
+
+
+def _title(experiment: str) -> str:
+    """The experiment's heading, with the seeds it reproduces (the seed table's)."""
+    name, seeds = EXPERIMENT_NAMES[experiment], seeds_of(experiment)
+    if not seeds:
+        return name
+    return f"{name} (seed{'s' if len(seeds) > 1 else ''} {', '.join(seeds)})"
+
+
+TITLES = {experiment: _title(experiment) for experiment in EXPERIMENT_NAMES}
 
 
 def fastest(summary: pd.DataFrame, experiment: str) -> pd.DataFrame:
@@ -232,19 +236,15 @@ def findings_html(summary: pd.DataFrame, comparison: pd.DataFrame, bandwidth: di
         parts.append(f"<p>{len(never)} seed numbers come from launches that never ran; this run recorded them as "
                      + ", ".join(f"{html.escape(s)} ({n})" for s, n in statuses.items()) + ".</p>")
     parts.append(_table_html(gpus))
-    return ("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>Findings</title>\n<style>"
-            "body{font-family:sans-serif;margin:1.5em}table{border-collapse:collapse;margin-bottom:1em}"
-            "th,td{border:1px solid #ccc;padding:3px 6px;text-align:left}th{background:#f0f0f0}"
-            "</style></head>\n<body>\n" + "\n".join(parts) + "\n</body></html>\n")
+    style = ("body{font-family:sans-serif;margin:1.5em}table{border-collapse:collapse;margin-bottom:1em}"
+             "th,td{border:1px solid #ccc;padding:3px 6px;text-align:left}th{background:#f0f0f0}")
+    return html_page("Findings", style, "\n".join(parts))
 
 
 def write_findings(summary_csv: str | Path, comparison_csv: str | Path, bandwidth_json: str | Path,
                    ceiling_json: str | Path, out_html: str | Path) -> Path:
     summary = load_summary(summary_csv)
     comparison = read_comparison(comparison_csv)
-    out_html = Path(out_html)
-    out_html.parent.mkdir(parents=True, exist_ok=True)
-    write_text_atomically(out_html, findings_html(summary, comparison, load_device(bandwidth_json),
-                                                  load_device(ceiling_json)))
-    return out_html
+    return write_page(out_html, findings_html(summary, comparison, load_device(bandwidth_json),
+                                              load_device(ceiling_json)))
 

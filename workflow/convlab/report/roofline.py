@@ -17,9 +17,9 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter
 
-from convlab.figures import note_figure_object, plain_tick, save_figure
-from convlab.seedcompare import TWIN_BACKENDS, code_identity, code_labels, load_summary
-from convlab.seedfigures import seed_figure
+from convlab.report.codelabels import TWIN_BACKENDS, code_identity, code_labels
+from convlab.report.plotting import new_figure, note_figure_object, plain_tick, save_figure
+from convlab.report.seedcompare import load_summary
 from convlab.status import OK
 
 ABOVE_COLOR = "#b2182b"
@@ -127,7 +127,7 @@ def roofline_figure(summary: pd.DataFrame, bandwidth: dict, ceiling: dict) -> Fi
     families = sorted(points["family"].unique())
     palette = dict(zip(families, sns.color_palette("tab10" if len(families) <= 10 else "husl", len(families))))
     with sns.axes_style("whitegrid"), sns.plotting_context("notebook"):
-        figure, axes = seed_figure(1, 2, width=5.8, height=4.8, legend_width=3.4, share=False)
+        figure, axes = new_figure(1, 2, width=5.8, height=4.8, legend_width=3.4, share=False)
         low, high = points["intensity"].min() / 2, points["intensity"].max() * 2
         if copy_gbps == copy_gbps and peak == peak:
             low, high = min(low, peak / copy_gbps / 4), max(high, peak / copy_gbps * 4)
