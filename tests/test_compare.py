@@ -20,7 +20,7 @@ from convlab.compare import (
     CompareError,
     compare_paths,
     compare_sets,
-    family_lines,
+    kernel_lines,
     verdict,
 )
 from convlab.row import COLUMNS
@@ -139,11 +139,11 @@ def test_cells_match_across_backends_and_number_formats():
     assert len(table) == 6 and set(table["verdict"]) == {SAME}
 
 
-def test_family_lines_give_the_geomean_and_counts_per_kernel_and_overall():
+def test_kernel_lines_give_the_geomean_and_counts_per_kernel_and_overall():
     b = _cells()
     b[0] = _scaled(b[0], 2.0)
     del b[5]  # a cudnn cell missing in B
-    lines = family_lines(compare_sets(_summary(_cells()), _summary(b)))
+    lines = kernel_lines(compare_sets(_summary(_cells()), _summary(b)))
     assert lines == [
         "conv2d cudnn: geomean B/A 1.00 over 1 cells; 0 FASTER, 0 SLOWER, 1 SAME, 0 UNCLEAR; 1 MISSING",
         f"conv2d direct: geomean B/A {2 ** 0.25:.2f} over 4 cells; 0 FASTER, 1 SLOWER, 3 SAME, 0 UNCLEAR",

@@ -189,7 +189,7 @@ def test_every_cell_is_named_by_the_implementation_that_ran():
     assert "cudnn → OpenCV filter2D" in page and "cublas → numpy float32 BLAS matmul" in page
     assert not re.search(r"<b>(cudnn|cublas)</b>", page)  # numpy is never presented as cuBLAS
     # the roofline's families are the twins, not the GPU libraries the kernels are named after
-    families = set(roofline.roofline_points(summary)["family"])
+    families = set(roofline.roofline_points(summary)["group"])
     assert not families & {"cuDNN", "cuBLAS", "own SGEMM"}, families
     assert all("→" in name for name in families)
     # and so are the status figure's bars and the seed comparison's this-run side

@@ -244,7 +244,7 @@ def _counts_text(cells: pd.DataFrame, name: str) -> str:
     return text + ("; " + ", ".join(extra) if extra else "")
 
 
-def family_lines(table: pd.DataFrame) -> list[str]:
+def kernel_lines(table: pd.DataFrame) -> list[str]:
     """One line per kernel, grouped by experiment, then one for every cell."""
     lines = [_counts_text(cells, f"{experiment} {kernel}")
              for (experiment, kernel), cells in table.groupby(["experiment", "kernel"], sort=True)]
@@ -381,7 +381,7 @@ def compare_paths(a_path: str | Path, b_path: str | Path, out: str | Path | None
     header = [*describe(a, "A"), *describe(b, "B"), *boards_line(a, b),
               f"ratio B/A of kernel_ms (median); floor {threshold:.0%}, at least {LAUNCH_BOUND_THRESHOLD:.0%} under "
               f"{LAUNCH_BOUND_MS:g} ms; {len(table)} cells"]
-    summary = family_lines(table)
+    summary = kernel_lines(table)
     write_text_atomically(out, table.to_csv(index=False))
     title = f"convlab compare: {a.label} vs {b.label}"
     write_text_atomically(html_out, render_html(table, header, summary, title))

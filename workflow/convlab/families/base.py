@@ -29,8 +29,7 @@ class Family(ABC):
     """One experiment family. Subclasses set the class attributes and implement the methods."""
 
     name: str
-    title: str  # how the report names the family, with the seeds it re-runs
-    seeds: tuple[str, ...]  # the seed reports whose experiments it re-runs
+    label: str  # how the report names the family (the seed table adds the seeds it re-runs)
     marker: str  # its points' marker on the roofline
     problem_columns: tuple[str, ...]  # the summary columns that tell its problems apart
     library_kernels: tuple[str, ...] = ()  # vendor-library kernels the findings rank ours against

@@ -37,8 +37,7 @@ def check_picture_sizes(section: dict, config: dict) -> None:
 
 class Conv2d(Family):
     name = "conv2d"
-    title = "2-D convolution (seeds 000, 001)"
-    seeds = ("000", "001")
+    label = "2-D convolution"
     marker = "o"
     problem_columns = ("filter_size", "size", "stride")
     library_kernels = ("cudnn", "cudnn_nchw", "cudnn_tf32", "cudnn_tf32_nchw")

@@ -20,8 +20,7 @@ ROW_MAJOR = {"input": "rowmajor", "weights": "rowmajor", "output": "rowmajor"}
 
 class Gemm(Family):
     name = "gemm"
-    title = "GEMM (seed 003)"
-    seeds = ("003",)
+    label = "GEMM"
     marker = "D"
     problem_columns = ("size",)
     library_kernels = ("cublas",)

@@ -28,8 +28,7 @@ if TYPE_CHECKING:
 
 class Tiling(Family):
     name = "tiling"
-    title = "tiling strategies (seed 002)"
-    seeds = ("002",)
+    label = "tiling strategies"
     marker = "s"
     problem_columns = ("filter_size", "size")
 

@@ -18,8 +18,7 @@ if TYPE_CHECKING:
 
 class WinogradLayers(Family):
     name = "winograd_layers"
-    title = "CNN layers (seed 004)"
-    seeds = ("004",)
+    label = "CNN layers"
     marker = "^"
     problem_columns = ("C_in", "H", "W", "C_out", "batch")
     library_kernels = ("cudnn_nchw", "cudnn_tf32_nchw")

@@ -13,6 +13,7 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import NullLocator
 
 from convlab.aggregate import code_versions
+from convlab.families import FAMILIES
 from convlab.report.codelabels import TWIN_BACKENDS, kernel_labels, ran_labels
 from convlab.report.pages import html_page, write_page
 from convlab.report.plotting import (
@@ -222,7 +223,7 @@ def variants_figure(frame: pd.DataFrame) -> Figure:
     return figure
 
 
-EXPERIMENT_ORDER = ("conv2d", "tiling", "winograd_layers", "gemm")
+EXPERIMENT_ORDER = tuple(FAMILIES)
 
 
 def status_figure(frame: pd.DataFrame) -> Figure:

@@ -13,6 +13,7 @@ from pathlib import Path
 import pandas as pd
 
 from convlab.aggregate import mixed_code_note, throttled_note
+from convlab.families import FAMILIES
 from convlab.report.codelabels import TWIN_BACKENDS, code_identity, code_labels
 from convlab.report.pages import html_page, write_page
 from convlab.report.roofline import load_device, roof_notes, roofline_points
@@ -20,27 +21,16 @@ from convlab.report.seedcompare import NEVER_RAN, load_summary, ratio_text, read
 from convlab.report.seeds import seeds_of
 from convlab.status import OK
 
-# Per experiment: the problem columns, and the library kernels the fastest kernel is compared with
-# (strict-fp32 first; the first one with a time is used).
-PROBLEMS = {
-    "conv2d": (["filter_size", "size", "stride"], ["cudnn", "cudnn_nchw", "cudnn_tf32", "cudnn_tf32_nchw"]),
-    "tiling": (["filter_size", "size"], []),
-    "winograd_layers": (["C_in", "H", "W", "C_out", "batch"], ["cudnn_nchw", "cudnn_tf32_nchw"]),
-    "gemm": (["size"], ["cublas"]),
-}
-EXPERIMENT_NAMES = {"conv2d": "2-D convolution", "tiling": "tiling strategies", "winograd_layers": "CNN layers",
-                    "gemm": "GEMM"}
-
 
 def _title(experiment: str) -> str:
     """The experiment's heading, with the seeds it reproduces (the seed table's)."""
-    name, seeds = EXPERIMENT_NAMES[experiment], seeds_of(experiment)
+    name, seeds = FAMILIES[experiment].label, seeds_of(experiment)
     if not seeds:
         return name
     return f"{name} (seed{'s' if len(seeds) > 1 else ''} {', '.join(seeds)})"
 
 
-TITLES = {experiment: _title(experiment) for experiment in EXPERIMENT_NAMES}
+TITLES = {experiment: _title(experiment) for experiment in FAMILIES}
 
 
 def fastest(summary: pd.DataFrame, experiment: str) -> pd.DataFrame:
@@ -51,7 +41,8 @@ def fastest(summary: pd.DataFrame, experiment: str) -> pd.DataFrame:
     named by every kernel and the twin: never ranked against each other, never a speed-up of one over the
     other. ``speedup_over_library`` is library ms / ms of the fastest other code (above 1: faster than the
     library)."""
-    keys, libraries = PROBLEMS[experiment]
+    # the library kernels, strict fp32 first: the first one with a time is what ours is compared with
+    keys, libraries = list(FAMILIES[experiment].problem_columns), list(FAMILIES[experiment].library_kernels)
     rows = summary[(summary["experiment"] == experiment) & (summary["status"] == OK) & summary["kernel_ms"].notna()]
     if experiment == "gemm":
         rows = rows.assign(size=rows["gemm_m"].where(rows["gemm_m"].notna(), rows["size"]))
@@ -131,7 +122,7 @@ def _problem_text(row: pd.Series, keys: list[str]) -> str:
 
 
 def _sentences(table: pd.DataFrame, experiment: str, shared: list[str]) -> list[str]:
-    keys = PROBLEMS[experiment][0]
+    keys = list(FAMILIES[experiment].problem_columns)
     lines = []
     if shared:
         # said first: the table below has one entry for each of these, not one per kernel

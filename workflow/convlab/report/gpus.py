@@ -16,7 +16,7 @@ from pathlib import Path
 import pandas as pd
 
 from convlab.atomicfile import write_text_atomically
-from convlab.compare import CompareError, compare_sets, family_lines, geomean
+from convlab.compare import CompareError, compare_sets, geomean, kernel_lines
 
 VERDICTS = ("FASTER", "SLOWER", "SAME", "UNCLEAR")
 
@@ -69,7 +69,7 @@ def pair_table(summaries: dict[str, Path]) -> tuple[pd.DataFrame, dict[tuple[str
         lines.append({"A": a, "B": b, "cells compared": len(timed),
                       "geomean B/A": geomean(timed["ratio"]) if len(timed) else float("nan"),
                       **{verdict: int(counts.get(verdict, 0)) for verdict in VERDICTS}})
-        per_kernel[(a, b)] = family_lines(table)
+        per_kernel[(a, b)] = kernel_lines(table)
     return pd.DataFrame(lines), per_kernel
 
 

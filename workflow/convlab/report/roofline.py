@@ -17,22 +17,26 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter
 
+from convlab.families import FAMILIES
 from convlab.report.codelabels import TWIN_BACKENDS, code_identity, code_labels
 from convlab.report.plotting import new_figure, note_figure_object, plain_tick, save_figure
 from convlab.report.seedcompare import load_summary
 from convlab.status import OK
 
 ABOVE_COLOR = "#b2182b"
-MARKERS = {"conv2d": "o", "tiling": "s", "winograd_layers": "^", "gemm": "D"}
-# Kernel name prefix -> family shown in the legend (first match wins); anything else is its own family.
-FAMILIES = [("im2col_gemm", "im2col + own GEMM"), ("im2col_cublas", "im2col + cuBLAS"), ("cudnn", "cuDNN"),
+# Kernel name prefix -> the kernel group shown in the legend (first match wins); anything else is its own group.
+KERNEL_GROUPS = [("im2col_gemm", "im2col + own GEMM"), ("im2col_cublas", "im2col + cuBLAS"), ("cudnn", "cuDNN"),
             ("winograd", "Winograd"), ("tiled", "tiled (shared memory)"), ("direct", "direct"),
             ("conv_naive", "direct"), ("sgemm", "own SGEMM"), ("cublas", "cuBLAS"), ("fft", "FFT"),
             ("ndimage", "ndimage"), ("conv_floor", "copy floor kernel")]
 
 
-def family(kernel: str) -> str:
-    for prefix, name in FAMILIES:
+def _marker(experiment: str) -> str:
+    return FAMILIES[experiment].marker if experiment in FAMILIES else "o"
+
+
+def kernel_group(kernel: str) -> str:
+    for prefix, name in KERNEL_GROUPS:
         if kernel.startswith(prefix):
             return name
     return kernel
@@ -46,19 +50,19 @@ def load_device(path: str | Path) -> dict:
 
 
 def roofline_points(summary: pd.DataFrame) -> pd.DataFrame:
-    """Every ok cell with flops and bytes: its intensity, achieved GFLOP/s and GB/s, and the family shown in the
-    legend. On a twin backend the family is the twin that ran (every kernel that ran it named), never the GPU
+    """Every ok cell with flops and bytes: its intensity, achieved GFLOP/s and GB/s, and the kernel group shown in
+    the legend. On a twin backend the group is the twin that ran (every kernel that ran it named), never the GPU
     library the kernel is named after."""
     rows = summary[(summary["status"] == OK) & (summary["flops"] > 0) & (summary["bytes"] > 0)
                    & (summary["kernel_ms"] > 0)].copy()
     rows["intensity"] = rows["flops"] / rows["bytes"]
     rows["achieved_gflops"] = rows["flops"] / rows["kernel_ms"] / 1e6
     rows["achieved_gbps"] = rows["bytes"] / rows["kernel_ms"] / 1e6
-    rows["family"] = rows["kernel"].map(family)
+    rows["group"] = rows["kernel"].map(kernel_group)
     codes = code_identity(rows)
     twin = codes.str.startswith("impl:")
     if twin.any():
-        rows.loc[twin, "family"] = codes[twin].map(code_labels(rows[twin]))
+        rows.loc[twin, "group"] = codes[twin].map(code_labels(rows[twin]))
     return rows
 
 
@@ -124,8 +128,8 @@ def roofline_figure(summary: pd.DataFrame, bandwidth: dict, ceiling: dict) -> Fi
     peak = _finite(ceiling.get("sgemm_gflops"))
     over_peak, over_copy = above_roofs(points, bandwidth, ceiling)
     over = over_peak | over_copy
-    families = sorted(points["family"].unique())
-    palette = dict(zip(families, sns.color_palette("tab10" if len(families) <= 10 else "husl", len(families))))
+    groups = sorted(points["group"].unique())
+    palette = dict(zip(groups, sns.color_palette("tab10" if len(groups) <= 10 else "husl", len(groups))))
     with sns.axes_style("whitegrid"), sns.plotting_context("notebook"):
         figure, axes = new_figure(1, 2, width=5.8, height=4.8, legend_width=3.4, share=False)
         low, high = points["intensity"].min() / 2, points["intensity"].max() * 2
@@ -134,9 +138,9 @@ def roofline_figure(summary: pd.DataFrame, bandwidth: dict, ceiling: dict) -> Fi
         grid = np.geomspace(low, high, 200)
         for ax, y, ylabel in ((axes[0][0], "achieved_gflops", "achieved throughput (GFLOP/s)"),
                               (axes[0][1], "achieved_gbps", "achieved bandwidth (GB/s, bytes / kernel time)")):
-            for (experiment, name), part in points.groupby(["experiment", "family"]):
+            for (experiment, name), part in points.groupby(["experiment", "group"]):
                 ax.scatter(part["intensity"], part[y], s=22, alpha=0.75, color=palette[name],
-                           marker=MARKERS.get(experiment, "o"), edgecolor="none")
+                           marker=_marker(experiment), edgecolor="none")
             if over.any():  # ring the points that lie above a roof: the note under the panels says why
                 ax.scatter(points.loc[over, "intensity"], points.loc[over, y], s=90, facecolor="none",
                            edgecolor=ABOVE_COLOR, linewidth=1.2, zorder=5)
@@ -161,8 +165,8 @@ def roofline_figure(summary: pd.DataFrame, bandwidth: dict, ceiling: dict) -> Fi
         axes[0][0].set_title("compute: min(intensity x copy GB/s, SGEMM ceiling)", fontsize=10)
         axes[0][1].set_title("memory: measured copy bandwidth as the roof", fontsize=10)
         handles = [Line2D([], [], color=palette[n], marker="o", linestyle="none", label=textwrap.fill(n, 44))
-                   for n in families]
-        handles += [Line2D([], [], color="black", markerfacecolor="white", marker=MARKERS.get(e, "o"), linestyle="none",
+                   for n in groups]
+        handles += [Line2D([], [], color="black", markerfacecolor="white", marker=_marker(e), linestyle="none",
                            label=f"{e} cells")
                     for e in sorted(points["experiment"].unique())]
         if copy_gbps == copy_gbps:
