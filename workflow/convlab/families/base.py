@@ -18,7 +18,7 @@ import numpy as np
 from convlab.config import ConfigError
 from convlab.measure.problem import ConvProblem
 from convlab.measure.weights import make_weights
-from convlab.operands import Operands
+from convlab.operands import ConvOperands, Operands
 from convlab.pictures import load_image
 
 if TYPE_CHECKING:
@@ -85,23 +85,27 @@ def conv_problem(cell: Cell, batched: bool = False) -> ConvProblem:
                        padding=cell.padding, batch=cell.batch, batched=batched)
 
 
-def read_picture(cell: Cell, path: str | Path | None) -> np.ndarray:
-    """The cell's picture as HWC float32."""
-    if path is None:
-        raise ValueError(f"{cell.path} reads a picture; give its path ({cell.image})")
-    return load_image(path)
-
-
-def check_picture_shape(cell: Cell, path: str | Path, picture: np.ndarray) -> np.ndarray:
-    if picture.shape[:2] != (cell.size, cell.width or cell.size):
-        raise ValueError(f"{path} is {picture.shape[1]}x{picture.shape[0]}, the cell needs {cell.size}x{cell.size}")
-    return picture
-
-
 def filter_weights(cell: Cell, problem: ConvProblem) -> np.ndarray:
     return make_weights(cell.filter, problem.out_channels, problem.in_channels, problem.filter_size,
                                     cell.verify["seed"])
 
 
-def image_path_fragment(cell: Cell) -> str:
-    return f"size~{cell.size}/stride~{cell.stride}/filter~{cell.filter_size}"
+class PictureFamily(Family):
+    """A family whose cells convolve (a view of) the downscaled picture."""
+
+    def picture(self, cell: Cell, loaded: np.ndarray) -> np.ndarray:
+        """What the cell convolves, from the loaded HWC picture (the picture itself by default)."""
+        return loaded
+
+    def path_fragment(self, cell: Cell) -> str:
+        return f"size~{cell.size}/stride~{cell.stride}/filter~{cell.filter_size}"
+
+    def operands(self, cell: Cell, image_path: str | Path | None) -> ConvOperands:
+        if image_path is None:
+            raise ValueError(f"{cell.path} reads a picture; give its path ({cell.image})")
+        picture = self.picture(cell, load_image(image_path))
+        if picture.shape[:2] != (cell.size, cell.width or cell.size):
+            raise ValueError(f"{image_path} is {picture.shape[1]}x{picture.shape[0]}, the cell needs "
+                             f"{cell.size}x{cell.size}")
+        problem = conv_problem(cell)
+        return ConvOperands(problem, picture, filter_weights(cell, problem))

@@ -4,25 +4,9 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator
-from pathlib import Path
-from typing import TYPE_CHECKING
 
 from convlab.config import ConfigError
-from convlab.families.base import (
-    Family,
-    check_filters,
-    check_picture_shape,
-    conv_problem,
-    filter_weights,
-    image_path,
-    image_path_fragment,
-    read_picture,
-    resolve_padding,
-)
-from convlab.operands import ConvOperands
-
-if TYPE_CHECKING:
-    from convlab.cell import Cell
+from convlab.families.base import PictureFamily, check_filters, image_path, resolve_padding
 
 
 def check_picture_sizes(section: dict, config: dict) -> None:
@@ -35,7 +19,7 @@ def check_picture_sizes(section: dict, config: dict) -> None:
             "or drop these sizes")
 
 
-class Conv2d(Family):
+class Conv2d(PictureFamily):
     name = "conv2d"
     label = "2-D convolution"
     marker = "o"
@@ -49,14 +33,6 @@ class Conv2d(Family):
             yield dict(size=size, stride=stride, filter_size=k, padding=resolve_padding(section["padding"], k),
                        in_channels=3, out_channels=section["out_channels"], filter=section["filter"],
                        image=image_path(size))
-
-    def path_fragment(self, cell: Cell) -> str:
-        return image_path_fragment(cell)
-
-    def operands(self, cell: Cell, image_path: str | Path | None) -> ConvOperands:
-        problem = conv_problem(cell)
-        picture = check_picture_shape(cell, image_path, read_picture(cell, image_path))
-        return ConvOperands(problem, picture, filter_weights(cell, problem))
 
     def cpu_overrides(self, config: dict) -> tuple[dict, str | None]:
         # the cpu backend's conv2d grid predates the per-family cpu sections: cpu.sizes

@@ -5,28 +5,17 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from convlab.families.base import (
-    Family,
-    check_filters,
-    check_picture_shape,
-    conv_problem,
-    filter_weights,
-    image_path,
-    image_path_fragment,
-    read_picture,
-)
-from convlab.operands import ConvOperands
+from convlab.families.base import PictureFamily, check_filters, image_path
 
 if TYPE_CHECKING:
     from convlab.cell import Cell
 
 
-class Tiling(Family):
+class Tiling(PictureFamily):
     name = "tiling"
     label = "tiling strategies"
     marker = "s"
@@ -38,16 +27,11 @@ class Tiling(Family):
             yield dict(size=size, stride=1, filter_size=k, padding=(k - 1) // 2, in_channels=1, out_channels=1,
                        filter=section["filter"], image=image_path(min(size, config["source_size"])))
 
-    def path_fragment(self, cell: Cell) -> str:
-        return image_path_fragment(cell)
-
-    def operands(self, cell: Cell, image_path: str | Path | None) -> ConvOperands:
+    def picture(self, cell: Cell, loaded: np.ndarray) -> np.ndarray:
         """One (grey) channel of the picture, tiled into a mosaic where the cell is larger than
         the largest picture."""
         import cv2
 
-        grey = cv2.cvtColor(read_picture(cell, image_path), cv2.COLOR_BGR2GRAY)[:, :, None]
+        grey = cv2.cvtColor(loaded, cv2.COLOR_BGR2GRAY)[:, :, None]
         reps = -(-cell.size // grey.shape[0])
-        picture = np.ascontiguousarray(np.tile(grey, (reps, reps, 1))[: cell.size, : cell.size])
-        problem = conv_problem(cell)
-        return ConvOperands(problem, check_picture_shape(cell, image_path, picture), filter_weights(cell, problem))
+        return np.ascontiguousarray(np.tile(grey, (reps, reps, 1))[: cell.size, : cell.size])
