@@ -10,7 +10,8 @@
 // without overlap. At stride 1 and pad = (R - 1) / 2 this is exactly the seed's tile (input
 // tile = output tile positions, halo of R / 2 read from global memory). At stride > 1 each
 // thread loads stride * stride elements per channel.
-// Dynamic shared memory: CONV_C * (B * stride)^2 floats (above 48 KiB for B = 32, stride 3).
+// Dynamic shared memory: CONV_C * (B * stride)^2 floats (above 48 KiB for B = 32, stride 3,
+// where the cuda backend opts in, up to the GPU's per-block opt-in limit).
 
 // The largest block tried is 32 x 32 = 1024 threads: the bound keeps registers <= 64 so
 // that launch is never refused for lack of registers.

@@ -1,5 +1,7 @@
 """The floor benchmark's table and target checks, from rows like a GPU run writes."""
 
+import pytest
+
 from convlab.bench import check_targets, format_table
 
 
@@ -8,6 +10,22 @@ def row(size, stride, layout, ours_ms, copy_ms, cudnn_ms=1.0, empty_ms=0.0025, s
             "ours_kernel": "conv_floor_x block~256", "ours_status": status, "ours_ms": ours_ms,
             "ours_max_rel_err": 3e-7, "cudnn_ms": cudnn_ms, "cudnn_engine": "eng0", "naive_ms": 0.3,
             "copy_ms": copy_ms, "empty_launch_ms": empty_ms}
+
+
+def graphed(r, ours_ms, copy_ms, status="ok", ours_timing="graph", copy_timing="graph"):
+    """A launch-bound row with its graph-timed columns (as run_benchmark writes them)."""
+    return {**r, "ours_graph_kernel": "conv_floor_x block~128", "ours_graph_status": status,
+            "ours_graph_ms": ours_ms, "ours_graph_timing": ours_timing, "copy_graph_ms": copy_ms,
+            "copy_graph_timing": copy_timing}
+
+
+def launch_bound(ours_512=0.0020):
+    return [graphed(row(128, 1, "hwc", 0.0040, 0.0035), 0.0010, 0.0010),
+            graphed(row(512, 2, "nchw", 0.0060, 0.0060), ours_512, 0.0020)]
+
+
+def graph_line(rows):
+    return next(line for line in check_targets(rows) if "graph-timed, at" in line)
 
 
 def large(ours_4096_s1=0.110):
@@ -58,3 +76,39 @@ def test_table_prints_ratios_ceilings_and_targets():
     assert "targets (floor kernels):" in text
     first = text.splitlines()[2].split()
     assert first[:3] == ["4096", "1", "hwc"] and first[5] == "1.100"
+
+
+def test_graph_target_met_names_the_worst_case():
+    line = graph_line(launch_bound(0.0021))
+    assert line.startswith("met  ours <= 1.1 x a copy of the same bytes, graph-timed, at 128, 256, 512")
+    assert "worst 1.050 (512^2 stride 2 nchw)" in line
+
+
+def test_graph_target_missed_says_by_how_much():
+    line = graph_line(launch_bound(0.0024))
+    assert line.startswith("MISS") and "worst 1.200 (512^2 stride 2 nchw, 9.1% over)" in line
+
+
+@pytest.mark.parametrize("change,why", [
+    ({"status": "wrong", "ours_ms": 0.0001}, "ours is wrong"),
+    ({"ours_timing": "warm"}, "ours not graph-timed (warm)"),
+    ({"copy_timing": "warm"}, "the copy not graph-timed (warm)"),
+])
+def test_a_graph_row_that_is_not_ok_or_not_graph_timed_is_a_miss_never_a_time(change, why):
+    ours_ms = change.pop("ours_ms", 0.0010)
+    rows = [*launch_bound(), graphed(row(256, 1, "hwc", 0.004, 0.004), ours_ms, 0.0010, **change)]
+    line = graph_line(rows)
+    assert line.startswith("MISS") and f"worst nan (256^2 stride 1 hwc, {why})" in line
+    assert ("MISS correctness: 256^2 stride 1 hwc graph-timed is wrong" in check_targets(rows)) == (why == "ours is wrong")
+
+
+def test_rows_without_graph_timing_have_no_graph_target_or_table():
+    assert not any("graph-timed" in line for line in check_targets(large()))
+    assert "graph-timed" not in format_table(large())
+
+
+def test_table_lists_the_graph_timed_rows():
+    text = format_table(launch_bound())
+    assert "launch-bound sizes, graph-timed" in text
+    line = next(line for line in text.splitlines() if line.split()[:3] == ["512", "2", "nchw"] and "copy graph" in line)
+    assert line.split()[3:6] == ["0.00200", "0.00200", "1.000"]

@@ -29,6 +29,12 @@ def test_shipped_config_runs_every_registered_kernel():
         assert {c.kernel for c in build_cells(config, "cuda") if c.experiment == family} == members
 
 
+@pytest.mark.parametrize("mode", ["warm", "cold", "graph"])
+def test_every_timing_mode_reaches_the_cells(mode):
+    cells = build_cells(validate_config({"timing": {"mode": mode}}), "cpu")
+    assert {cell.timing["mode"] for cell in cells} == {mode}
+
+
 @pytest.mark.parametrize("raw,names", [
     ({"timming": {"mode": "warm"}}, "timming"),
     ({"conv2d": {"strides": [0]}}, "conv2d.strides.0"),

@@ -62,3 +62,73 @@ def test_cold_mode_is_passed_to_the_backend_and_recorded():
     result = measure(lambda: None, time_batch, dict(SETTINGS, mode="cold"))
     assert all(cold for _, cold in calls) and result.mode == "cold"
     assert result.min_ms == result.max_ms == 2.0 and result.iqr_ms == 0.0
+
+
+GRAPH = dict(SETTINGS, mode="graph")
+
+
+def fake_capture(per_run_ms):
+    """A graph whose replays take ``per_run_ms`` per run; records the sizes captured."""
+    captured = []
+
+    def capture(run, launches):
+        captured.append(launches)
+        return lambda n: [per_run_ms] * n
+
+    return capture, captured
+
+
+def test_graph_mode_sizes_one_replay_to_about_a_millisecond():
+    time_batch, calls = fake_batches([0.004])  # the event floor: above the kernel's real 0.001 ms
+    capture, captured = fake_capture(0.001)
+    result = measure(lambda: None, time_batch, GRAPH, capture)
+    # sized from the warm-up first (1 / 0.004), then captured again once a replay took 0.25 ms
+    assert captured == [250, 1000]
+    assert result.mode == "graph" and result.applied == "graph" and result.launches == 1000
+    assert result.median_ms == pytest.approx(0.001) and result.fallback == ""
+    assert all(n >= 1 for n, _ in calls) and len(calls) == 2  # only the warm-up went per launch
+
+
+def test_graph_mode_keeps_a_replay_already_long_enough():
+    time_batch, _ = fake_batches([0.3])
+    capture, captured = fake_capture(0.3)
+    result = measure(lambda: None, time_batch, GRAPH, capture)
+    assert captured == [4] and result.launches == 4 and result.median_ms == pytest.approx(0.3)
+
+
+def test_a_slow_kernel_is_a_graph_of_one_run_and_is_not_replayed_to_size_it():
+    replays = []
+    time_batch, _ = fake_batches([5.0])
+
+    def capture(run, launches):
+        return lambda n: replays.append(n) or [5.0] * n
+
+    result = measure(lambda: None, time_batch, GRAPH, capture)
+    assert result.launches == 1 and result.applied == "graph"
+    assert sum(replays) == result.reps  # every replay is a timed sample
+
+
+@pytest.mark.parametrize("capture", [None, "refuses"])
+def test_a_run_that_cannot_be_captured_is_timed_per_launch_and_says_why(capture):
+    from convlab.measure.timing import GraphRefused
+
+    def refuses(run, launches):
+        raise GraphRefused("NotImplementedError: calling cuBLAS API during stream capture is currently unsupported")
+
+    time_batch, calls = fake_batches([0.02])
+    result = measure(lambda: None, time_batch, GRAPH, refuses if capture else None)
+    assert result.mode == "graph" and result.applied == "warm" and result.launches is None
+    assert result.fallback.startswith("graph capture refused, timed per launch")
+    assert ("cuBLAS" in result.fallback) if capture else ("no graph capture" in result.fallback)
+    assert result.median_ms == pytest.approx(0.02) and result.reps >= SETTINGS["min_reps"]
+    assert not any(cold for _, cold in calls)
+
+
+def test_warm_and_cold_never_capture():
+    def capture(run, launches):
+        raise AssertionError("only mode graph captures")
+
+    for mode in ("warm", "cold"):
+        time_batch, _ = fake_batches([1.0])
+        result = measure(lambda: None, time_batch, dict(SETTINGS, mode=mode), capture)
+        assert result.applied == mode and result.launches is None and result.fallback == ""

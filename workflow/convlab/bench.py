@@ -4,14 +4,17 @@
 - cuDNN's best plan (cudnn in NHWC, cudnn_nchw in NCHW, strict fp32);
 - the naive one-thread-per-pixel kernels (direct in HWC, direct_nchw);
 - a device-to-device copy of the same bytes (input read once + output written once): the floor;
-- an empty kernel launch: the floor of a launch-bound size.
+- an empty kernel launch: the floor of a launch-bound size;
+- at the launch-bound sizes (128^2-512^2), the floor kernels and the copy again in timing mode
+  ``graph`` (n launches replayed from one CUDA graph, time per launch), where one event pair
+  around one launch would measure the event floor rather than the kernel.
 
 Every kernel result is checked against the float64 reference; a failed check is printed, not
 hidden. Prints ratios: ours / copy (1.0 = at the floor), cuDNN / ours, ours / empty launch, and
 two ceilings that bound what any kernel can show: cuDNN / copy (the largest cuDNN / ours of a
 kernel that reads its input once and writes its output once) and copy / empty (the smallest
 ours / empty of such a kernel at a launch-bound size). Then the floor kernels' targets, each met
-or missed by how much, computed from the rows.
+or missed by how much, computed from the rows; a row that is not ok is a miss, never a time.
 """
 
 from __future__ import annotations
@@ -28,12 +31,13 @@ from convlab.backends.base import Backend
 from convlab.cell import Cell
 from convlab.families import load_operands
 from convlab.families.base import conv_problem
-from convlab.measure.timing import measure
+from convlab.measure.timing import TimingResult, measure
 from convlab.registry import get_kernel
 from convlab.runner import CellInputs, measure_cell
 
 TIMING = {"mode": "warm", "warmup": 3, "min_reps": 20, "max_reps": 400, "batch": 20, "stable_rel": 0.005,
           "budget_s": 1.0, "e2e_reps": 1}
+GRAPH_TIMING = {**TIMING, "mode": "graph"}
 VERIFY = {"seed": 0, "tolerance": {"fp32": 1e-5, "tf32": 5e-3}}
 # (role, layout, kernel): our kernel, cuDNN's best plan and the naive kernel, per layout
 CONTENDERS = [
@@ -51,19 +55,19 @@ def _variants(kernel: str, role: str) -> list[dict]:
     return [dict(zip(keys, values)) for values in itertools.product(*(spec.tunables[k] for k in keys))]
 
 
-def _cell(kernel: str, size: int, stride: int, tunables: dict) -> Cell:
+def _cell(kernel: str, size: int, stride: int, tunables: dict, timing: dict = TIMING) -> Cell:
     return Cell(experiment="conv2d", backend="cuda", kernel=kernel, size=size, stride=stride, filter_size=3,
                 padding=1, in_channels=3, out_channels=3, filter="laplacian", tunables=tunables,
-                settings=dict(get_kernel(kernel).settings), timing=TIMING, verify=VERIFY,
+                settings=dict(get_kernel(kernel).settings), timing=timing, verify=VERIFY,
                 image=f"data/input_{size}.png")
 
 
-def _copy_ms(backend: Backend, nbytes: int) -> float:
+def _copy(backend: Backend, nbytes: int, timing: dict = TIMING) -> TimingResult:
     """A device copy that reads and writes ``nbytes`` in total (the kernel's input + output)."""
     cupy = backend.xp
     source = cupy.ones(nbytes // 8, dtype=cupy.float32)
     target = cupy.empty_like(source)
-    return measure(lambda: cupy.copyto(target, source), backend.time_batch, TIMING).median_ms
+    return measure(lambda: cupy.copyto(target, source), backend.time_batch, timing, backend.capture_graph)
 
 
 def _empty_launch_ms(backend: Backend) -> float:
@@ -77,6 +81,26 @@ def _best(rows: list[dict]) -> dict:
     return min(ok, key=lambda row: row["kernel_ms"]) if ok else rows[0]
 
 
+def _best_variant(backend: Backend, role: str, kernel: str, size: int, stride: int, picture: Path,
+                  timing: dict = TIMING) -> dict:
+    """The row of the kernel's fastest ok variant (or of its first, where none is ok)."""
+    rows = []
+    for tunables in _variants(kernel, role):
+        cell = _cell(kernel, size, stride, tunables, timing)
+        inputs = CellInputs(cell, get_kernel(kernel), load_operands(cell, picture))
+        rows.append(measure_cell(inputs, backend=backend))
+    return _best(rows)
+
+
+def _graph_columns(ours: dict | None, copy: TimingResult | None) -> dict[str, Any]:
+    """The graph-timed columns of a result row (empty away from the launch-bound sizes)."""
+    return {"ours_graph_kernel": f"{ours['kernel']} {ours['variant']}" if ours else None,
+            "ours_graph_status": ours["status"] if ours else None,
+            "ours_graph_ms": ours.get("kernel_ms") if ours else None,
+            "ours_graph_timing": ours.get("timing_applied") if ours else None,
+            "copy_graph_ms": copy.median_ms if copy else None, "copy_graph_timing": copy.applied if copy else None}
+
+
 def run_benchmark(sizes: list[int], strides: list[int], picture_dir: str | Path = "data") -> list[dict[str, Any]]:
     backend = get_backend("cuda")
     device = backend.device_info()["device"]
@@ -84,16 +108,15 @@ def run_benchmark(sizes: list[int], strides: list[int], picture_dir: str | Path 
     results = []
     for size, stride in itertools.product(sizes, strides):
         picture = Path(picture_dir) / f"input_{size}.png"
+        launch_bound = size in LAUNCH_SIZES
         measured: dict[tuple[str, str], dict] = {}
         for role, layout, kernel in CONTENDERS:
-            rows = []
-            for tunables in _variants(kernel, role):
-                cell = _cell(kernel, size, stride, tunables)
-                inputs = CellInputs(cell, get_kernel(kernel), load_operands(cell, picture))
-                rows.append(measure_cell(inputs, backend=backend))
-            measured[(role, layout)] = _best(rows)
+            measured[(role, layout)] = _best_variant(backend, role, kernel, size, stride, picture)
+            if role == "ours" and launch_bound:
+                measured[("graph", layout)] = _best_variant(backend, role, kernel, size, stride, picture, GRAPH_TIMING)
         problem = conv_problem(_cell("direct", size, stride, {}))
-        copy_ms = _copy_ms(backend, problem.bytes_moved)
+        copy_ms = _copy(backend, problem.bytes_moved).median_ms
+        copy_graph = _copy(backend, problem.bytes_moved, GRAPH_TIMING) if launch_bound else None
         for layout in ("hwc", "nchw"):
             ours, cudnn, naive = (measured[(role, layout)] for role in ("ours", "cudnn", "naive"))
             results.append({
@@ -102,6 +125,7 @@ def run_benchmark(sizes: list[int], strides: list[int], picture_dir: str | Path 
                 "ours_ms": ours.get("kernel_ms"), "ours_max_rel_err": ours.get("max_rel_err"),
                 "cudnn_ms": cudnn.get("kernel_ms"), "cudnn_engine": cudnn.get("engine"),
                 "naive_ms": naive.get("kernel_ms"), "copy_ms": copy_ms, "empty_launch_ms": empty_ms,
+                **_graph_columns(measured.get(("graph", layout)), copy_graph),
             })
     return results
 
@@ -115,6 +139,8 @@ def _ratio(a: float | None, b: float | None) -> float:
 FLOOR_SIZES, FLOOR_LIMIT = (2048, 4096), 1.25
 CUDNN_PROBLEM, CUDNN_TARGET = (4096, 1), 15.0
 LAUNCH_SIZES, LAUNCH_LIMIT = (128, 256, 512), 1.2
+# and, graph-timed at those sizes (where an event pair would time its own floor), ours / a copy of the same bytes
+GRAPH_LIMIT = 1.1
 
 
 def _worst(rows: list[dict[str, Any]], value: Callable[[dict[str, Any]], float]) -> tuple[float, dict[str, Any]]:
@@ -126,6 +152,42 @@ def _where(r: dict[str, Any]) -> str:
     return f"{r['size']}^2 stride {r['stride']} {r['layout']}"
 
 
+def _judge(value: float, limit: float, no_value: str = "no time") -> tuple[str, str]:
+    """The verdict on a ratio that must not exceed ``limit``, and by how much it does."""
+    if value <= limit:
+        return "met ", ""
+    if math.isnan(value):
+        return "MISS", f", {no_value}"
+    return "MISS", f", {100 * (value / limit - 1):.1f}% over"
+
+
+def _graph_gap(r: dict[str, Any]) -> str:
+    """Why a graph-timed row has no ratio to judge, or "" where it has one."""
+    if r["ours_graph_status"] != "ok":
+        return f"ours is {r['ours_graph_status']}"
+    for who, mode in (("ours", r["ours_graph_timing"]), ("the copy", r["copy_graph_timing"])):
+        if mode != "graph":
+            return f"{who} not graph-timed ({mode})"
+    return ""
+
+
+def _graph_ratio(r: dict[str, Any]) -> float:
+    return float("nan") if _graph_gap(r) else _ratio(r["ours_graph_ms"], r["copy_graph_ms"])
+
+
+def _graph_target(results: list[dict[str, Any]]) -> list[str]:
+    """ours <= GRAPH_LIMIT x a copy of the same bytes, both graph-timed, at the launch-bound sizes."""
+    rows = [r for r in results if r["size"] in LAUNCH_SIZES and r.get("ours_graph_status")]
+    if not rows:
+        return []
+    lines = [f"MISS correctness: {_where(r)} graph-timed is {r['ours_graph_status']}"
+             for r in rows if r["ours_graph_status"] != "ok"]
+    value, r = _worst(rows, _graph_ratio)
+    verdict, over = _judge(value, GRAPH_LIMIT, _graph_gap(r) or "no time")
+    return [*lines, f"{verdict} ours <= {GRAPH_LIMIT} x a copy of the same bytes, graph-timed, at "
+                    f"{', '.join(map(str, LAUNCH_SIZES))}: worst {value:.3f} ({_where(r)}{over})"]
+
+
 def check_targets(results: list[dict[str, Any]]) -> list[str]:
     """One line per floor-kernel target that the rows cover: met or missed, the worst case and
     the ceiling a read-once, write-once kernel could reach there. A row that is not ok counts
@@ -134,13 +196,7 @@ def check_targets(results: list[dict[str, Any]]) -> list[str]:
     floor_rows = [r for r in results if r["size"] in FLOOR_SIZES]
     if floor_rows:
         value, r = _worst(floor_rows, lambda r: _ratio(r["ours_ms"], r["copy_ms"]))
-        verdict = "met " if value <= FLOOR_LIMIT else "MISS"
-        if value <= FLOOR_LIMIT:
-            over = ""
-        elif math.isnan(value):
-            over = ", no time"
-        else:
-            over = f", {100 * (value / FLOOR_LIMIT - 1):.1f}% over"
+        verdict, over = _judge(value, FLOOR_LIMIT)
         lines.append(f"{verdict} ours / copy <= {FLOOR_LIMIT} at {', '.join(map(str, FLOOR_SIZES))}: worst "
                      f"{value:.3f} ({_where(r)}{over})")
     for r in results:
@@ -160,7 +216,7 @@ def check_targets(results: list[dict[str, Any]]) -> list[str]:
                      f"worst {value:.2f} ({_where(r)}); a copy of the same bytes is {min(copies):.2f}-"
                      f"{max(copies):.2f} x the empty launch, ours / copy there {min(ours_over_copy):.2f}-"
                      f"{max(ours_over_copy):.2f}")
-    return lines
+    return lines + _graph_target(results)
 
 
 def format_table(results: list[dict[str, Any]]) -> str:
@@ -177,9 +233,24 @@ def format_table(results: list[dict[str, Any]]) -> str:
             f"{_ratio(r['ours_ms'], r['empty_launch_ms']):>10.2f} {_ratio(r['cudnn_ms'], r['copy_ms']):>10.2f} "
             f"{_ratio(r['copy_ms'], r['empty_launch_ms']):>10.2f}  {r['ours_status']} ({r['ours_kernel']}, "
             f"err {r['ours_max_rel_err']})")
+    lines += _graph_table(results)
     if results:
         lines += ["targets (floor kernels):", *(f"  {line}" for line in check_targets(results))]
     return "\n".join(lines)
+
+
+def _graph_table(results: list[dict[str, Any]]) -> list[str]:
+    """The launch-bound rows graph-timed: ms per launch of ours and of the copy."""
+    rows = [r for r in results if r.get("ours_graph_status")]
+    if not rows:
+        return []
+    lines = ["launch-bound sizes, graph-timed (ms per launch, each sample one replay of n launches):",
+             f"{'size':>6} {'s':>2} {'layout':>6} {'ours ms':>9} {'copy ms':>9} {'ours/copy':>9}  status"]
+    for r in rows:
+        lines.append(f"{r['size']:>6} {r['stride']:>2} {r['layout']:>6} {r['ours_graph_ms'] or float('nan'):>9.5f} "
+                     f"{r['copy_graph_ms'] or float('nan'):>9.5f} {_graph_ratio(r):>9.3f}  {r['ours_graph_status']} "
+                     f"({r['ours_graph_kernel']}; timed: ours {r['ours_graph_timing']}, copy {r['copy_graph_timing']})")
+    return lines
 
 
 def write_results(results: list[dict[str, Any]], out_csv: str | Path) -> None:

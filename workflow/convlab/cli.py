@@ -144,6 +144,16 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_shared_memory(args: argparse.Namespace) -> int:
+    """The config's cuda cells that need more than 48 KiB of shared memory per block (no GPU needed)."""
+    from convlab.config import load_config
+    from convlab.grid import build_cells
+    from convlab.sharedcount import shared_memory_report
+
+    print(shared_memory_report(build_cells(load_config(args.config), "cuda")))
+    return 0
+
+
 def _cmd_source(args: argparse.Namespace) -> int:
     from convlab import data
 
@@ -292,6 +302,11 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--data", default="data", help="folder with input_<size>.png")
     bench.add_argument("--out", default="results/benchmark/floor_cuda.csv", help="CSV; a .txt table beside it")
     bench.set_defaults(handler=_cmd_bench)
+
+    shared = commands.add_parser("shared-memory", help="count the cuda grid's cells that need more than 48 KiB of "
+                                                       "shared memory per block (no GPU needed)")
+    shared.add_argument("--config", default=str(DEFAULT_CONFIG))
+    shared.set_defaults(handler=_cmd_shared_memory)
 
     source = commands.add_parser("source", help="make the square source image")
     source.add_argument("--size", type=int, required=True)

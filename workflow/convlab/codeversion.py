@@ -22,7 +22,7 @@ ROLES: dict[str, tuple[str, ...]] = {
                     "overrides.py", "pictures.py", "families/",
                     "fftsize.py", "status.py", "row.py", "celljob.py", "codeversion.py", "measure/",
                     "backends/__init__.py", "backends/base.py"),
-    "backend:cuda": ("backends/cuda.py", "backends/libraries.py"),
+    "backend:cuda": ("backends/cuda.py", "backends/libraries.py", "backends/cudagraph.py", "backends/sharedmem.py"),
     "backend:cpu": ("backends/cpu.py", "cpu_twins/__init__.py"),
     # one kernel's wrapper or twin: a file of that kernel (KernelSpec.files)
     "kernel": ("backends/cudnn_conv.py", "backends/fft_conv.py", "backends/ndimage_conv.py", "cpu_twins/"),
@@ -32,7 +32,7 @@ ROLES: dict[str, tuple[str, ...]] = {
     "gallery": ("gallery.py",),
     # runs or serves the code above without changing what it computes
     "harness": ("__init__.py", "__main__.py", "cli.py", "runargs.py", "config.py", "devicelock.py",
-                "inprocess.py", "bench.py", "atomicfile.py", "damaged.py", "devicelabel.py", "hostinfo.py", "backends/choice.py", "service/"),
+                "inprocess.py", "bench.py", "sharedcount.py", "atomicfile.py", "damaged.py", "devicelabel.py", "hostinfo.py", "backends/choice.py", "service/"),
 }
 # Roles that share a module on purpose: the row's format and this hash belong to both.
 SHARED = {"row.py", "codeversion.py"}

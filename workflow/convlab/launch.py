@@ -61,3 +61,8 @@ def dims(expressions: list, names: dict[str, int]) -> tuple[int, int, int]:
         raise ExpressionError(f"a block or grid takes 1 to 3 expressions, got {expressions!r}")
     values = [evaluate(e, names) for e in expressions]
     return tuple(values + [1] * (3 - len(values)))
+
+
+def stage_shared_bytes(stage: dict, names: dict[str, int]) -> int:
+    """A kernel stage's dynamic shared memory per block, in bytes (0 where it declares none)."""
+    return evaluate(stage.get("shared_bytes", 0), names)

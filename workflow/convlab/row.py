@@ -41,10 +41,17 @@ TYPES: dict[str, tuple[type, ...]] = {
     **_typed(WHOLE, "size", "batch", "H", "W", "C_in", "C_out", "filter_size", "stride", "padding", "OH", "OW",
              "gemm_m", "gemm_n", "gemm_k", "block"),
     **_typed(TEXT, "engine", "engine_heuristic", "launch"),
+    # the per-block shared-memory limit that applied to the kernel's launches (cuda .cu kernels):
+    # the default 48 KiB, or the GPU's opt-in limit where a stage needs more (empty on cpu)
+    **_typed(WHOLE, "smem_limit_bytes"),
     # outcome
     **_typed(TEXT, "status", "reason"),
-    # timing (ms)
-    **_typed(TEXT, "timing_mode"), **_typed(NUMBER, "kernel_ms", "kernel_ms_min", "kernel_ms_max", "kernel_ms_iqr"),
+    # timing (ms). timing_mode as configured; timing_applied the mode that took the samples (warm
+    # where a graph could not be captured, timing_fallback says why); graph_launches the runs
+    # per sample of a graph (each sample one replay, kernel_ms per run)
+    **_typed(TEXT, "timing_mode", "timing_applied"), **_typed(WHOLE, "graph_launches"),
+    **_typed(TEXT, "timing_fallback"),
+    **_typed(NUMBER, "kernel_ms", "kernel_ms_min", "kernel_ms_max", "kernel_ms_iqr"),
     **_typed(WHOLE, "reps"), **_typed(TEXT, "timing_stop", "stage_ms"), **_typed(NUMBER, "setup_ms", "e2e_ms"),
     # the job's wall-clock phases (ms; see the README), its whole wall time (client process start
     # to row written) and the time the measurement service spent on this cell alone

@@ -144,7 +144,8 @@ def run_steps(inputs: CellInputs, bandwidth_path: str | Path | None = None,
     except CellFailure as failure:
         # its setup's findings and stage times stay; a time or a verdict would be of a cell not run through
         failed = Outcome(failure.status, failure.reason[:2000])
-        return finish(started, failed, Result(inputs.problem, prepared), (*OBSERVERS, stages, phases))
+        return finish({**started, **failure.columns}, failed, Result(inputs.problem, prepared),
+                      (*OBSERVERS, stages, phases))
     result = Result(inputs.problem, prepared, timed, verified, copy_gbps)
     outcome = Outcome(verified.status, verified.verdict.reason)
     return finish(started, outcome, result, (*OBSERVERS, timed.telemetry, stages, phases))

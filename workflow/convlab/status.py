@@ -12,14 +12,16 @@ STATUSES = (OK, WRONG, INVALID_CONFIG, OOM, UNSUPPORTED, ERROR)
 
 
 class CellFailure(Exception):
-    """The kernel under test failed in a way the row records (the sweep goes on)."""
+    """The kernel under test failed in a way the row records (the sweep goes on). ``columns``:
+    row columns the failing step found before it failed (e.g. the limit a launch exceeds)."""
 
     status = ERROR
 
-    def __init__(self, reason: str, stage: str = ""):
+    def __init__(self, reason: str, stage: str = "", columns: dict | None = None):
         super().__init__(reason)
         self.reason = reason
         self.stage = stage
+        self.columns = dict(columns or {})
 
 
 class LaunchConfigError(CellFailure):

@@ -129,8 +129,8 @@ def time_kernel(backend: Backend, inputs: CellInputs, placed: Placed, prepared: 
     the round trip (copy in, compute, copy out). The telemetry watches all of it."""
     settings, run = inputs.cell.timing, prepared.kernel.run
     with backend.guard("timing"), backend.telemetry() as telemetry:
-        timing = measure(run, backend.time_batch, settings)
-        stages.time(prepared.kernel.stages, backend.time_batch, settings)
+        timing = measure(run, backend.time_batch, settings, backend.capture_graph)
+        stages.time(prepared.kernel.stages, backend.time_batch, settings, backend.capture_graph)
         phases.lap("timing")
         # the round trip is dominated by copies: a slow kernel or a large transfer needs one
         # repeat, not five

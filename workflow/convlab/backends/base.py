@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from convlab.measure.timing import GraphRefused, Sampler
+
 if TYPE_CHECKING:  # the registry reads the families, whose operands place themselves through a backend
     from convlab.registry import KernelSpec
 
@@ -79,6 +81,12 @@ class Backend(ABC):
     @abstractmethod
     def time_batch(self, run: Callable[[], None], n: int, cold: bool) -> list[float]:
         """Device time in ms of each of ``n`` back-to-back repeats of ``run``."""
+
+    def capture_graph(self, run: Callable[[], None], launches: int) -> Sampler:
+        """Timing mode ``graph`` (convlab.measure.timing): ``launches`` back-to-back runs recorded
+        once; the sampler's n samples are n replays of them, each in ms per run. Raises
+        GraphRefused where the runs cannot be recorded."""
+        raise GraphRefused(f"no graph timing on the {self.name} backend")
 
     @abstractmethod
     def end_to_end_ms(self, run: Callable[[], None], host_inputs: dict[str, np.ndarray],

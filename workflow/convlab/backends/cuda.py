@@ -1,4 +1,5 @@
-"""The cuda backend: CuPy arrays, .cu kernels compiled with cupy.RawModule, CUDA-event timing."""
+"""The cuda backend: CuPy arrays, .cu kernels compiled with cupy.RawModule, CUDA-event timing
+(per launch, or per replay of a CUDA graph of many launches)."""
 
 from __future__ import annotations
 
@@ -13,8 +14,11 @@ import cupy
 import numpy as np
 
 from convlab.backends.base import Backend, KernelBuffers, PreparedKernel
+from convlab.backends.cudagraph import record_graph
 from convlab.backends.libraries import library_kernels
-from convlab.launch import dims, evaluate, problem_names
+from convlab.backends.sharedmem import shared_limit
+from convlab.launch import dims, evaluate, problem_names, stage_shared_bytes
+from convlab.measure.timing import Sampler
 from convlab.registry import KernelSpec
 from convlab.status import DeviceOutOfMemory, KernelFailure, LaunchConfigError
 
@@ -78,7 +82,8 @@ class CudaBackend(Backend):
         self.device = cupy.cuda.Device()
         self.properties = cupy.cuda.runtime.getDeviceProperties(self.device.id)
         self._spin = cupy.RawKernel(SPIN_SOURCE, "convlab_spin")
-        self._host_ms_per_rep = 0.05
+        self._host_ms_per_rep = {"run": 0.05, "graph": 0.05}  # enqueue time per repeat, by what is enqueued
+        self._graph_stream: cupy.cuda.Stream | None = None
         self._flush_buffer = None
         self._device_info: dict[str, Any] | None = None
         # compiled modules by (source text, options): a service worker compiles each once
@@ -201,7 +206,7 @@ class CudaBackend(Backend):
             _fill_constant(module, symbol, operands[buffer_name])
 
         parts = [spec.source.name] if spec.source else []
-        launches, geometry = [], []
+        launches, geometry, limits = [], [], []
         for stage in spec.stages:
             if "op" in stage:
                 launches.append((stage["name"], _matmul(stage, operands, names)))
@@ -210,19 +215,31 @@ class CudaBackend(Backend):
                 continue
             function = module.get_function(stage["function"])  # compiles, or loads CuPy's cache
             block, grid = dims(stage["block"], names), dims(stage["grid"], names)
-            shared = evaluate(stage.get("shared_bytes", 0), names)
+            shared = stage_shared_bytes(stage, names)
+            limits.append(self._allow_shared(function, shared))
             args = tuple(operands[a] if isinstance(a, str) and a in operands else np.int32(evaluate(a, names))
                          for a in stage["args"])
             launches.append((stage["name"], partial(function, grid, block, args, shared_mem=shared)))
             geometry.append(f"{stage['name']}: grid {_text(grid)} block {_text(block)} smem {shared} "
                             f"regs {getattr(function, 'num_regs', '?')}")
-        info = {"implementation": " + ".join(parts), "launch": "; ".join(geometry)}
+        info = {"implementation": " + ".join(parts), "launch": "; ".join(geometry),
+                "smem_limit_bytes": max(limits, default=None)}
 
         def run() -> None:
             for _, launch in launches:
                 launch()
 
         return PreparedKernel(run, info, stages=launches if len(launches) > 1 else [])
+
+    def _allow_shared(self, function: Any, dynamic: int) -> int:
+        """The per-block shared-memory limit the function's launches run under: above the default
+        48 KiB it opts in, where the GPU allows that much (else LaunchConfigError, before any launch)."""
+        static = int(function.shared_size_bytes)
+        limit, opt_in = shared_limit(static + dynamic, int(self.properties["sharedMemPerBlock"]),
+                                     int(self.properties.get("sharedMemPerBlockOptin", 0)))
+        if opt_in:
+            function.max_dynamic_shared_size_bytes = dynamic
+        return limit
 
     # -- timing -----------------------------------------------------------------------
     def _flush_l2(self) -> None:
@@ -232,20 +249,43 @@ class CudaBackend(Backend):
         self._flush_buffer.fill(1.0)
 
     def time_batch(self, run: Callable[[], None], n: int, cold: bool) -> list[float]:
+        return self._time_events(run, n, "run", self._flush_l2 if cold else None)
+
+    def _time_events(self, launch: Callable[[], None], n: int, kind: str,
+                     before: Callable[[], None] | None = None) -> list[float]:
+        """An event pair around each of ``n`` launches, on the current stream."""
         events = [(cupy.cuda.Event(), cupy.cuda.Event()) for _ in range(n)]
-        spin_ms = min(MAX_SPIN_MS, 0.2 + 1.5 * n * self._host_ms_per_rep)
+        spin_ms = min(MAX_SPIN_MS, 0.2 + 1.5 * n * self._host_ms_per_rep[kind])
         started = time.perf_counter()
         self._spin((1,), (1,), (np.uint64(int(spin_ms * 1e6)),))
         for start, end in events:
-            if cold:
-                self._flush_l2()
+            if before:
+                before()
             start.record()
-            run()
+            launch()
             end.record()
         enqueue_ms = (time.perf_counter() - started) * 1e3
         events[-1][1].synchronize()
-        self._host_ms_per_rep = enqueue_ms / n
+        self._host_ms_per_rep[kind] = enqueue_ms / n
         return [cupy.cuda.get_elapsed_time(start, end) for start, end in events]
+
+    def capture_graph(self, run: Callable[[], None], launches: int) -> Sampler:
+        """``launches`` runs recorded once into a CUDA graph on a stream of its own (every launch
+        of a run goes to the current stream: RawKernel, CuPy and cuFFT do, and cuDNN's handle
+        follows it); each sample is one replay between two events, in ms per run."""
+        if self._graph_stream is None:
+            self._graph_stream = cupy.cuda.Stream(non_blocking=True)
+        stream = self._graph_stream
+        self.synchronize()  # nothing of the warm-up may overlap the replays
+        with stream:
+            graph = record_graph(stream, run, launches)
+            graph.upload(stream)
+
+        def samples(n: int) -> list[float]:
+            with stream:
+                return [ms / launches for ms in self._time_events(lambda: graph.launch(stream), n, "graph")]
+
+        return samples
 
     def end_to_end_ms(self, run: Callable[[], None], host_inputs: dict[str, np.ndarray],
                       buffers: KernelBuffers, reps: int) -> float:

@@ -130,12 +130,18 @@ class CudnnConv(LibraryKernel):
 
     def __init__(self) -> None:
         self.handle: Any = None
+        self.stream_ptr: int | None = None  # the stream the handle launches on
         self.plans: OrderedDict[tuple, _Plans] = OrderedDict()
 
     def _stream_handle(self, cudnn: Any) -> Any:
+        """The handle, launching on the current stream: a graph capture runs on a stream of its
+        own (convlab.backends.cudagraph), and the handle is shared by every cell."""
         if self.handle is None:
             self.handle = cudnn.create_handle()
-        cudnn.set_stream(self.handle, cupy.cuda.get_current_stream().ptr)
+        stream_ptr = cupy.cuda.get_current_stream().ptr
+        if stream_ptr != self.stream_ptr:
+            cudnn.set_stream(self.handle, stream_ptr)
+            self.stream_ptr = stream_ptr
         return self.handle
 
     def _cached_plans(self, backend: Backend, cudnn: Any, handle: Any, spec: KernelSpec, tunables: dict,
@@ -163,7 +169,7 @@ class CudnnConv(LibraryKernel):
         graph = plans.graph
 
         def run() -> None:
-            graph.execute_plan_at_index(pack, workspace.data.ptr, index, handle=handle)
+            graph.execute_plan_at_index(pack, workspace.data.ptr, index, handle=self._stream_handle(cudnn))
 
         return PreparedKernel(run, {
             "implementation": f"cuDNN {cudnn.backend_version()} frontend",

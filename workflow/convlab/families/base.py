@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from convlab.config import ConfigError
-from convlab.measure.problem import ConvProblem
+from convlab.measure.problem import ConvProblem, GemmProblem
 from convlab.measure.weights import make_weights
 from convlab.operands import ConvOperands, Operands
 from convlab.pictures import load_image
@@ -49,6 +49,11 @@ class Family(ABC):
     @abstractmethod
     def operands(self, cell: Cell, image_path: str | Path | None) -> Operands:
         """The cell's host-side operands (they place themselves and compute the reference)."""
+
+    def problem(self, cell: Cell) -> ConvProblem | GemmProblem:
+        """The cell's problem alone, without its operands (no picture read, no data drawn): enough
+        for its launch geometry."""
+        return conv_problem(cell)
 
     def cpu_overrides(self, config: dict) -> tuple[dict, str | None]:
         """The cpu backend's smaller grid for this family, and the config key naming its sizes

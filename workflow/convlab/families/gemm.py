@@ -36,8 +36,11 @@ class Gemm(Family):
     def path_fragment(self, cell: Cell) -> str:
         return f"size~{cell.size}"
 
+    def problem(self, cell: Cell) -> GemmProblem:
+        return GemmProblem(cell.size, cell.size, cell.size)
+
     def operands(self, cell: Cell, image_path: str | Path | None) -> GemmOperands:
         rng = np.random.default_rng(cell.verify["seed"])
         a = rng.uniform(-1.0, 1.0, (cell.size, cell.size)).astype(np.float32)
         b = rng.uniform(-1.0, 1.0, (cell.size, cell.size)).astype(np.float32)
-        return GemmOperands(GemmProblem(cell.size, cell.size, cell.size), a, b)
+        return GemmOperands(self.problem(cell), a, b)

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from convlab.families.base import Family, conv_problem, filter_weights
+from convlab.measure.problem import ConvProblem
 from convlab.operands import ConvOperands
 
 if TYPE_CHECKING:
@@ -34,8 +35,11 @@ class WinogradLayers(Family):
         return (f"layer~C{cell.in_channels}_H{cell.size}_W{cell.width or cell.size}_K{cell.out_channels}"
                 f"/batch~{cell.batch}")
 
+    def problem(self, cell: Cell) -> ConvProblem:
+        return conv_problem(cell, batched=True)
+
     def operands(self, cell: Cell, image_path: str | Path | None) -> ConvOperands:
-        problem = conv_problem(cell, batched=True)
+        problem = self.problem(cell)
         # activations after a ReLU are >= 0: uniform [0, 1), NHWC like a picture batch
         rng = np.random.default_rng(cell.verify["seed"] + 1)
         image = rng.random((problem.batch, problem.height, problem.width, problem.in_channels), dtype=np.float32)

@@ -13,12 +13,12 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from convlab.measure import metrics
-from convlab.measure.timing import TimeBatch, measure
+from convlab.measure.timing import Capture, TimeBatch, measure
 
 if TYPE_CHECKING:
     from convlab.steps import Result
 
-INFO_COLUMNS = ("implementation", "engine", "engine_heuristic", "launch")
+INFO_COLUMNS = ("implementation", "engine", "engine_heuristic", "launch", "smem_limit_bytes")
 
 
 class Observer(Protocol):
@@ -37,7 +37,7 @@ class SetupObserver:
 
 
 class TimingObserver:
-    """The repeats' statistics and the round trip's time."""
+    """The repeats' statistics, the timing mode that took them, and the round trip's time."""
 
     def columns(self, result: Result) -> dict[str, Any]:
         if result.timed is None:
@@ -45,7 +45,8 @@ class TimingObserver:
         timing = result.timed.timing
         return {"kernel_ms": timing.median_ms, "kernel_ms_min": timing.min_ms, "kernel_ms_max": timing.max_ms,
                 "kernel_ms_iqr": timing.iqr_ms, "reps": timing.reps, "timing_stop": timing.stop,
-                "e2e_ms": result.timed.e2e_ms}
+                "timing_applied": timing.applied, "graph_launches": timing.launches,
+                "timing_fallback": timing.fallback or None, "e2e_ms": result.timed.e2e_ms}
 
 
 class ThroughputObserver:
@@ -76,8 +77,10 @@ class StageTimes:
     def __init__(self) -> None:
         self.text = ""
 
-    def time(self, stages: list[tuple[str, Callable[[], None]]], time_batch: TimeBatch, settings: dict) -> None:
-        self.text = ";".join(f"{name}={measure(run, time_batch, settings).median_ms:.6g}" for name, run in stages)
+    def time(self, stages: list[tuple[str, Callable[[], None]]], time_batch: TimeBatch, settings: dict,
+             capture: Capture | None = None) -> None:
+        self.text = ";".join(f"{name}={measure(run, time_batch, settings, capture).median_ms:.6g}"
+                             for name, run in stages)
 
     def columns(self, result: Result) -> dict[str, Any]:
         return {"stage_ms": self.text} if self.text else {}

@@ -1,0 +1,89 @@
+"""Shared memory above 48 KiB per block on a real GPU (marker gpu): a tile that needs more opts in
+and is verified as usual where the GPU allows it (227 KiB on Hopper); one beyond the GPU's opt-in
+limit is invalid_config naming that limit, decided before any launch."""
+
+import numpy as np
+import pytest
+from test_gpu_kernels import make_cell
+
+from convlab import DEFAULT_CONFIG
+from convlab.backends.sharedmem import DEFAULT_SHARED_BYTES, kib
+from convlab.config import load_config
+from convlab.grid import build_cells
+from convlab.measure.problem import ConvProblem
+from convlab.measure.weights import make_weights
+from convlab.operands import ConvOperands
+from convlab.registry import get_kernel
+from convlab.runner import CellInputs, measure_cell
+from convlab.sharedcount import cell_shared_bytes, large_shared_cells
+
+
+@pytest.fixture(scope="module")
+def backend():
+    from convlab.backends import get_backend
+
+    return get_backend("cuda")
+
+
+def optin_limit(backend) -> int:
+    return int(backend.properties["sharedMemPerBlockOptin"])
+
+
+def measure_tiled(backend, kernel: str, stride: int, block: int = 32, size: int = 256) -> dict:
+    spec = get_kernel(kernel)
+    image = np.random.default_rng(size + stride).random((size, size, 3), dtype=np.float32)
+    problem = ConvProblem(size, size, 3, 3, 3, stride, 1)
+    cell = make_cell(spec, size, stride, 3, 3, {"block": block})
+    operands = ConvOperands(problem, image, make_weights("random", 3, 3, 3, seed=stride))
+    return measure_cell(CellInputs(cell, spec, operands), backend=backend)
+
+
+@pytest.mark.gpu
+def test_a_tile_above_48_kib_opts_in_and_is_verified(backend):
+    """tiled_output, block 32, stride 2, 3 channels: 3 x 65 x 65 floats = 49.5 KiB per block."""
+    need = cell_shared_bytes(make_cell(get_kernel("tiled_output"), 256, 2, 3, 3, {"block": 32}),
+                             get_kernel("tiled_output"))
+    assert need > DEFAULT_SHARED_BYTES
+    assert need <= optin_limit(backend), "this GPU cannot opt in to 49.5 KiB (pre-Volta?)"
+    row = measure_tiled(backend, "tiled_output", stride=2)
+    assert row["status"] == "ok", row["reason"]
+    assert row["max_rel_err"] < 1e-5 and row["kernel_ms"] > 0
+    assert row["smem_limit_bytes"] == optin_limit(backend)
+    assert f"smem {need} " in row["launch"]
+
+
+@pytest.mark.gpu
+def test_a_tile_of_exactly_48_kib_runs_under_the_default_limit(backend):
+    row = measure_tiled(backend, "tiled_cached", stride=2)  # 3 x 64 x 64 floats = 48 KiB
+    assert row["status"] == "ok", row["reason"]
+    assert row["smem_limit_bytes"] == int(backend.properties["sharedMemPerBlock"]) == DEFAULT_SHARED_BYTES
+
+
+@pytest.mark.gpu
+def test_a_tile_beyond_the_opt_in_limit_is_invalid_config_naming_it(backend):
+    optin = optin_limit(backend)
+    spec = get_kernel("tiled_output")
+    stride = next(s for s in range(2, 16)
+                  if cell_shared_bytes(make_cell(spec, 256, s, 3, 3, {"block": 32}), spec) > optin)
+    need = cell_shared_bytes(make_cell(spec, 256, stride, 3, 3, {"block": 32}), spec)
+    row = measure_tiled(backend, "tiled_output", stride=stride)
+    assert row["status"] == "invalid_config"
+    assert row["reason"] == (f"needs {kib(need)} of shared memory per block; this GPU allows {kib(optin)} "
+                             f"(sharedMemPerBlockOptin)")
+    assert row["smem_limit_bytes"] == optin and row["kernel_ms"] is None
+
+
+@pytest.mark.gpu
+def test_every_default_grid_cell_above_48_kib_now_runs(backend):
+    """The cells of config/config.yaml that were invalid_config for their tile (python -m convlab
+    shared-memory lists them), each kernel, block and stride once at 128^2."""
+    large = large_shared_cells(build_cells(load_config(DEFAULT_CONFIG), "cuda"))
+    kinds = sorted({(cell.kernel, cell.tunables["block"], cell.stride) for cell, _ in large})
+    assert kinds
+    failures = []
+    for kernel, block, stride in kinds:
+        row = measure_tiled(backend, kernel, stride, block, size=128)
+        if row["status"] != "ok":
+            failures.append(f"{kernel} block {block} stride {stride}: {row['status']} {row['reason']}")
+    print(f"{len(large)} default-grid cells need more than 48 KiB; {len(kinds)} kinds checked")
+    assert not failures, "\n".join(failures)
