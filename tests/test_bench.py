@@ -3,6 +3,7 @@
 import pytest
 
 from convlab.bench import check_targets, format_table
+from convlab.benchgemm import format_gemm_table, gemm_target
 
 
 def row(size, stride, layout, ours_ms, copy_ms, cudnn_ms=1.0, empty_ms=0.0025, status="ok"):
@@ -43,7 +44,7 @@ def test_floor_target_met_names_the_worst_case():
 def test_floor_target_missed_says_by_how_much():
     floor = next(line for line in check_targets(large(0.130)) if "ours / copy" in line)
     assert floor.startswith("MISS")
-    assert "1.300" in floor and "4.0% over" in floor
+    assert "1.300" in floor and "13.0% over" in floor
 
 
 def test_cudnn_target_reports_the_ceiling_of_a_read_once_kernel():
@@ -67,6 +68,12 @@ def test_a_row_that_is_not_ok_is_a_miss_never_a_time():
     assert "MISS correctness: 2048^2 stride 1 hwc is wrong" in lines
     floor = next(line for line in lines if "ours / copy" in line)
     assert floor.startswith("MISS") and "2048^2 stride 1 hwc" in floor
+
+
+def test_a_wrong_row_with_a_time_is_a_miss_not_its_time():
+    rows = large() + [row(2048, 1, "hwc", 0.02, 0.03, status="wrong")]
+    floor = next(line for line in check_targets(rows) if "ours / copy" in line)
+    assert floor.startswith("MISS") and "2048^2 stride 1 hwc, no time" in floor
 
 
 def test_table_prints_ratios_ceilings_and_targets():
@@ -112,3 +119,31 @@ def test_table_lists_the_graph_timed_rows():
     assert "launch-bound sizes, graph-timed" in text
     line = next(line for line in text.splitlines() if line.split()[:3] == ["512", "2", "nchw"] and "copy graph" in line)
     assert line.split()[3:6] == ["0.00200", "0.00200", "1.000"]
+
+
+def gemm_row(size, ours_ms, cublas_ms, ours_status="ok", cublas_status="ok"):
+    return {"size": size, "ours_kernel": "sgemm_vectorized bk~16", "ours_status": ours_status, "ours_ms": ours_ms,
+            "ours_max_rel_err": 2e-6, "cublas_status": cublas_status, "cublas_ms": cublas_ms,
+            "gflops_ours": 2 * size**3 / ours_ms / 1e6, "gflops_cublas": 2 * size**3 / cublas_ms / 1e6}
+
+
+def test_sgemm_target_met_at_the_worst_size():
+    line = gemm_target([gemm_row(4096, 2.0, 1.9), gemm_row(8192, 16.0, 15.0)])[-1]
+    assert line.startswith("met ") and "worst 8192^3 93.8%" in line
+
+
+def test_sgemm_target_missed_says_by_how_many_points():
+    line = gemm_target([gemm_row(4096, 2.0, 1.66), gemm_row(8192, 16.0, 15.0)])[-1]
+    assert line.startswith("MISS") and "worst 4096^3 83.0%, 7.0 points short" in line
+
+
+@pytest.mark.parametrize("side", ["ours_status", "cublas_status"])
+def test_an_sgemm_row_that_is_not_ok_is_a_miss_never_a_time(side):
+    lines = gemm_target([gemm_row(4096, 1.0, 1.0, **{side: "wrong"}), gemm_row(8192, 16.0, 15.0)])
+    assert lines[0].startswith("MISS correctness: 4096^3")
+    assert lines[-1].startswith("MISS") and "worst 4096^3 no time" in lines[-1]
+
+
+def test_sgemm_table_prints_the_share_and_the_target():
+    text = format_gemm_table([gemm_row(4096, 2.0, 1.9)])
+    assert "95.0%" in text and "targets (SGEMM):" in text

@@ -135,12 +135,18 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 
     backend = get_backend("cuda")  # one clear line where there is no GPU, before any work
     from convlab.bench import format_table, run_benchmark, write_results
+    from convlab.benchgemm import format_gemm_table, run_gemm_benchmark
     from convlab.devicelock import exclusive_device
 
     with exclusive_device(backend.device_key()):
-        results = run_benchmark(args.sizes, args.strides, args.data)
-    write_results(results, args.out)
-    print(format_table(results))
+        results = run_benchmark(args.sizes, args.strides, args.data) if args.sizes else []
+        gemm = run_gemm_benchmark(backend, args.gemm_sizes) if args.gemm_sizes else []
+    if results:
+        write_results(results, args.out, format_table(results))
+        print(format_table(results))
+    if gemm:
+        write_results(gemm, args.gemm_out, format_gemm_table(gemm))
+        print(format_gemm_table(gemm))
     return 0
 
 
@@ -297,10 +303,14 @@ def build_parser() -> argparse.ArgumentParser:
     ceiling.set_defaults(handler=_cmd_ceiling)
 
     bench = commands.add_parser("bench", help="floor benchmark: ours vs cuDNN vs naive vs a copy, printed ratios")
-    bench.add_argument("--sizes", type=int, nargs="+", default=[128, 256, 512, 1024, 2048, 4096])
+    bench.add_argument("--sizes", type=int, nargs="*", default=[128, 256, 512, 1024, 2048, 4096],
+                       help="image sizes of the floor benchmark (none: skip it)")
     bench.add_argument("--strides", type=int, nargs="+", default=[1, 2, 3])
+    bench.add_argument("--gemm-sizes", type=int, nargs="*", default=[4096, 8192],
+                       help="SGEMM sizes timed against cuBLAS (none: skip)")
     bench.add_argument("--data", default="data", help="folder with input_<size>.png")
     bench.add_argument("--out", default="results/benchmark/floor_cuda.csv", help="CSV; a .txt table beside it")
+    bench.add_argument("--gemm-out", default="results/benchmark/sgemm_cuda.csv", help="the SGEMM rows' CSV")
     bench.set_defaults(handler=_cmd_bench)
 
     shared = commands.add_parser("shared-memory", help="count the cuda grid's cells that need more than 48 KiB of "

@@ -1,0 +1,94 @@
+"""The SGEMM benchmark: our fastest SGEMM against cuBLAS, strict fp32 (TF32 off), in one process
+on one GPU, every result checked against float64. Prints the ratio of throughputs and the target
+(ours >= 90 % of cuBLAS), met or missed by how much, computed from its own rows."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+from convlab.backends.base import Backend
+from convlab.cell import Cell
+from convlab.families import load_operands
+from convlab.registry import get_kernel
+from convlab.runner import measure_cell
+from convlab.steps import CellInputs
+
+GEMM_SIZES = (4096, 8192)
+OURS = ("sgemm_vectorized", "sgemm_register")  # the tiled kernels; the best ok variant of either is ours
+LIBRARY = "cublas"
+GEMM_TARGET = 0.90  # ours / cuBLAS in GFLOP/s, i.e. cuBLAS ms / ours ms
+TIMING = {"mode": "warm", "warmup": 3, "min_reps": 10, "max_reps": 100, "batch": 5, "stable_rel": 0.005,
+          "budget_s": 2.0, "e2e_reps": 1}
+VERIFY = {"seed": 0, "tolerance": {"fp32": 1e-5, "tf32": 5e-3}}
+
+
+def _cell(kernel: str, size: int, tunables: dict) -> Cell:
+    return Cell(experiment="gemm", backend="cuda", kernel=kernel, size=size, stride=0, filter_size=0, padding=0,
+                in_channels=0, out_channels=0, filter="random", tunables=tunables,
+                settings=dict(get_kernel(kernel).settings), timing=TIMING, verify=VERIFY)
+
+
+def _rows(backend: Backend, kernel: str, size: int) -> list[dict[str, Any]]:
+    spec = get_kernel(kernel)
+    keys = sorted(spec.tunables)
+    rows = []
+    for values in itertools.product(*(spec.tunables[k] for k in keys)):
+        cell = _cell(kernel, size, dict(zip(keys, values)))
+        rows.append(measure_cell(CellInputs(cell, spec, load_operands(cell)), backend=backend))
+    return rows
+
+
+def _fastest(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    ok = [row for row in rows if row["status"] == "ok"]
+    return min(ok, key=lambda row: row["kernel_ms"]) if ok else rows[0]
+
+
+def run_gemm_benchmark(backend: Backend, sizes: list[int]) -> list[dict[str, Any]]:
+    """Per size: our fastest ok SGEMM variant and cuBLAS, each verified against float64."""
+    results = []
+    for size in sizes:
+        ours = _fastest([row for kernel in OURS for row in _rows(backend, kernel, size)])
+        library = _fastest(_rows(backend, LIBRARY, size))
+        results.append({"size": size, "ours_kernel": f"{ours['kernel']} {ours['variant']}",
+                        "ours_status": ours["status"], "ours_ms": ours.get("kernel_ms"),
+                        "ours_max_rel_err": ours.get("max_rel_err"), "cublas_status": library["status"],
+                        "cublas_ms": library.get("kernel_ms"), "gflops_ours": ours.get("gflops"),
+                        "gflops_cublas": library.get("gflops")})
+    return results
+
+
+def share_of_cublas(row: dict[str, Any]) -> float:
+    """Ours as a share of cuBLAS's throughput; nan where either is not ok (never a time)."""
+    if row["ours_status"] != "ok" or row["cublas_status"] != "ok" or not row["ours_ms"] or not row["cublas_ms"]:
+        return float("nan")
+    return float(row["cublas_ms"]) / float(row["ours_ms"])
+
+
+def gemm_target(results: list[dict[str, Any]]) -> list[str]:
+    """The SGEMM target, met or missed, at the worst size; a row that is not ok is a miss."""
+    if not results:
+        return []
+    lines = [f"MISS correctness: {r['size']}^3 {who} is {status}" for r in results
+             for who, status in (("ours", r["ours_status"]), ("cuBLAS", r["cublas_status"])) if status != "ok"]
+    worst = min(results, key=lambda r: -1.0 if share_of_cublas(r) != share_of_cublas(r) else share_of_cublas(r))
+    value = share_of_cublas(worst)
+    if value != value:
+        verdict, how = "MISS", "no time"
+    elif value >= GEMM_TARGET:
+        verdict, how = "met ", f"{100 * value:.1f}%"
+    else:
+        verdict, how = "MISS", f"{100 * value:.1f}%, {100 * (GEMM_TARGET - value):.1f} points short"
+    sizes = ", ".join(str(r["size"]) for r in results)
+    return [*lines, f"{verdict} SGEMM >= {GEMM_TARGET:.0%} of cuBLAS (fp32, TF32 off) at {sizes}: worst "
+                    f"{worst['size']}^3 {how} ({worst['ours_kernel']})"]
+
+
+def format_gemm_table(results: list[dict[str, Any]]) -> str:
+    lines = ["SGEMM vs cuBLAS (fp32, TF32 off):",
+             f"{'size':>6} {'ours ms':>9} {'cuBLAS ms':>9} {'ours GFLOP/s':>12} {'share':>6}  ours"]
+    for r in results:
+        lines.append(f"{r['size']:>6} {r['ours_ms'] or float('nan'):>9.3f} {r['cublas_ms'] or float('nan'):>9.3f} "
+                     f"{r['gflops_ours'] or float('nan'):>12.0f} {100 * share_of_cublas(r):>5.1f}%  "
+                     f"{r['ours_status']} ({r['ours_kernel']}, err {r['ours_max_rel_err']})")
+    return "\n".join([*lines, "targets (SGEMM):", *(f"  {line}" for line in gemm_target(results))])
