@@ -76,10 +76,11 @@ def test_the_default_grid_count_of_cells_above_48_kib():
     config = load_config(DEFAULT_CONFIG)
     large = large_shared_cells(build_cells(config, "cuda"))
     kinds = {(cell.experiment, cell.kernel, cell.variant, cell.stride) for cell, _ in large}
-    # block 32 of tiled_output at strides 2 and 3, of tiled_cached at stride 3, per conv2d size
+    # block 32 of tiled_output at strides 2 and 3, of tiled_cached at stride 3, per conv2d size;
+    # sgemm_pipelined's three 16-deep stages (73 KiB) per gemm size
     assert kinds == {("conv2d", "tiled_output", "block~32", 2), ("conv2d", "tiled_output", "block~32", 3),
-                     ("conv2d", "tiled_cached", "block~32", 3)}
-    assert len(large) == 3 * len(config["conv2d"]["sizes"])
+                     ("conv2d", "tiled_cached", "block~32", 3), ("gemm", "sgemm_pipelined", "bk~16_bm~256_nstages~3", 0)}
+    assert len(large) == 3 * len(config["conv2d"]["sizes"]) + len(config["gemm"]["sizes"])
     assert all(DEFAULT_SHARED_BYTES < need <= HOPPER_OPTIN for _, need in large)
 
 

@@ -1,4 +1,4 @@
-"""BLAS matmul (cpu twin of the shared, register and vectorized SGEMM kernels).
+"""BLAS matmul (cpu twin of the shared, register, vectorized and pipelined SGEMM kernels).
 
 One float32 ``np.matmul`` (the BLAS sgemm that NumPy links) written straight into ``out``.
 """
