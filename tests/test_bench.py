@@ -138,3 +138,10 @@ def test_an_sgemm_row_that_is_not_ok_is_a_miss_never_a_time(side):
 def test_sgemm_table_prints_the_share_and_the_target():
     text = format_gemm_table([gemm_row(4096, 2.0, 1.9)])
     assert "95.0%" in text and "targets (SGEMM):" in text
+
+
+def test_graph_target_names_the_copy_kernel_ceiling():
+    rows = [{**r, "copy_kernel_graph_ms": 0.0015} for r in launch_bound()]
+    line = graph_line(rows)
+    assert "a copy kernel of the same bytes is 0.75-1.50 x the copy there" in line
+    assert "copy kernel/copy" in format_table(rows)

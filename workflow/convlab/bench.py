@@ -45,6 +45,13 @@ CONTENDERS = [
     ("ours", "nchw", "conv_floor_nchw"), ("cudnn", "nchw", "cudnn_nchw"), ("naive", "nchw", "direct_nchw"),
 ]
 EMPTY_KERNEL = 'extern "C" __global__ void convlab_empty() {}'
+# A kernel that reads its input once and writes it once, 16 bytes per thread: the best any such
+# kernel can do, where the copy above may be a copy-engine node of the graph rather than a kernel.
+COPY_KERNEL = r"""
+extern "C" __global__ void convlab_copy(const float4* __restrict__ source, float4* __restrict__ target, long long n) {
+    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) target[i] = source[i];
+}"""
 
 
 def _variants(kernel: str, role: str) -> list[dict]:
@@ -70,6 +77,18 @@ def _copy(backend: Backend, nbytes: int, timing: dict = TIMING) -> TimingResult:
     return measure(lambda: cupy.copyto(target, source), backend.time_batch, timing, backend.capture_graph)
 
 
+def _copy_kernel(backend: Backend, nbytes: int, timing: dict) -> TimingResult:
+    """A copy kernel (not the library's copy) that reads and writes ``nbytes`` in total."""
+    cupy = backend.xp
+    source = cupy.ones(nbytes // 8, dtype=cupy.float32)
+    target = cupy.empty_like(source)
+    kernel = cupy.RawKernel(COPY_KERNEL, "convlab_copy")
+    vectors = source.size // 4
+    grid = (-(-vectors // 256),)
+    return measure(lambda: kernel(grid, (256,), (source, target, cupy.int64(vectors))), backend.time_batch, timing,
+                   backend.capture_graph)
+
+
 def _empty_launch_ms(backend: Backend) -> float:
     cupy = backend.xp
     kernel = cupy.RawKernel(EMPTY_KERNEL, "convlab_empty")
@@ -92,13 +111,15 @@ def _best_variant(backend: Backend, role: str, kernel: str, size: int, stride: i
     return _best(rows)
 
 
-def _graph_columns(ours: dict | None, copy: TimingResult | None) -> dict[str, Any]:
+def _graph_columns(ours: dict | None, copy: TimingResult | None,
+                   copy_kernel: TimingResult | None = None) -> dict[str, Any]:
     """The graph-timed columns of a result row (empty away from the launch-bound sizes)."""
     return {"ours_graph_kernel": f"{ours['kernel']} {ours['variant']}" if ours else None,
             "ours_graph_status": ours["status"] if ours else None,
             "ours_graph_ms": ours.get("kernel_ms") if ours else None,
             "ours_graph_timing": ours.get("timing_applied") if ours else None,
-            "copy_graph_ms": copy.median_ms if copy else None, "copy_graph_timing": copy.applied if copy else None}
+            "copy_graph_ms": copy.median_ms if copy else None, "copy_graph_timing": copy.applied if copy else None,
+            "copy_kernel_graph_ms": copy_kernel.median_ms if copy_kernel and copy_kernel.applied == "graph" else None}
 
 
 def run_benchmark(sizes: list[int], strides: list[int], picture_dir: str | Path = "data") -> list[dict[str, Any]]:
@@ -117,6 +138,7 @@ def run_benchmark(sizes: list[int], strides: list[int], picture_dir: str | Path 
         problem = conv_problem(_cell("direct", size, stride, {}))
         copy_ms = _copy(backend, problem.bytes_moved).median_ms
         copy_graph = _copy(backend, problem.bytes_moved, GRAPH_TIMING) if launch_bound else None
+        copy_kernel_graph = _copy_kernel(backend, problem.bytes_moved, GRAPH_TIMING) if launch_bound else None
         for layout in ("hwc", "nchw"):
             ours, cudnn, naive = (measured[(role, layout)] for role in ("ours", "cudnn", "naive"))
             results.append({
@@ -125,7 +147,7 @@ def run_benchmark(sizes: list[int], strides: list[int], picture_dir: str | Path 
                 "ours_ms": ours.get("kernel_ms"), "ours_max_rel_err": ours.get("max_rel_err"),
                 "cudnn_ms": cudnn.get("kernel_ms"), "cudnn_engine": cudnn.get("engine"),
                 "naive_ms": naive.get("kernel_ms"), "copy_ms": copy_ms, "empty_launch_ms": empty_ms,
-                **_graph_columns(measured.get(("graph", layout)), copy_graph),
+                **_graph_columns(measured.get(("graph", layout)), copy_graph, copy_kernel_graph),
             })
     return results
 
@@ -186,8 +208,12 @@ def _graph_target(results: list[dict[str, Any]]) -> list[str]:
              for r in rows if r["ours_graph_status"] != "ok"]
     value, r = _worst(rows, _graph_ratio)
     verdict, over = _judge(value, GRAPH_LIMIT, _graph_gap(r) or "no time")
+    ceilings = [_ratio(x.get("copy_kernel_graph_ms"), x["copy_graph_ms"]) for x in rows]
+    ceilings = [c for c in ceilings if c == c]
+    ceiling = (f"; a copy kernel of the same bytes is {min(ceilings):.2f}-{max(ceilings):.2f} x the copy there"
+               if ceilings else "")
     return [*lines, f"{verdict} ours <= {GRAPH_LIMIT} x a copy of the same bytes, graph-timed, at "
-                    f"{', '.join(map(str, LAUNCH_SIZES))}: worst {value:.3f} ({_where(r)}{over})"]
+                    f"{', '.join(map(str, LAUNCH_SIZES))}: worst {value:.3f} ({_where(r)}{over}){ceiling}"]
 
 
 def check_targets(results: list[dict[str, Any]]) -> list[str]:
@@ -231,10 +257,12 @@ def _graph_table(results: list[dict[str, Any]]) -> list[str]:
     if not rows:
         return []
     lines = ["launch-bound sizes, graph-timed (ms per launch, each sample one replay of n launches):",
-             f"{'size':>6} {'s':>2} {'layout':>6} {'ours ms':>9} {'copy ms':>9} {'ours/copy':>9}  status"]
+             f"{'size':>6} {'s':>2} {'layout':>6} {'ours ms':>9} {'copy ms':>9} {'ours/copy':>9} "
+             f"{'copy kernel/copy':>16}  status"]
     for r in rows:
         lines.append(f"{r['size']:>6} {r['stride']:>2} {r['layout']:>6} {r['ours_graph_ms'] or float('nan'):>9.5f} "
-                     f"{r['copy_graph_ms'] or float('nan'):>9.5f} {_graph_ratio(r):>9.3f}  {r['ours_graph_status']} "
+                     f"{r['copy_graph_ms'] or float('nan'):>9.5f} {_graph_ratio(r):>9.3f} "
+                     f"{_ratio(r.get('copy_kernel_graph_ms'), r['copy_graph_ms']):>16.3f}  {r['ours_graph_status']} "
                      f"({r['ours_graph_kernel']}; timed: ours {r['ours_graph_timing']}, copy {r['copy_graph_timing']})")
     return lines
 
