@@ -125,22 +125,22 @@ __device__ __forceinline__ void sp_load_frag(SpFrag& f, const float* sa, const f
     for (int j = 0; j < SP_FN; ++j) f.b[j] = *reinterpret_cast<const float4*>(sb + j * SP_LN * 4);
 }
 
+// The N float4 of a fragment as 4N scalars, in order.
+template <int N>
+__device__ __forceinline__ void sp_unpack(const float4 (&v)[N], float (&out)[4 * N]) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) {
+        out[4 * i] = v[i].x;
+        out[4 * i + 1] = v[i].y;
+        out[4 * i + 2] = v[i].z;
+        out[4 * i + 3] = v[i].w;
+    }
+}
+
 __device__ __forceinline__ void sp_fma(float (&acc)[SP_TM][SP_TN], const SpFrag& f) {
     float a[SP_TM], b[SP_TN];
-#pragma unroll
-    for (int i = 0; i < SP_FM; ++i) {
-        a[4 * i] = f.a[i].x;
-        a[4 * i + 1] = f.a[i].y;
-        a[4 * i + 2] = f.a[i].z;
-        a[4 * i + 3] = f.a[i].w;
-    }
-#pragma unroll
-    for (int j = 0; j < SP_FN; ++j) {
-        b[4 * j] = f.b[j].x;
-        b[4 * j + 1] = f.b[j].y;
-        b[4 * j + 2] = f.b[j].z;
-        b[4 * j + 3] = f.b[j].w;
-    }
+    sp_unpack<SP_FM>(f.a, a);
+    sp_unpack<SP_FN>(f.b, b);
 #pragma unroll
     for (int i = 0; i < SP_TM; ++i)
 #pragma unroll
