@@ -32,7 +32,7 @@ from convlab.cell import Cell
 from convlab.families import load_operands
 from convlab.families.base import conv_problem
 from convlab.measure.timing import TimingResult, measure
-from convlab.registry import get_kernel
+from convlab.registry import KernelSpec, get_kernel
 from convlab.runner import CellInputs, measure_cell
 
 TIMING = {"mode": "warm", "warmup": 3, "min_reps": 20, "max_reps": 400, "batch": 20, "stable_rel": 0.005,
@@ -54,12 +54,14 @@ extern "C" __global__ void convlab_copy(const float4* __restrict__ source, float
 }"""
 
 
-def _variants(kernel: str, role: str) -> list[dict]:
-    spec = get_kernel(kernel)
-    if role == "cudnn":
-        return [{"plan": "best"}]
+def tunable_variants(spec: KernelSpec) -> list[dict]:
+    """Every combination of the kernel's tunable values, as the tunables of one cell each."""
     keys = sorted(spec.tunables)
     return [dict(zip(keys, values)) for values in itertools.product(*(spec.tunables[k] for k in keys))]
+
+
+def _variants(kernel: str, role: str) -> list[dict]:
+    return [{"plan": "best"}] if role == "cudnn" else tunable_variants(get_kernel(kernel))
 
 
 def _cell(kernel: str, size: int, stride: int, tunables: dict, timing: dict = TIMING) -> Cell:
@@ -69,19 +71,22 @@ def _cell(kernel: str, size: int, stride: int, tunables: dict, timing: dict = TI
                 image=f"data/input_{size}.png")
 
 
+def _copy_buffers(backend: Backend, nbytes: int) -> tuple[Any, Any]:
+    """A source and a target that a copy reads and writes ``nbytes`` of in total (the kernel's input + output)."""
+    source = backend.xp.ones(nbytes // 8, dtype=backend.xp.float32)
+    return source, backend.xp.empty_like(source)
+
+
 def _copy(backend: Backend, nbytes: int, timing: dict = TIMING) -> TimingResult:
-    """A device copy that reads and writes ``nbytes`` in total (the kernel's input + output)."""
-    cupy = backend.xp
-    source = cupy.ones(nbytes // 8, dtype=cupy.float32)
-    target = cupy.empty_like(source)
-    return measure(lambda: cupy.copyto(target, source), backend.time_batch, timing, backend.capture_graph)
+    """The library's device copy of ``nbytes`` in total."""
+    source, target = _copy_buffers(backend, nbytes)
+    return measure(lambda: backend.xp.copyto(target, source), backend.time_batch, timing, backend.capture_graph)
 
 
 def _copy_kernel(backend: Backend, nbytes: int, timing: dict) -> TimingResult:
-    """A copy kernel (not the library's copy) that reads and writes ``nbytes`` in total."""
+    """A copy kernel (not the library's copy) of ``nbytes`` in total."""
     cupy = backend.xp
-    source = cupy.ones(nbytes // 8, dtype=cupy.float32)
-    target = cupy.empty_like(source)
+    source, target = _copy_buffers(backend, nbytes)
     kernel = cupy.RawKernel(COPY_KERNEL, "convlab_copy")
     vectors = source.size // 4
     grid = (-(-vectors // 256),)
@@ -95,7 +100,8 @@ def _empty_launch_ms(backend: Backend) -> float:
     return measure(lambda: kernel((1,), (32,), ()), backend.time_batch, TIMING).median_ms
 
 
-def _best(rows: list[dict]) -> dict:
+def fastest_ok(rows: list[dict]) -> dict:
+    """The fastest ok row, or the first row where none is ok (its status says why)."""
     ok = [row for row in rows if row["status"] == "ok"]
     return min(ok, key=lambda row: row["kernel_ms"]) if ok else rows[0]
 
@@ -108,7 +114,7 @@ def _best_variant(backend: Backend, role: str, kernel: str, size: int, stride: i
         cell = _cell(kernel, size, stride, tunables, timing)
         inputs = CellInputs(cell, get_kernel(kernel), load_operands(cell, picture))
         rows.append(measure_cell(inputs, backend=backend))
-    return _best(rows)
+    return fastest_ok(rows)
 
 
 def _graph_columns(ours: dict | None, copy: TimingResult | None,

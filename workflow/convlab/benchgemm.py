@@ -4,10 +4,10 @@ on one GPU, every result checked against float64. Prints the ratio of throughput
 
 from __future__ import annotations
 
-import itertools
 from typing import Any
 
 from convlab.backends.base import Backend
+from convlab.bench import VERIFY, fastest_ok, tunable_variants
 from convlab.cell import Cell
 from convlab.families import load_operands
 from convlab.registry import get_kernel
@@ -20,7 +20,6 @@ LIBRARY = "cublas"
 GEMM_TARGET = 0.90  # ours / cuBLAS in GFLOP/s, i.e. cuBLAS ms / ours ms
 TIMING = {"mode": "warm", "warmup": 3, "min_reps": 10, "max_reps": 100, "batch": 5, "stable_rel": 0.005,
           "budget_s": 2.0, "e2e_reps": 1}
-VERIFY = {"seed": 0, "tolerance": {"fp32": 1e-5, "tf32": 5e-3}}
 
 
 def _cell(kernel: str, size: int, tunables: dict) -> Cell:
@@ -31,25 +30,16 @@ def _cell(kernel: str, size: int, tunables: dict) -> Cell:
 
 def _rows(backend: Backend, kernel: str, size: int) -> list[dict[str, Any]]:
     spec = get_kernel(kernel)
-    keys = sorted(spec.tunables)
-    rows = []
-    for values in itertools.product(*(spec.tunables[k] for k in keys)):
-        cell = _cell(kernel, size, dict(zip(keys, values)))
-        rows.append(measure_cell(CellInputs(cell, spec, load_operands(cell)), backend=backend))
-    return rows
-
-
-def _fastest(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    ok = [row for row in rows if row["status"] == "ok"]
-    return min(ok, key=lambda row: row["kernel_ms"]) if ok else rows[0]
+    cells = [_cell(kernel, size, tunables) for tunables in tunable_variants(spec)]
+    return [measure_cell(CellInputs(cell, spec, load_operands(cell)), backend=backend) for cell in cells]
 
 
 def run_gemm_benchmark(backend: Backend, sizes: list[int]) -> list[dict[str, Any]]:
     """Per size: our fastest ok SGEMM variant and cuBLAS, each verified against float64."""
     results = []
     for size in sizes:
-        ours = _fastest([row for kernel in OURS for row in _rows(backend, kernel, size)])
-        library = _fastest(_rows(backend, LIBRARY, size))
+        ours = fastest_ok([row for kernel in OURS for row in _rows(backend, kernel, size)])
+        library = fastest_ok(_rows(backend, LIBRARY, size))
         results.append({"size": size, "ours_kernel": f"{ours['kernel']} {ours['variant']}",
                         "ours_status": ours["status"], "ours_ms": ours.get("kernel_ms"),
                         "ours_max_rel_err": ours.get("max_rel_err"), "cublas_status": library["status"],
