@@ -12,22 +12,27 @@
 //   down the window: each window row's taps are read once (128-bit shared loads when aligned)
 //   and added into the RPT rows they touch; filter taps are compile-time __constant__ operands
 //   (one FFMA each). Stores are streaming (__stcs), 128-bit where CPT*K (HWC) or CPT (CHW)
-//   floats are aligned. At stride 1 the H200 issues on 80 % of cycles here (Nsight), so CPT = 4
-//   cuts the shared loads and stores per output 4-fold (NCHW 1.26 -> 1.19 x copy). Issue is not
-//   the only limit: a division-free window copy (a fifth fewer instructions) did not speed up HWC.
+//   floats are aligned; HWC rows at CPT 4 leave through shared memory, one warp's row at a time,
+//   as whole 32-byte sectors (see store_row). At stride 1 the H200 issues on 70-80 % of cycles
+//   here (Nsight), so CPT = 4 cuts the shared loads and stores per output 4-fold (NCHW 1.26 ->
+//   1.19 x copy). Issue is not the only limit: a division-free window copy (a fifth fewer
+//   instructions) did not speed up HWC, and neither did blocks of several tiles that copy the
+//   next window while computing this one (measured, H200; not kept).
 //   Streaming (FLOOR_PATH 1): no shared memory and no barriers; see run_stream. Faster where
 //   few rows share taps (strides 2-3).
 //   DRAM sees the copy floor plus the halos: vertical (R-ST)/(TOY*ST), horizontal
 //   (S-ST)/(TXC*ST) (both mostly served by L2).
 //   Small images: RPT 1 (size-dependent in the description) so that the grid has many short
-//   blocks. Older GPUs (no cp.async): plain loads, same code. A window too large for 48 KB of
+//   blocks, and the filter's taps in registers (FLOOR_TAPS_IN_REGISTERS; see RegisterFilter). Older GPUs (no cp.async): plain loads, same code. A window too large for 48 KB of
 //   static shared memory (large strides or filters) takes a bounds-checked direct path.
 //
 // Defines (from the description): FLOOR_STRIDE = stride, FLOOR_PAD = pad, FLOOR_TX = threads
 //   per block along x (blockDim.x), FLOOR_CPT = output columns per thread (TXC = TX * CPT per
 //   block), FLOOR_RPT = output rows per thread, FLOOR_BLOCK = threads per block (blockDim.y =
-//   FLOOR_BLOCK / FLOOR_TX), FLOOR_PATH = 0 (tiles) | 1 (streaming), FLOOR_LAYOUT = 1 (HWC
-//   entry point only) | 0 (CHW only) | undefined (both). Grid: (cdiv(OW, TXC), cdiv(OH, TOY)).
+//   FLOOR_BLOCK / FLOOR_TX), FLOOR_PATH = 0 (tiles) | 1 (streaming), FLOOR_TAPS_IN_REGISTERS =
+//   1 (taps read into registers from the weights argument) | 0 (c_weights), FLOOR_LAYOUT = 1
+//   (HWC entry point only) | 0 (CHW only) | undefined (both). Grid: (cdiv(OW, TXC), cdiv(OH, TOY)).
+// Arguments: input, weights (the same taps as c_weights, OIHW), output, H, W, OH, OW.
 // Layouts: conv2d_floor_hwc: input (H, W, C), output (OH, OW, K);
 //          conv2d_floor_chw: input (C, H, W), output (K, OH, OW). Weights OIHW in c_weights.
 
@@ -52,6 +57,11 @@
 #ifndef FLOOR_CPT
 #define FLOOR_CPT 1
 #endif
+#ifndef FLOOR_TAPS_IN_REGISTERS
+#define FLOOR_TAPS_IN_REGISTERS 0
+#endif
+// Registers only where the taps fit beside the rest (the seed's 3x3 filters, 3 in and 3 out: 81).
+#define FLOOR_FILTER_IN_REGISTERS (FLOOR_TAPS_IN_REGISTERS && CONV_K * CONV_C * CONV_R * CONV_S <= 96)
 
 // OIHW = (K, C, R, S), filled from the weights buffer at setup (description key `constants`).
 __constant__ float c_weights[CONV_K * CONV_C * CONV_R * CONV_S];
@@ -98,9 +108,45 @@ struct Window {
     static constexpr bool FITS = FLOATS * 4 <= SMEM_LIMIT;
 };
 
-__device__ __forceinline__ float w(int k, int c, int r, int s) {
-    return c_weights[((k * C + c) * R + r) * S + s];
-}
+// The filter's taps, read at compile-time offsets. Constant: __constant__ operands of the FFMAs
+// (no registers), for the bandwidth-bound sizes. Registers: loaded once per thread from the
+// weights buffer, for the launch-bound sizes, where a thread's chain is short and the constant
+// cache's misses on c_weights (one 64-byte line after another, each an L2 round trip) were
+// its longest part; these loads are all in flight together, beside the input's.
+struct ConstantFilter {
+    __device__ __forceinline__ explicit ConstantFilter(const float* __restrict__) {}
+    __device__ __forceinline__ float operator()(int k, int c, int r, int s) const {
+        return c_weights[((k * C + c) * R + r) * S + s];
+    }
+};
+
+struct RegisterFilter {
+    static constexpr int N = K * C * R * S;
+    float v[N];
+    __device__ __forceinline__ explicit RegisterFilter(const float* __restrict__ weights) {
+        if ((reinterpret_cast<size_t>(weights) & 15) == 0) {
+#pragma unroll
+            for (int i = 0; i < N / 4; ++i) {
+                const float4 q = __ldg(reinterpret_cast<const float4*>(weights) + i);
+                v[4 * i] = q.x; v[4 * i + 1] = q.y; v[4 * i + 2] = q.z; v[4 * i + 3] = q.w;
+            }
+#pragma unroll
+            for (int i = N / 4 * 4; i < N; ++i) v[i] = __ldg(weights + i);
+        } else {
+#pragma unroll
+            for (int i = 0; i < N; ++i) v[i] = __ldg(weights + i);
+        }
+    }
+    __device__ __forceinline__ float operator()(int k, int c, int r, int s) const {
+        return v[((k * C + c) * R + r) * S + s];
+    }
+};
+
+#if FLOOR_FILTER_IN_REGISTERS
+using Filter = RegisterFilter;
+#else
+using Filter = ConstantFilter;
+#endif
 
 template <bool HWC>
 __device__ __forceinline__ void store(float* __restrict__ out, int OH, int OW, int oy, int ox,
@@ -251,12 +297,48 @@ __device__ __forceinline__ void store_cols(float* __restrict__ out, int OH, int 
     }
 }
 
+// HWC, tiles, CPT * K a multiple of 4: a warp's outputs of one row are 32 * CPT * K adjacent
+// floats in global memory. They go through this warp's STAGE floats of shared memory and out as
+// 128-bit stores of whole 32-byte sectors. A thread's own CPT * K floats would be 16-byte
+// stores 48 bytes apart (at CPT 4, K 3): two half-sector L2 write requests per sector. At
+// stride 1 on the H200 the L2 is the busiest unit (Nsight, 4096^2: 89 % of its peak at CPT 1).
+// (At CPT 1 the staging's extra instructions cost more than they saved: the SMs issue on 70 %
+// of cycles there.)
+constexpr int STAGE = 32 * CPT * K;
+constexpr bool STAGED = TX % 32 == 0 && (CPT * K) % 4 == 0;
+
+template <bool HWC, bool STAGED_STORES>
+__device__ __forceinline__ void store_row(float* stage, float* __restrict__ out, int OH, int OW, int oy, int ox,
+                                          const float (&acc)[CPT][K]) {
+    if constexpr (HWC && STAGED_STORES) {
+        const int lane = threadIdx.x & 31;
+        const int first = ox - lane * CPT;                       // the warp's first column
+        float* row = out + ((size_t)oy * OW + first) * K;
+        const bool whole = oy < OH && first + 32 * CPT <= OW && ((OW * K) & 3) == 0 &&
+                           (reinterpret_cast<size_t>(out) & 15) == 0;     // the same for the whole warp
+        if (whole) {
+            __syncwarp();                                        // the previous row's reads are done
+            float4* mine = reinterpret_cast<float4*>(stage) + lane * (CPT * K / 4);
+#pragma unroll
+            for (int v = 0; v < CPT * K / 4; ++v)
+                mine[v] = make_float4(acc[(4 * v) / K][(4 * v) % K], acc[(4 * v + 1) / K][(4 * v + 1) % K],
+                                      acc[(4 * v + 2) / K][(4 * v + 2) % K], acc[(4 * v + 3) / K][(4 * v + 3) % K]);
+            __syncwarp();
+#pragma unroll
+            for (int v = lane; v < STAGE / 4; v += 32)
+                __stcs(reinterpret_cast<float4*>(row) + v, reinterpret_cast<const float4*>(stage)[v]);
+            return;
+        }
+    }
+    if (oy < OH && ox < OW) store_cols<HWC>(out, OH, OW, oy, ox, acc);
+}
+
 // Columns tx*CPT .. +CPT-1, rows ty*RPT .. +RPT-1 of a tile, sliding down the window in shared
 // memory: each window row's taps are read once and added into the RPT rows they touch.
 // SHIFT: floats between a row's start in shared memory and the window's first float.
-template <bool HWC, bool WIDE, int SHIFT>
-__device__ __forceinline__ void compute_tile(const float* sm, float* __restrict__ out,
-                                             int OH, int OW, int ox0, int oy0) {
+template <bool HWC, bool WIDE, int SHIFT, bool STAGED_STORES>
+__device__ __forceinline__ void compute_tile(const float* sm, float* stage, const Filter& w,
+                                             float* __restrict__ out, int OH, int OW, int ox0, int oy0) {
     using Win = Window<HWC, WIDE>;
     using T = Taps<HWC>;
     constexpr bool VEC = WIDE && T::VEC;
@@ -299,27 +381,28 @@ __device__ __forceinline__ void compute_tile(const float* sm, float* __restrict_
         }
     }
 #pragma unroll
-    for (int j = 0; j < RPT; ++j) {
-        const int oy = oy0 + ty * RPT + j;
-        if (oy < OH && ox < OW) store_cols<HWC>(out, OH, OW, oy, ox, acc[j]);
-    }
+    for (int j = 0; j < RPT; ++j) store_row<HWC, STAGED_STORES>(stage, out, OH, OW, oy0 + ty * RPT + j, ox, acc[j]);
 }
 
-// Floats of the one shared buffer both load paths use (the larger of the two windows that fit).
+// The one shared buffer both load paths use: the larger of the two windows that fit, then the
+// warps' store stages (HWC) where they fit too.
 template <bool HWC>
 struct SharedBuffer {
     using Wide = Window<HWC, true>;
     using Exact = Window<HWC, false>;
     static constexpr int WIDE = Wide::FITS ? Wide::FLOATS : 0;
     static constexpr int EXACT = Exact::FITS ? Exact::FLOATS : 0;
-    static constexpr int WINDOWS = WIDE > EXACT ? WIDE : EXACT;
-    static constexpr int FLOATS = WINDOWS + 1;
+    static constexpr int WINDOW = ((WIDE > EXACT ? WIDE : EXACT) + 3) / 4 * 4;   // 16-byte aligned
+    static constexpr int STAGES = HWC && STAGED ? BLOCK / 32 * STAGE : 0;
+    static constexpr bool STAGED_FITS = STAGES > 0 && (WINDOW + STAGES) * 4 <= SMEM_LIMIT;
+    static constexpr int FLOATS = WINDOW + (STAGED_FITS ? STAGES : 0) + 1;
 };
 
 // One tile per block: copy its window into shared memory, then compute from it.
 template <bool HWC, bool WIDE, int SHIFT>
-__device__ __forceinline__ void run_tile(float* sm, const float* __restrict__ in, float* __restrict__ out,
-                                         int H, int W, int OH, int OW) {
+__device__ __forceinline__ void run_tile(float* sm, const Filter& filter, const float* __restrict__ in,
+                                         float* __restrict__ out, int H, int W, int OH, int OW) {
+    using Buffer = SharedBuffer<HWC>;
     const int tid = threadIdx.y * TX + threadIdx.x;
     const int ox0 = blockIdx.x * TXC;
     const int oy0 = blockIdx.y * TOY;
@@ -327,25 +410,26 @@ __device__ __forceinline__ void run_tile(float* sm, const float* __restrict__ in
     commit();
     wait_groups<0>();
     __syncthreads();
-    compute_tile<HWC, WIDE, SHIFT>(sm, out, OH, OW, ox0, oy0);
+    float* stage = Buffer::STAGED_FITS ? sm + Buffer::WINDOW + tid / 32 * STAGE : nullptr;
+    compute_tile<HWC, WIDE, SHIFT, Buffer::STAGED_FITS>(sm, stage, filter, out, OH, OW, ox0, oy0);
 }
 
 // WIDE windows start at the aligned float at or below the window's first: the distance is the
 // same for every block when a block's columns span a multiple of 4 floats (then the taps'
 // alignment is compile-time), else it is read per block.
 template <bool HWC>
-__device__ __forceinline__ void run_wide(float* sm, const float* __restrict__ in, float* __restrict__ out,
-                                         int H, int W, int OH, int OW) {
+__device__ __forceinline__ void run_wide(float* sm, const Filter& filter, const float* __restrict__ in,
+                                         float* __restrict__ out, int H, int W, int OH, int OW) {
     constexpr int FLOATS_PER_BLOCK_STEP = HWC ? TXC * ST * C : TXC * ST;
     if constexpr (FLOATS_PER_BLOCK_STEP % 4 == 0) {
         constexpr int SHIFT = (-(HWC ? C : 1) * PD) & 3;
-        run_tile<HWC, true, SHIFT>(sm, in, out, H, W, OH, OW);
+        run_tile<HWC, true, SHIFT>(sm, filter, in, out, H, W, OH, OW);
     } else {
         switch (window_first_float<HWC>(blockIdx.x * TXC * ST - PD) & 3) {
-            case 0: run_tile<HWC, true, 0>(sm, in, out, H, W, OH, OW); break;
-            case 1: run_tile<HWC, true, 1>(sm, in, out, H, W, OH, OW); break;
-            case 2: run_tile<HWC, true, 2>(sm, in, out, H, W, OH, OW); break;
-            default: run_tile<HWC, true, 3>(sm, in, out, H, W, OH, OW); break;
+            case 0: run_tile<HWC, true, 0>(sm, filter, in, out, H, W, OH, OW); break;
+            case 1: run_tile<HWC, true, 1>(sm, filter, in, out, H, W, OH, OW); break;
+            case 2: run_tile<HWC, true, 2>(sm, filter, in, out, H, W, OH, OW); break;
+            default: run_tile<HWC, true, 3>(sm, filter, in, out, H, W, OH, OW); break;
         }
     }
 }
@@ -356,7 +440,7 @@ __device__ __forceinline__ void run_wide(float* sm, const float* __restrict__ in
 // touch; the row loop is fully unrolled so all of a column's loads can be in flight at once.
 // Fewer instructions and barriers than the tiles where few rows share taps (stride 2-3).
 template <bool HWC>
-__device__ __forceinline__ void run_stream(const float* __restrict__ in, float* __restrict__ out,
+__device__ __forceinline__ void run_stream(const Filter& w, const float* __restrict__ in, float* __restrict__ out,
                                            int H, int W, int OH, int OW) {
     const int oy0 = blockIdx.y * TOY + threadIdx.y * RPT;
     if (oy0 >= OH) return;
@@ -411,7 +495,7 @@ __device__ __forceinline__ void run_stream(const float* __restrict__ in, float* 
 // Fallback for windows too large for shared memory: one thread per output column strip,
 // every tap bounds-checked, read from global memory (L1/L2 serve the reuse).
 template <bool HWC>
-__device__ __forceinline__ void run_direct(const float* __restrict__ in, float* __restrict__ out,
+__device__ __forceinline__ void run_direct(const Filter& w, const float* __restrict__ in, float* __restrict__ out,
                                            int H, int W, int OH, int OW) {
 #pragma unroll 1
     for (int col = 0; col < CPT; ++col) {
@@ -447,43 +531,48 @@ __device__ __forceinline__ void run_direct(const float* __restrict__ in, float* 
 }
 
 template <bool HWC>
-__device__ __forceinline__ void run(const float* __restrict__ in, float* __restrict__ out,
-                                    int H, int W, int OH, int OW) {
-    // one buffer for both load paths: two static arrays would both count against occupancy
+__device__ __forceinline__ void run(const float* __restrict__ in, const float* __restrict__ weights,
+                                    float* __restrict__ out, int H, int W, int OH, int OW) {
+    const Filter filter(weights);
 #if FLOOR_PATH == 1
-    run_stream<HWC>(in, out, H, W, OH, OW);
+    run_stream<HWC>(filter, in, out, H, W, OH, OW);
     return;
 #endif
+    // one buffer for both load paths: two static arrays would both count against occupancy
     __shared__ __align__(16) float sm[SharedBuffer<HWC>::FLOATS];
     const bool aligned_rows = ((HWC ? W * C : W) & 3) == 0 && (reinterpret_cast<size_t>(in) & 15) == 0;
     if constexpr (Window<HWC, true>::FITS) {
-        if (aligned_rows) { run_wide<HWC>(sm, in, out, H, W, OH, OW); return; }
+        if (aligned_rows) { run_wide<HWC>(sm, filter, in, out, H, W, OH, OW); return; }
     }
-    if constexpr (Window<HWC, false>::FITS) run_tile<HWC, false, 0>(sm, in, out, H, W, OH, OW);
-    else run_direct<HWC>(in, out, H, W, OH, OW);
+    if constexpr (Window<HWC, false>::FITS) {
+        run_tile<HWC, false, 0>(sm, filter, in, out, H, W, OH, OW);
+    } else {
+        run_direct<HWC>(filter, in, out, H, W, OH, OW);
+    }
 }
 
 }  // namespace conv_floor
 
 // At least this many blocks per SM for 3x3 filters, K <= 4 and <= 24 accumulators: caps registers
-// at 64 per thread (windows never pass through registers, so nothing spills).
+// at 64 per thread (windows never pass through registers, so nothing spills). Taps in registers
+// take more than that; the launch-bound sizes they are for have few blocks per SM anyway.
 #ifndef FLOOR_MINB
-#define FLOOR_MINB ((CONV_R * CONV_S <= 9 && CONV_K <= 4 && CONV_K * FLOOR_RPT * FLOOR_CPT <= 24 && 1024 / FLOOR_BLOCK > 0) ? 1024 / FLOOR_BLOCK : 1)
+#define FLOOR_MINB ((!FLOOR_FILTER_IN_REGISTERS && CONV_R * CONV_S <= 9 && CONV_K <= 4 && CONV_K * FLOOR_RPT * FLOOR_CPT <= 24 && 1024 / FLOOR_BLOCK > 0) ? 1024 / FLOOR_BLOCK : 1)
 #endif
 
 // FLOOR_LAYOUT (optional): 1 compiles the HWC entry point only, 0 the CHW one only.
 #if !defined(FLOOR_LAYOUT) || FLOOR_LAYOUT == 1
 extern "C" __global__ void __launch_bounds__(FLOOR_BLOCK, FLOOR_MINB)
-conv2d_floor_hwc(const float* __restrict__ input, float* __restrict__ output,
-                 int H, int W, int OH, int OW) {
-    conv_floor::run<true>(input, output, H, W, OH, OW);
+conv2d_floor_hwc(const float* __restrict__ input, const float* __restrict__ weights,
+                 float* __restrict__ output, int H, int W, int OH, int OW) {
+    conv_floor::run<true>(input, weights, output, H, W, OH, OW);
 }
 #endif
 
 #if !defined(FLOOR_LAYOUT) || FLOOR_LAYOUT == 0
 extern "C" __global__ void __launch_bounds__(FLOOR_BLOCK, FLOOR_MINB)
-conv2d_floor_chw(const float* __restrict__ input, float* __restrict__ output,
-                 int H, int W, int OH, int OW) {
-    conv_floor::run<false>(input, output, H, W, OH, OW);
+conv2d_floor_chw(const float* __restrict__ input, const float* __restrict__ weights,
+                 float* __restrict__ output, int H, int W, int OH, int OW) {
+    conv_floor::run<false>(input, weights, output, H, W, OH, OW);
 }
 #endif

@@ -110,3 +110,43 @@ def test_more_output_channels(backend):
                 failures.append(f"{kernel} {tunables}: {row['status']} {row.get('reason')}")
     assert not failures, "\n".join(failures)
 
+
+
+FLOOR_KERNELS = ["conv_floor_hwc", "conv_floor_nchw"]
+# 512 x 512 outputs is the largest image whose floor kernels read the filter into registers;
+# one more row and they take it from constant memory
+REGISTERS, CONSTANT = (512, 512), (513, 512)
+
+
+def taps_in_registers(spec, height: int, width: int, stride: int) -> int:
+    problem = ConvProblem(height, width, 3, 3, 3, stride, 1)
+    names = problem_names(problem, {key: values[0] for key, values in spec.tunables.items()})
+    return evaluate(spec.defines["FLOOR_TAPS_IN_REGISTERS"], names)
+
+
+@pytest.mark.parametrize("kernel", FLOOR_KERNELS)
+def test_floor_kernels_read_the_filter_into_registers_only_for_launch_bound_images(kernel):
+    spec = load_registry()[kernel]
+    assert taps_in_registers(spec, *REGISTERS, 1) == 1
+    assert taps_in_registers(spec, *CONSTANT, 1) == 0
+    assert [taps_in_registers(spec, n, n, 1) for n in (128, 256, 1024, 4096)] == [1, 1, 0, 0]
+    # the outputs count, not the input: 1024^2 at stride 2 has 512^2 outputs
+    assert taps_in_registers(spec, 1024, 1024, 2) == 1
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kernel", FLOOR_KERNELS)
+def test_floor_kernels_match_float64_with_the_filter_in_registers_and_in_constant_memory(backend, kernel):
+    spec = load_registry()[kernel]
+    rng = np.random.default_rng(3)
+    weights = make_weights("random", 3, 3, 3, seed=3)
+    failures = []
+    for height, width in (REGISTERS, CONSTANT):
+        image = rng.random((height, width, 3), dtype=np.float32)
+        problem = ConvProblem(height, width, 3, 3, 3, 1, 1)
+        for tunables in variants(spec):
+            cell = make_cell(spec, height, 1, 3, 3, tunables)
+            row = measure_cell(CellInputs(cell, spec, ConvOperands(problem, image, weights)), backend=backend)
+            if row["status"] != "ok":
+                failures.append(f"{kernel} {tunables} {height}x{width}: {row['status']} {row.get('reason')}")
+    assert not failures, "\n".join(failures)
