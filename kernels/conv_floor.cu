@@ -5,9 +5,9 @@
 //   wide and TOY = BY * RPT rows tall (all K channels). Its input window -- (TOY-1)*ST+R rows x
 //   (TXC-1)*ST+S columns x C channels -- is copied into shared memory with cp.async (global ->
 //   shared, no staging registers): 16 bytes per copy where rows are 16-byte aligned (HWC:
-//   W*C % 4 == 0; CHW: W % 4 == 0), over the aligned superset of each window row (a few spare
-//   floats each side), else 4 bytes per copy. Out-of-image taps are zero-filled by the copy
-//   (src-size 0), so the compute has no bounds checks and no border path: odd sizes and every
+//   W*C % 4 == 0; CHW: W % 4 == 0), over the aligned superset of each window row (whole
+//   32-byte sectors where the blocks' windows allow; see Window), else 4 bytes per copy.
+//   Out-of-image taps are zero-filled by the copy (src-size 0), so the compute has no bounds checks and no border path: odd sizes and every
 //   stride run one code. Thread (tx, ty) then computes CPT adjacent columns x RPT rows, sliding
 //   down the window: each window row's taps are read once (128-bit shared loads when aligned)
 //   and added into the RPT rows they touch; filter taps are compile-time __constant__ operands
@@ -95,14 +95,24 @@ static_assert(ST >= 1 && PD >= 0 && RPT >= 1 && CPT >= 1, "bad stride, pad, rows
 static_assert(BLOCK % TX == 0 && BY >= 1, "block must be a multiple of FLOOR_TX");
 static_assert(K * C * R * S <= 16384, "filter too large for __constant__ memory");
 
+// Floats between the first input columns of two neighbouring blocks' windows.
+template <bool HWC>
+__host__ __device__ constexpr int block_step() { return HWC ? TXC * ST * C : TXC * ST; }
+
 // The window in shared memory: NP planes (HWC: 1 plane of C-interleaved rows; CHW: C planes)
-// of IR rows, each row RS floats apart. WIDE windows hold the 16-byte-aligned superset of
-// every row (3 spare floats each side), the others exactly the window.
+// of IR rows, each row RS floats apart. WIDE windows hold an aligned superset of every row (a
+// few spare floats each side), the others exactly the window.
 template <bool HWC, bool WIDE>
 struct Window {
     static constexpr int NP = HWC ? 1 : C;
     static constexpr int RL = HWC ? IC * C : IC;               // floats the window needs per row
-    static constexpr int RQ = WIDE ? (RL + 6 + 3) / 4 : 0;      // 16-byte chunks per row
+    // WIDE rows start at a 32-byte boundary where every block's window starts at the same offset
+    // from one (else at a 16-byte one) and span whole 32-byte sectors: two lanes' 16-byte copies
+    // then fill each sector. Rows starting mid-sector had the L2 serve every sector twice (Nsight,
+    // H200, NCHW 4096^2 stride 1: 15.0 M L2 read sectors, 7.9 M aligned; 1.196 -> 1.117 x copy).
+    static constexpr int ALIGN = WIDE && block_step<HWC>() % 8 == 0 ? 8 : 4;     // floats
+    // 16-byte chunks per row: the row and up to ALIGN - 1 floats before it, in whole sectors at 8
+    static constexpr int RQ = WIDE ? (ALIGN == 8 ? (RL + 7 + 7) / 8 * 2 : (RL + 6 + 3) / 4) : 0;
     static constexpr int RS = WIDE ? RQ * 4 : RL;               // row stride in shared memory
     static constexpr int FLOATS = NP * IR * RS;
     static constexpr bool FITS = FLOATS * 4 <= SMEM_LIMIT;
@@ -211,7 +221,7 @@ __device__ __forceinline__ void issue_window(const float* __restrict__ in, float
     const size_t plane = (size_t)H * W;
     // WIDE: rows start at the aligned float below the window's first (floor for negatives)
     const int f0 = window_first_float<HWC>(ix0);
-    const int a0 = WIDE ? (f0 & ~3) : f0;
+    const int a0 = WIDE ? (f0 & ~(Win::ALIGN - 1)) : f0;
 #pragma unroll 4
     for (int e = tid; e < COPIES; e += BLOCK) {
         const int p = e / (IR * PER_ROW);
@@ -420,9 +430,8 @@ __device__ __forceinline__ void run_tile(float* sm, const Filter& filter, const 
 template <bool HWC>
 __device__ __forceinline__ void run_wide(float* sm, const Filter& filter, const float* __restrict__ in,
                                          float* __restrict__ out, int H, int W, int OH, int OW) {
-    constexpr int FLOATS_PER_BLOCK_STEP = HWC ? TXC * ST * C : TXC * ST;
-    if constexpr (FLOATS_PER_BLOCK_STEP % 4 == 0) {
-        constexpr int SHIFT = (-(HWC ? C : 1) * PD) & 3;
+    if constexpr (block_step<HWC>() % 4 == 0) {
+        constexpr int SHIFT = (-(HWC ? C : 1) * PD) & (Window<HWC, true>::ALIGN - 1);
         run_tile<HWC, true, SHIFT>(sm, filter, in, out, H, W, OH, OW);
     } else {
         switch (window_first_float<HWC>(blockIdx.x * TXC * ST - PD) & 3) {
