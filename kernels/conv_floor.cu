@@ -7,8 +7,9 @@
 //   shared, no staging registers): 16 bytes per copy where rows are 16-byte aligned (HWC:
 //   W*C % 4 == 0; CHW: W % 4 == 0), over the aligned superset of each window row (whole
 //   32-byte sectors where the blocks' windows allow; see Window), else 4 bytes per copy.
-//   Out-of-image taps are zero-filled by the copy (src-size 0), so the compute has no bounds checks and no border path: odd sizes and every
-//   stride run one code. Thread (tx, ty) then computes CPT adjacent columns x RPT rows, sliding
+//   Out-of-image taps are zero-filled by the copy (src-size 0), so the compute has no bounds
+//   checks and no border path: odd sizes and every stride run one code. Thread (tx, ty) then
+//   computes CPT adjacent columns x RPT rows, sliding
 //   down the window: each window row's taps are read once (128-bit shared loads when aligned)
 //   and added into the RPT rows they touch; filter taps are compile-time __constant__ operands
 //   (one FFMA each). Stores are streaming (__stcs), 128-bit where CPT*K (HWC) or CPT (CHW)
