@@ -24,8 +24,9 @@
 //   DRAM sees the copy floor plus the halos: vertical (R-ST)/(TOY*ST), horizontal
 //   (S-ST)/(TXC*ST) (both mostly served by L2).
 //   Small images: RPT 1 (size-dependent in the description) so that the grid has many short
-//   blocks, and the filter's taps in registers (FLOOR_TAPS_IN_REGISTERS; see RegisterFilter). Older GPUs (no cp.async): plain loads, same code. A window too large for 48 KB of
-//   static shared memory (large strides or filters) takes a bounds-checked direct path.
+//   blocks, and the filter's taps in registers (FLOOR_TAPS_IN_REGISTERS; see RegisterFilter).
+//   Older GPUs (no cp.async): plain loads, same code. A window too large for 48 KB of static
+//   shared memory (large strides or filters) takes a bounds-checked direct path.
 //
 // Defines (from the description): FLOOR_STRIDE = stride, FLOOR_PAD = pad, FLOOR_TX = threads
 //   per block along x (blockDim.x), FLOOR_CPT = output columns per thread (TXC = TX * CPT per
