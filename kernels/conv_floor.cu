@@ -9,8 +9,8 @@
 //   32-byte sectors where the blocks' windows allow; see Window), else 4 bytes per copy.
 //   Out-of-image taps are zero-filled by the copy (src-size 0), so the compute has no bounds
 //   checks and no border path: odd sizes and every stride run one code. Thread (tx, ty) then
-//   computes CPT adjacent columns x RPT rows, sliding
-//   down the window: each window row's taps are read once (128-bit shared loads when aligned)
+//   computes CPT adjacent columns x RPT rows, sliding down the window: each window row's taps
+//   are read once (128-bit shared loads when aligned)
 //   and added into the RPT rows they touch; filter taps are compile-time __constant__ operands
 //   (one FFMA each). Stores are streaming (__stcs), 128-bit where CPT*K (HWC) or CPT (CHW)
 //   floats are aligned; HWC rows at CPT 4 leave through shared memory, one warp's row at a time,
@@ -319,10 +319,24 @@ __device__ __forceinline__ void store_cols(float* __restrict__ out, int OH, int 
 constexpr int STAGE = 32 * CPT * K;
 constexpr bool STAGED = TX % 32 == 0 && (CPT * K) % 4 == 0;
 
-template <bool HWC, bool STAGED_STORES>
+// The one shared buffer both load paths use: the larger of the two windows that fit, then the
+// warps' store stages (HWC) where they fit too.
+template <bool HWC>
+struct SharedBuffer {
+    using Wide = Window<HWC, true>;
+    using Exact = Window<HWC, false>;
+    static constexpr int WIDE = Wide::FITS ? Wide::FLOATS : 0;
+    static constexpr int EXACT = Exact::FITS ? Exact::FLOATS : 0;
+    static constexpr int WINDOW = ((WIDE > EXACT ? WIDE : EXACT) + 3) / 4 * 4;   // 16-byte aligned
+    static constexpr int STAGES = HWC && STAGED ? BLOCK / 32 * STAGE : 0;
+    static constexpr bool STAGED_FITS = STAGES > 0 && (WINDOW + STAGES) * 4 <= SMEM_LIMIT;
+    static constexpr int FLOATS = WINDOW + (STAGED_FITS ? STAGES : 0) + 1;
+};
+
+template <bool HWC>
 __device__ __forceinline__ void store_row(float* stage, float* __restrict__ out, int OH, int OW, int oy, int ox,
                                           const float (&acc)[CPT][K]) {
-    if constexpr (HWC && STAGED_STORES) {
+    if constexpr (HWC && SharedBuffer<HWC>::STAGED_FITS) {
         const int lane = threadIdx.x & 31;
         const int first = ox - lane * CPT;                       // the warp's first column
         float* row = out + ((size_t)oy * OW + first) * K;
@@ -348,7 +362,7 @@ __device__ __forceinline__ void store_row(float* stage, float* __restrict__ out,
 // Columns tx*CPT .. +CPT-1, rows ty*RPT .. +RPT-1 of a tile, sliding down the window in shared
 // memory: each window row's taps are read once and added into the RPT rows they touch.
 // SHIFT: floats between a row's start in shared memory and the window's first float.
-template <bool HWC, bool WIDE, int SHIFT, bool STAGED_STORES>
+template <bool HWC, bool WIDE, int SHIFT>
 __device__ __forceinline__ void compute_tile(const float* sm, float* stage, const Filter& w,
                                              float* __restrict__ out, int OH, int OW, int ox0, int oy0) {
     using Win = Window<HWC, WIDE>;
@@ -393,22 +407,8 @@ __device__ __forceinline__ void compute_tile(const float* sm, float* stage, cons
         }
     }
 #pragma unroll
-    for (int j = 0; j < RPT; ++j) store_row<HWC, STAGED_STORES>(stage, out, OH, OW, oy0 + ty * RPT + j, ox, acc[j]);
+    for (int j = 0; j < RPT; ++j) store_row<HWC>(stage, out, OH, OW, oy0 + ty * RPT + j, ox, acc[j]);
 }
-
-// The one shared buffer both load paths use: the larger of the two windows that fit, then the
-// warps' store stages (HWC) where they fit too.
-template <bool HWC>
-struct SharedBuffer {
-    using Wide = Window<HWC, true>;
-    using Exact = Window<HWC, false>;
-    static constexpr int WIDE = Wide::FITS ? Wide::FLOATS : 0;
-    static constexpr int EXACT = Exact::FITS ? Exact::FLOATS : 0;
-    static constexpr int WINDOW = ((WIDE > EXACT ? WIDE : EXACT) + 3) / 4 * 4;   // 16-byte aligned
-    static constexpr int STAGES = HWC && STAGED ? BLOCK / 32 * STAGE : 0;
-    static constexpr bool STAGED_FITS = STAGES > 0 && (WINDOW + STAGES) * 4 <= SMEM_LIMIT;
-    static constexpr int FLOATS = WINDOW + (STAGED_FITS ? STAGES : 0) + 1;
-};
 
 // One tile per block: copy its window into shared memory, then compute from it.
 template <bool HWC, bool WIDE, int SHIFT>
@@ -423,7 +423,7 @@ __device__ __forceinline__ void run_tile(float* sm, const Filter& filter, const 
     wait_groups<0>();
     __syncthreads();
     float* stage = Buffer::STAGED_FITS ? sm + Buffer::WINDOW + tid / 32 * STAGE : nullptr;
-    compute_tile<HWC, WIDE, SHIFT, Buffer::STAGED_FITS>(sm, stage, filter, out, OH, OW, ox0, oy0);
+    compute_tile<HWC, WIDE, SHIFT>(sm, stage, filter, out, OH, OW, ox0, oy0);
 }
 
 // WIDE windows start at the aligned float at or below the window's first: the distance is the
