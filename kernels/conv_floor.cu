@@ -62,11 +62,17 @@
 #ifndef FLOOR_TAPS_IN_REGISTERS
 #define FLOOR_TAPS_IN_REGISTERS 0
 #endif
-// Registers only where the taps fit beside the rest (the seed's 3x3 filters, 3 in and 3 out: 81).
-#define FLOOR_FILTER_IN_REGISTERS (FLOOR_TAPS_IN_REGISTERS && CONV_K * CONV_C * CONV_R * CONV_S <= 96)
-
+// Registers only where the taps fit beside the rest (the seed's 3x3 filters, 3 in and 3 out: 81);
+// the description sets FLOOR_TAPS_IN_REGISTERS only for such filters.
+#define FLOOR_FILTER_IN_REGISTERS FLOOR_TAPS_IN_REGISTERS
+#if FLOOR_FILTER_IN_REGISTERS
+static_assert(CONV_K * CONV_C * CONV_R * CONV_S <= 96, "the filter's taps in registers: at most 96");
+#else
 // OIHW = (K, C, R, S), filled from the weights buffer at setup (description key `constants`).
+// Declared only where read: a module holding a __constant__ array took ~0.1 us longer per launch
+// at 128^2-512^2 even where its kernel never read it (H200, graph-timed, side by side).
 __constant__ float c_weights[CONV_K * CONV_C * CONV_R * CONV_S];
+#endif
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
 #define FLOOR_CP_ASYNC 1
@@ -125,12 +131,14 @@ struct Window {
 // weights buffer, for the launch-bound sizes, where a thread's chain is short and the constant
 // cache's misses on c_weights (one 64-byte line after another, each an L2 round trip) were
 // its longest part; these loads are all in flight together, beside the input's.
+#if !FLOOR_FILTER_IN_REGISTERS
 struct ConstantFilter {
     __device__ __forceinline__ explicit ConstantFilter(const float* __restrict__) {}
     __device__ __forceinline__ float operator()(int k, int c, int r, int s) const {
         return c_weights[((k * C + c) * R + r) * S + s];
     }
 };
+#endif
 
 struct RegisterFilter {
     static constexpr int N = K * C * R * S;

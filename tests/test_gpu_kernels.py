@@ -118,10 +118,15 @@ FLOOR_KERNELS = ["conv_floor_hwc", "conv_floor_nchw"]
 REGISTERS, CONSTANT = (512, 512), (513, 512)
 
 
-def taps_in_registers(spec, height: int, width: int, stride: int) -> int:
-    problem = ConvProblem(height, width, 3, 3, 3, stride, 1)
+def floor_names(spec, height: int, width: int, stride: int, filter_size: int = 3) -> dict[str, int]:
+    """The names a floor kernel's launch sees: the problem's, the first tunables and its defines."""
+    problem = ConvProblem(height, width, 3, 3, filter_size, stride, filter_size // 2)
     names = problem_names(problem, {key: values[0] for key, values in spec.tunables.items()})
-    return evaluate(spec.defines["FLOOR_TAPS_IN_REGISTERS"], names)
+    return {**names, **{key: evaluate(value, names) for key, value in spec.defines.items()}}
+
+
+def taps_in_registers(spec, height: int, width: int, stride: int, filter_size: int = 3) -> int:
+    return floor_names(spec, height, width, stride, filter_size)["FLOOR_TAPS_IN_REGISTERS"]
 
 
 @pytest.mark.parametrize("kernel", FLOOR_KERNELS)
@@ -132,6 +137,20 @@ def test_floor_kernels_read_the_filter_into_registers_only_for_launch_bound_imag
     assert [taps_in_registers(spec, n, n, 1) for n in (128, 256, 1024, 4096)] == [1, 1, 0, 0]
     # the outputs count, not the input: 1024^2 at stride 2 has 512^2 outputs
     assert taps_in_registers(spec, 1024, 1024, 2) == 1
+    # 5x5 filters (225 taps) do not fit beside the rest: constant memory at every size
+    assert taps_in_registers(spec, 128, 128, 1, filter_size=5) == 0
+
+
+@pytest.mark.parametrize("kernel", FLOOR_KERNELS)
+def test_floor_kernels_fill_the_constant_filter_exactly_where_they_declare_it(kernel):
+    """The kernel declares c_weights only where it reads the filter from it (not in registers):
+    the runner fills it there and nowhere else (a module with the symbol is dearer to launch)."""
+    spec = load_registry()[kernel]
+    fill = spec.constants["c_weights"]
+    assert fill.buffer == "weights"
+    for size, stride, filter_size in ((128, 1, 3), (512, 1, 3), (513, 1, 3), (1024, 2, 3), (4096, 1, 3), (128, 1, 5)):
+        names = floor_names(spec, size, size, stride, filter_size)
+        assert fill.applies(names) == (names["FLOOR_TAPS_IN_REGISTERS"] == 0), (size, stride, filter_size)
 
 
 @pytest.mark.gpu

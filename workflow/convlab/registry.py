@@ -19,6 +19,7 @@ import yaml
 
 from convlab import KERNELS_DIR, REPO_ROOT
 from convlab.families import FAMILIES
+from convlab.launch import holds
 from convlab.status import UserError
 
 PACKAGE_DIR = Path(__file__).resolve().parent
@@ -40,6 +41,21 @@ class RegistryError(UserError, ValueError):
 
 
 @dataclass(frozen=True)
+class ConstantFill:
+    """A __constant__ symbol filled from a buffer at setup; where ``when`` is given (a condition on
+    the problem, the tunables and the evaluated defines), only where it holds: a kernel may then
+    declare the symbol under the same condition, since a module that declares one is dearer to
+    launch even where its kernel never reads it."""
+
+    buffer: str
+    when: str | None = None
+
+    def applies(self, names: dict[str, int]) -> bool:
+        """Whether this launch fills the symbol: ``names`` are the problem's, the tunables and the defines."""
+        return self.when is None or holds(self.when, names)
+
+
+@dataclass(frozen=True)
 class KernelSpec:
     """One kernel's launch description (kernels/<name>.yaml)."""
 
@@ -53,7 +69,7 @@ class KernelSpec:
     supports: dict[str, list[int]] = field(default_factory=dict)
     defines: dict[str, Any] = field(default_factory=dict)
     scratch: dict[str, Any] = field(default_factory=dict)
-    constants: dict[str, str] = field(default_factory=dict)
+    constants: dict[str, ConstantFill] = field(default_factory=dict)
     stages: list[dict[str, Any]] = field(default_factory=list)
     source: Path | None = None  # the .cu file, for kernels we write
     library: str | None = None  # cudnn, cupy_fft, ndimage
@@ -129,6 +145,21 @@ def _check_stage(path: Path, index: int, stage: dict) -> None:
         raise RegistryError(f"{where}: unknown op {stage['op']!r} (known: matmul)")
 
 
+def _constants(path: Path, raw: dict) -> dict[str, ConstantFill]:
+    """`symbol: buffer`, or `symbol: {buffer: name, when: condition}`."""
+    constants = {}
+    for symbol, entry in raw.items():
+        if isinstance(entry, str):
+            constants[symbol] = ConstantFill(entry)
+        elif isinstance(entry, dict) and set(entry) <= {"buffer", "when"} and isinstance(entry.get("buffer"), str) \
+                and isinstance(entry.get("when", ""), str):
+            constants[symbol] = ConstantFill(entry["buffer"], entry.get("when"))
+        else:
+            raise RegistryError(f"{path}: constants.{symbol} must be a buffer name or {{buffer: name, when: condition}}, "
+                                f"got {entry!r}")
+    return constants
+
+
 def _parse(name: str, path: Path) -> KernelSpec:
     with open(path) as handle:
         raw = yaml.safe_load(handle) or {}
@@ -191,7 +222,7 @@ def _parse(name: str, path: Path) -> KernelSpec:
         supports={k: list(v) for k, v in supports.items()},
         defines=dict(raw.get("defines") or {}),
         scratch=dict(raw.get("scratch") or {}),
-        constants=dict(raw.get("constants") or {}),
+        constants=_constants(path, raw.get("constants") or {}),
         stages=stages,
         source=source_path,
         library=library,

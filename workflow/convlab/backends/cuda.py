@@ -195,15 +195,16 @@ class CudaBackend(Backend):
     def _prepare_source_kernel(self, spec: KernelSpec, tunables: dict, problem: Any,
                                buffers: KernelBuffers) -> PreparedKernel:
         names = problem_names(problem, tunables)
-        defines = dict(problem.defines())
-        defines.update({key: evaluate(value, names) for key, value in spec.defines.items()})
+        described = {key: evaluate(value, names) for key, value in spec.defines.items()}
+        defines = {**problem.defines(), **described}
         options = ("--std=c++17", *(f"-D{key}={value}" for key, value in defines.items()))
         module = self._module(spec.source.read_text(), options) if spec.source else None
         operands = buffers.named()
         for name, size in spec.scratch.items():
             operands[name] = cupy.empty(evaluate(size, names), dtype=cupy.float32)
-        for symbol, buffer_name in spec.constants.items():
-            _fill_constant(module, symbol, operands[buffer_name])
+        for symbol, fill in spec.constants.items():
+            if fill.applies({**names, **described}):
+                _fill_constant(module, symbol, operands[fill.buffer])
 
         parts = [spec.source.name] if spec.source else []
         launches, geometry, limits = [], [], []
