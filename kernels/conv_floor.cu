@@ -64,8 +64,7 @@
 #endif
 // Registers only where the taps fit beside the rest (the seed's 3x3 filters, 3 in and 3 out: 81);
 // the description sets FLOOR_TAPS_IN_REGISTERS only for such filters.
-#define FLOOR_FILTER_IN_REGISTERS FLOOR_TAPS_IN_REGISTERS
-#if FLOOR_FILTER_IN_REGISTERS
+#if FLOOR_TAPS_IN_REGISTERS
 static_assert(CONV_K * CONV_C * CONV_R * CONV_S <= 96, "the filter's taps in registers: at most 96");
 #else
 // OIHW = (K, C, R, S), filled from the weights buffer at setup (description key `constants`).
@@ -131,7 +130,7 @@ struct Window {
 // weights buffer, for the launch-bound sizes, where a thread's chain is short and the constant
 // cache's misses on c_weights (one 64-byte line after another, each an L2 round trip) were
 // its longest part; these loads are all in flight together, beside the input's.
-#if !FLOOR_FILTER_IN_REGISTERS
+#if !FLOOR_TAPS_IN_REGISTERS
 struct ConstantFilter {
     __device__ __forceinline__ explicit ConstantFilter(const float* __restrict__) {}
     __device__ __forceinline__ float operator()(int k, int c, int r, int s) const {
@@ -162,7 +161,7 @@ struct RegisterFilter {
     }
 };
 
-#if FLOOR_FILTER_IN_REGISTERS
+#if FLOOR_TAPS_IN_REGISTERS
 using Filter = RegisterFilter;
 #else
 using Filter = ConstantFilter;
@@ -603,7 +602,7 @@ __device__ __forceinline__ void run(const float* __restrict__ in, const float* _
 // at 64 per thread (windows never pass through registers, so nothing spills). Taps in registers
 // take more than that; the launch-bound sizes they are for have few blocks per SM anyway.
 #ifndef FLOOR_MINB
-#define FLOOR_MINB ((!FLOOR_FILTER_IN_REGISTERS && CONV_R * CONV_S <= 9 && CONV_K <= 4 && CONV_K * FLOOR_RPT * FLOOR_CPT <= 24 && 1024 / FLOOR_BLOCK > 0) ? 1024 / FLOOR_BLOCK : 1)
+#define FLOOR_MINB ((!FLOOR_TAPS_IN_REGISTERS && CONV_R * CONV_S <= 9 && CONV_K <= 4 && CONV_K * FLOOR_RPT * FLOOR_CPT <= 24 && 1024 / FLOOR_BLOCK > 0) ? 1024 / FLOOR_BLOCK : 1)
 #endif
 
 // FLOOR_LAYOUT (optional): 1 compiles the HWC entry point only, 0 the CHW one only.

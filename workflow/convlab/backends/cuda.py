@@ -202,8 +202,9 @@ class CudaBackend(Backend):
         operands = buffers.named()
         for name, size in spec.scratch.items():
             operands[name] = cupy.empty(evaluate(size, names), dtype=cupy.float32)
+        with_defines = {**names, **described}
         for symbol, fill in spec.constants.items():
-            if fill.applies({**names, **described}):
+            if fill.applies(with_defines):
                 _fill_constant(module, symbol, operands[fill.buffer])
 
         parts = [spec.source.name] if spec.source else []
