@@ -145,3 +145,24 @@ def test_graph_target_names_the_copy_kernel_ceiling():
     line = graph_line(rows)
     assert "a copy kernel of the same bytes is 0.75-1.50 x the copy there" in line
     assert "copy kernel/copy" in format_table(rows)
+
+
+def test_graph_target_names_the_copy_kernel_with_the_convs_multiply_adds():
+    rows = [{**r, "copy_kernel_graph_ms": 0.0010, "copy_fma_graph_ms": fma}
+            for r, fma in zip(launch_bound(), (0.0012, 0.0021))]
+    line = graph_line(rows)
+    assert "with the conv's multiply-adds added (nothing else) 1.05-1.20, above 1.1 at 1 of 2 rows" in line
+    assert "+FMAs/copy" in format_table(rows)
+    rows[0]["copy_fma_graph_ms"] = 0.0011
+    assert graph_line(rows).endswith("(nothing else) 1.05-1.10")  # at the limit is not above it
+
+
+@pytest.mark.parametrize("stride,fmas", [(1, 26), (2, 10), (3, 5)])
+def test_the_copy_kernel_never_does_more_multiply_adds_than_the_conv(stride, fmas):
+    from convlab.bench import conv_fmas_per_float
+    from convlab.measure.problem import ConvProblem
+
+    problem = ConvProblem(height=128, width=128, in_channels=3, out_channels=3, filter_size=3, stride=stride, padding=1)
+    floats_copied = problem.bytes_moved // 8  # what the copy of its bytes reads
+    assert conv_fmas_per_float(problem) == fmas
+    assert fmas * floats_copied <= problem.flops // 2 < (fmas + 1) * floats_copied

@@ -90,3 +90,20 @@ def test_library_kernels_in_graph_mode_are_verified_and_say_how_they_were_timed(
     else:
         assert row["timing_applied"] in ("graph", "warm")
         assert (row["timing_applied"] == "graph") == (row["timing_fallback"] is None) == (row["graph_launches"] is not None)
+
+
+@pytest.mark.gpu
+def test_the_benchs_copy_kernel_does_the_multiply_adds_it_is_given(backend):
+    import cupy
+    import numpy as np
+
+    from convlab import bench
+
+    source = cupy.full(4 * 1000, 2.0, dtype=cupy.float32)
+    for fmas, want in ((0, 2.0), (3, 2.0 * (0.5 + 0.51 + 0.52))):
+        target = cupy.zeros_like(source)
+        kernel = cupy.RawKernel(bench.COPY_KERNEL, "convlab_copy", options=(f"-DFMAS_PER_FLOAT={fmas}",))
+        kernel((4,), (256,), (source, target, cupy.int64(1000)))
+        np.testing.assert_allclose(cupy.asnumpy(target), want, rtol=1e-6)
+        timed = bench.time_copy_kernel(backend, 1 << 20, GRAPH, fmas)
+        assert timed.applied == "graph" and timed.median_ms > 0, timed.fallback

@@ -7,7 +7,9 @@
 - an empty kernel launch: the floor of a launch-bound size;
 - at the launch-bound sizes (128^2-512^2), the floor kernels and the copy again in timing mode
   ``graph`` (n launches replayed from one CUDA graph, time per launch), where one event pair
-  around one launch would measure the event floor rather than the kernel.
+  around one launch would measure the event floor rather than the kernel; beside them a copy
+  kernel of the same bytes, and that copy kernel with the conv's multiply-adds added on the
+  floats it moves (nothing else): how close any kernel that does this arithmetic can come.
 
 Every kernel result is checked against the float64 reference; a failed check is printed, not
 hidden. Prints ratios: ours / copy (1.0 = at the floor), cuDNN / ours, ours / empty launch, and
@@ -31,6 +33,7 @@ from convlab.backends.base import Backend
 from convlab.cell import Cell
 from convlab.families import load_operands
 from convlab.families.base import conv_problem
+from convlab.measure.problem import ConvProblem
 from convlab.measure.timing import TimingResult, measure
 from convlab.registry import KernelSpec, get_kernel
 from convlab.runner import CellInputs, measure_cell
@@ -44,13 +47,31 @@ CONTENDERS = [
     ("ours", "hwc", "conv_floor_hwc"), ("cudnn", "hwc", "cudnn"), ("naive", "hwc", "direct"),
     ("ours", "nchw", "conv_floor_nchw"), ("cudnn", "nchw", "cudnn_nchw"), ("naive", "nchw", "direct_nchw"),
 ]
+COPY_BLOCKS = (64, 128, 256)
 EMPTY_KERNEL = 'extern "C" __global__ void convlab_empty() {}'
 # A kernel that reads its input once and writes it once, 16 bytes per thread: the best any such
 # kernel can do, where the copy above may be a copy-engine node of the graph rather than a kernel.
+# With FMAS_PER_FLOAT > 0 it also does a conv's multiply-adds on the floats it holds, weights as
+# immediates and nothing else (no halo, no bounds, no indexing): less work than any conv kernel.
 COPY_KERNEL = r"""
+#ifndef FMAS_PER_FLOAT
+#define FMAS_PER_FLOAT 0
+#endif
 extern "C" __global__ void convlab_copy(const float4* __restrict__ source, float4* __restrict__ target, long long n) {
     long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) target[i] = source[i];
+    if (i >= n) return;
+    float4 v = source[i];
+#if FMAS_PER_FLOAT > 0
+    float* f = &v.x;
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+        float sum = 0.f;
+#pragma unroll
+        for (int j = 0; j < FMAS_PER_FLOAT; ++j) sum = fmaf(f[e], 0.5f + 0.01f * j, sum);
+        f[e] = sum;
+    }
+#endif
+    target[i] = v;
 }"""
 
 
@@ -83,15 +104,29 @@ def _copy(backend: Backend, nbytes: int, timing: dict = TIMING) -> TimingResult:
     return measure(lambda: backend.xp.copyto(target, source), backend.time_batch, timing, backend.capture_graph)
 
 
-def _copy_kernel(backend: Backend, nbytes: int, timing: dict) -> TimingResult:
-    """A copy kernel (not the library's copy) of ``nbytes`` in total."""
+def conv_fmas_per_float(problem: ConvProblem) -> int:
+    """The conv's multiply-adds per float that a copy of its bytes reads, rounded down (so the copy
+    kernel with them added never does more arithmetic than the conv)."""
+    return (problem.flops // 2) // (problem.bytes_moved // 8)
+
+
+def time_copy_kernel(backend: Backend, nbytes: int, timing: dict, fmas_per_float: int = 0,
+                     block: int = 256) -> TimingResult:
+    """A copy kernel (not the library's copy) of ``nbytes`` in total, with ``fmas_per_float``
+    multiply-adds on each float it moves, in blocks of ``block`` threads."""
     cupy = backend.xp
     source, target = _copy_buffers(backend, nbytes)
-    kernel = cupy.RawKernel(COPY_KERNEL, "convlab_copy")
+    kernel = cupy.RawKernel(COPY_KERNEL, "convlab_copy", options=(f"-DFMAS_PER_FLOAT={fmas_per_float}",))
     vectors = source.size // 4
-    grid = (-(-vectors // 256),)
-    return measure(lambda: kernel(grid, (256,), (source, target, cupy.int64(vectors))), backend.time_batch, timing,
+    grid = (-(-vectors // block),)
+    return measure(lambda: kernel(grid, (block,), (source, target, cupy.int64(vectors))), backend.time_batch, timing,
                    backend.capture_graph)
+
+
+def _best_copy_kernel(backend: Backend, nbytes: int, fmas_per_float: int = 0) -> TimingResult:
+    """The copy kernel graph-timed at its fastest block size: a small image fills few SMs in large blocks."""
+    return min((time_copy_kernel(backend, nbytes, GRAPH_TIMING, fmas_per_float, block) for block in COPY_BLOCKS),
+               key=lambda result: (result.applied != "graph", result.median_ms))
 
 
 def _empty_launch_ms(backend: Backend) -> float:
@@ -117,15 +152,19 @@ def _best_variant(backend: Backend, role: str, kernel: str, size: int, stride: i
     return fastest_ok(rows)
 
 
-def _graph_columns(ours: dict | None, copy: TimingResult | None,
-                   copy_kernel: TimingResult | None = None) -> dict[str, Any]:
+def _graph_ms(result: TimingResult | None) -> float | None:
+    return result.median_ms if result and result.applied == "graph" else None
+
+
+def _graph_columns(ours: dict | None, copy: TimingResult | None, copy_kernel: TimingResult | None = None,
+                   copy_fma: TimingResult | None = None) -> dict[str, Any]:
     """The graph-timed columns of a result row (empty away from the launch-bound sizes)."""
     return {"ours_graph_kernel": f"{ours['kernel']} {ours['variant']}" if ours else None,
             "ours_graph_status": ours["status"] if ours else None,
             "ours_graph_ms": ours.get("kernel_ms") if ours else None,
             "ours_graph_timing": ours.get("timing_applied") if ours else None,
             "copy_graph_ms": copy.median_ms if copy else None, "copy_graph_timing": copy.applied if copy else None,
-            "copy_kernel_graph_ms": copy_kernel.median_ms if copy_kernel and copy_kernel.applied == "graph" else None}
+            "copy_kernel_graph_ms": _graph_ms(copy_kernel), "copy_fma_graph_ms": _graph_ms(copy_fma)}
 
 
 def run_benchmark(sizes: list[int], strides: list[int], picture_dir: str | Path = "data") -> list[dict[str, Any]]:
@@ -144,7 +183,9 @@ def run_benchmark(sizes: list[int], strides: list[int], picture_dir: str | Path 
         problem = conv_problem(_cell("direct", size, stride, {}))
         copy_ms = _copy(backend, problem.bytes_moved).median_ms
         copy_graph = _copy(backend, problem.bytes_moved, GRAPH_TIMING) if launch_bound else None
-        copy_kernel_graph = _copy_kernel(backend, problem.bytes_moved, GRAPH_TIMING) if launch_bound else None
+        copy_kernel_graph = _best_copy_kernel(backend, problem.bytes_moved) if launch_bound else None
+        copy_fma_graph = (_best_copy_kernel(backend, problem.bytes_moved, conv_fmas_per_float(problem))
+                          if launch_bound else None)
         for layout in ("hwc", "nchw"):
             ours, cudnn, naive = (measured[(role, layout)] for role in ("ours", "cudnn", "naive"))
             results.append({
@@ -153,7 +194,7 @@ def run_benchmark(sizes: list[int], strides: list[int], picture_dir: str | Path 
                 "ours_ms": ours.get("kernel_ms"), "ours_max_rel_err": ours.get("max_rel_err"),
                 "cudnn_ms": cudnn.get("kernel_ms"), "cudnn_engine": cudnn.get("engine"),
                 "naive_ms": naive.get("kernel_ms"), "copy_ms": copy_ms, "empty_launch_ms": empty_ms,
-                **_graph_columns(measured.get(("graph", layout)), copy_graph, copy_kernel_graph),
+                **_graph_columns(measured.get(("graph", layout)), copy_graph, copy_kernel_graph, copy_fma_graph),
             })
     return results
 
@@ -214,12 +255,27 @@ def _graph_target(results: list[dict[str, Any]]) -> list[str]:
              for r in rows if r["ours_graph_status"] != "ok"]
     value, r = _worst(rows, _graph_ratio)
     verdict, over = _judge(value, GRAPH_LIMIT, _graph_gap(r) or "no time")
-    ceilings = [_ratio(x.get("copy_kernel_graph_ms"), x["copy_graph_ms"]) for x in rows]
-    ceilings = [c for c in ceilings if c == c]
-    ceiling = (f"; a copy kernel of the same bytes is {min(ceilings):.2f}-{max(ceilings):.2f} x the copy there"
-               if ceilings else "")
     return [*lines, f"{verdict} ours <= {GRAPH_LIMIT} x a copy of the same bytes, graph-timed, at "
-                    f"{', '.join(map(str, LAUNCH_SIZES))}: worst {value:.3f} ({_where(r)}{over}){ceiling}"]
+                    f"{', '.join(map(str, LAUNCH_SIZES))}: worst {value:.3f} ({_where(r)}{over}){_graph_ceilings(rows)}"]
+
+
+def _graph_ceilings(rows: list[dict[str, Any]]) -> str:
+    """What the copy kernel, and the copy kernel with the conv's multiply-adds added, show against the
+    same copy: how close a kernel that moves these bytes (and does this arithmetic) can come."""
+    parts = []
+    kernel, with_fmas = (_ratios(rows, column) for column in ("copy_kernel_graph_ms", "copy_fma_graph_ms"))
+    if kernel:
+        parts.append(f"a copy kernel of the same bytes is {min(kernel):.2f}-{max(kernel):.2f} x the copy there")
+    if with_fmas:
+        above = sum(ratio > GRAPH_LIMIT for ratio in with_fmas)
+        parts.append(f"with the conv's multiply-adds added (nothing else) {min(with_fmas):.2f}-{max(with_fmas):.2f}"
+                     + (f", above {GRAPH_LIMIT} at {above} of {len(with_fmas)} rows" if above else ""))
+    return "".join(f"; {part}" for part in parts)
+
+
+def _ratios(rows: list[dict[str, Any]], column: str) -> list[float]:
+    """``column`` / the graph-timed copy, for the rows that have both."""
+    return [ratio for ratio in (_ratio(r.get(column), r["copy_graph_ms"]) for r in rows) if ratio == ratio]
 
 
 def check_targets(results: list[dict[str, Any]]) -> list[str]:
@@ -264,11 +320,12 @@ def _graph_table(results: list[dict[str, Any]]) -> list[str]:
         return []
     lines = ["launch-bound sizes, graph-timed (ms per launch, each sample one replay of n launches):",
              f"{'size':>6} {'s':>2} {'layout':>6} {'ours ms':>9} {'copy ms':>9} {'ours/copy':>9} "
-             f"{'copy kernel/copy':>16}  status"]
+             f"{'copy kernel/copy':>16} {'+FMAs/copy':>10}  status"]
     for r in rows:
         lines.append(f"{r['size']:>6} {r['stride']:>2} {r['layout']:>6} {r['ours_graph_ms'] or float('nan'):>9.5f} "
                      f"{r['copy_graph_ms'] or float('nan'):>9.5f} {_graph_ratio(r):>9.3f} "
-                     f"{_ratio(r.get('copy_kernel_graph_ms'), r['copy_graph_ms']):>16.3f}  {r['ours_graph_status']} "
+                     f"{_ratio(r.get('copy_kernel_graph_ms'), r['copy_graph_ms']):>16.3f} "
+                     f"{_ratio(r.get('copy_fma_graph_ms'), r['copy_graph_ms']):>10.3f}  {r['ours_graph_status']} "
                      f"({r['ours_graph_kernel']}; timed: ours {r['ours_graph_timing']}, copy {r['copy_graph_timing']})")
     return lines
 
