@@ -132,3 +132,17 @@ def test_cuda_grid_dry_run_without_a_gpu(built):
     assert len(conv2d) == 2 * 2 * (3 + 2)  # sizes x strides x (blocks + plans)
     for family in ("tiling", "winograd_layers", "gemm"):
         assert any(f"/{family}/" in p for p in scheduled), family
+
+
+def test_the_benchmark_depends_on_every_kernel_it_runs(built):
+    """An edit to any kernel the benchmark runs (or to its own code, a param) re-runs it."""
+    import re
+
+    from convlab.bench import CONTENDERS
+    from convlab.benchgemm import LIBRARY, OURS
+    from convlab.registry import get_kernel, relative
+
+    result = snakemake(built, "--dry-run", "benchmark", "--config", "backend=cuda", "device=h100")
+    inputs = set(re.search(r"rule benchmark:\s+input: ([^\n]+)", result.stdout).group(1).split(", "))
+    for kernel in [*(kernel for _, _, kernel in CONTENDERS), *OURS, LIBRARY]:
+        assert {relative(path) for path in get_kernel(kernel).files("cuda")} <= inputs, kernel

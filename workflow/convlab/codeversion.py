@@ -30,9 +30,11 @@ ROLES: dict[str, tuple[str, ...]] = {
     "summary": ("aggregate.py", "row.py", "codeversion.py"),
     "report": ("report/", "compare.py"),
     "gallery": ("gallery.py",),
+    # the benchmark's own measurements (the copy kernels, the targets) around the cells' code
+    "benchmark": ("bench.py", "benchgemm.py"),
     # runs or serves the code above without changing what it computes
     "harness": ("__init__.py", "__main__.py", "cli.py", "runargs.py", "config.py", "devicelock.py",
-                "inprocess.py", "bench.py", "benchgemm.py", "sharedcount.py", "atomicfile.py", "damaged.py", "devicelabel.py", "hostinfo.py", "backends/choice.py", "service/"),
+                "inprocess.py", "sharedcount.py", "atomicfile.py", "damaged.py", "devicelabel.py", "hostinfo.py", "backends/choice.py", "service/"),
 }
 # Roles that share a module on purpose: the row's format and this hash belong to both.
 SHARED = {"row.py", "codeversion.py"}
@@ -84,6 +86,11 @@ def report_version() -> str:
 
 def gallery_version(backend: str) -> str:
     return code_version("gallery", "measurement", f"backend:{backend}")
+
+
+def benchmark_version() -> str:
+    """The benchmark runs on cuda only: its own code and the code that measures its cells."""
+    return code_version("benchmark", "measurement", "backend:cuda")
 
 
 def data_version() -> str:

@@ -1,13 +1,14 @@
 # The benchmark (not part of `all`): `snakemake --cores 1 benchmark`. One process runs our floor
 # kernels, cuDNN's best plan, the naive kernels and a device copy of the same bytes side by side,
 # then our SGEMM against cuBLAS, and prints the ratios and targets (also in the .txt files).
+# Its inputs are the files of every kernel it runs, and its params the hash of its code: an edit
+# to any of them re-runs it.
 
 
 rule benchmark:
     input:
         images=[f"data/input_{size}.png" for size in config["conv2d"]["sizes"]],
-        kernels=files_of("conv_floor_hwc", "cuda") + files_of("conv_floor_nchw", "cuda"),
-        sgemm=files_of("sgemm_vectorized", "cuda") + files_of("sgemm_register", "cuda"),
+        kernels=bench_kernel_files(),
     output:
         table=f"{RESULTS}/benchmark/floor_cuda.csv",
         text=f"{RESULTS}/benchmark/floor_cuda.txt",
@@ -20,6 +21,7 @@ rule benchmark:
     resources:
         gpu=1,
     params:
+        code=CODE["benchmark"],
         runner=RUNNER,
         sizes=" ".join(str(size) for size in config["conv2d"]["sizes"]),
         strides=" ".join(str(stride) for stride in config["conv2d"]["strides"]),

@@ -10,12 +10,15 @@ sys.path.insert(0, str(Path(workflow.basedir) / "workflow"))
 
 from convlab.backends.choice import choose_backend, refuse_local_cuda_without_gpu
 from convlab.codeversion import (
+    benchmark_version,
     data_version,
     gallery_version,
     measurement_version,
     report_version,
     summary_version,
 )
+from convlab.bench import CONTENDERS as BENCH_CONTENDERS
+from convlab.benchgemm import LIBRARY as SGEMM_LIBRARY, OURS as SGEMM_OURS
 from convlab.config import validate_config
 from convlab.damaged import move_damaged_rows
 from convlab.devicelabel import choose_label
@@ -70,6 +73,7 @@ CODE = {
     "report": report_version(),
     "gallery": gallery_version(BACKEND),
     "data": data_version(),
+    "benchmark": benchmark_version(),
 }
 
 CELLS_BY_PATH = {cell.path: cell for cell in CELLS}
@@ -143,6 +147,13 @@ def files_of(kernel, backend):
     """A kernel's own files: editing one kernel re-runs only the jobs that use it (cached: asked
     once per cell job while the DAG is built)."""
     return [relative(p) for p in KERNELS[kernel].files(backend)]
+
+
+def bench_kernel_files():
+    """The files of every kernel the benchmark runs: the conv contenders, our SGEMMs and cuBLAS."""
+    convs = [kernel for _, _, kernel in BENCH_CONTENDERS]
+    kernels = [*convs, *SGEMM_OURS, SGEMM_LIBRARY]
+    return sorted({path for kernel in kernels for path in files_of(kernel, "cuda")})
 
 
 def kernel_files(wildcards):
