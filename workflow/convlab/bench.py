@@ -9,7 +9,8 @@
   ``graph`` (n launches replayed from one CUDA graph, time per launch), where one event pair
   around one launch would measure the event floor rather than the kernel; beside them a copy
   kernel of the same bytes, and that copy kernel with the conv's multiply-adds added on the
-  floats it moves (nothing else): how close any kernel that does this arithmetic can come.
+  floats it moves (nothing else): how close any kernel that does this arithmetic can come. The
+  launch-bound target divides by the faster of the library's copy and the copy kernel.
 
 Every kernel result is checked against the float64 reference; a failed check is printed, not
 hidden. Prints ratios: ours / copy (1.0 = at the floor), cuDNN / ours, ours / empty launch, and
@@ -159,12 +160,22 @@ def _graph_ms(result: TimingResult | None) -> float | None:
 def _graph_columns(ours: dict | None, copy: TimingResult | None, copy_kernel: TimingResult | None = None,
                    copy_fma: TimingResult | None = None) -> dict[str, Any]:
     """The graph-timed columns of a result row (empty away from the launch-bound sizes)."""
-    return {"ours_graph_kernel": f"{ours['kernel']} {ours['variant']}" if ours else None,
+    columns = {"ours_graph_kernel": f"{ours['kernel']} {ours['variant']}" if ours else None,
             "ours_graph_status": ours["status"] if ours else None,
             "ours_graph_ms": ours.get("kernel_ms") if ours else None,
             "ours_graph_timing": ours.get("timing_applied") if ours else None,
             "copy_graph_ms": copy.median_ms if copy else None, "copy_graph_timing": copy.applied if copy else None,
             "copy_kernel_graph_ms": _graph_ms(copy_kernel), "copy_fma_graph_ms": _graph_ms(copy_fma)}
+    return {**columns, "copy_best_graph_ms": best_graph_copy_ms(columns)}
+
+
+def best_graph_copy_ms(r: dict[str, Any]) -> float | None:
+    """The launch-bound target's copy: the faster of the library's copy and the copy kernel, both
+    graph-timed. The library's copy of some byte counts takes a slower path (at 512^2 on an H200,
+    2.5 us where 324 bytes fewer take 1.7), and a denominator inflated that way would flatter ours."""
+    times = [ms for ms in (r.get("copy_graph_ms") if r.get("copy_graph_timing") == "graph" else None,
+                           r.get("copy_kernel_graph_ms")) if ms]
+    return min(times) if times else r.get("copy_graph_ms")
 
 
 def run_benchmark(sizes: list[int], strides: list[int], picture_dir: str | Path = "data") -> list[dict[str, Any]]:
@@ -243,11 +254,12 @@ def _graph_gap(r: dict[str, Any]) -> str:
 
 
 def _graph_ratio(r: dict[str, Any]) -> float:
-    return float("nan") if _graph_gap(r) else _ratio(r["ours_graph_ms"], r["copy_graph_ms"])
+    return float("nan") if _graph_gap(r) else _ratio(r["ours_graph_ms"], best_graph_copy_ms(r))
 
 
 def _graph_target(results: list[dict[str, Any]]) -> list[str]:
-    """ours <= GRAPH_LIMIT x a copy of the same bytes, both graph-timed, at the launch-bound sizes."""
+    """ours <= GRAPH_LIMIT x the faster copy of the same bytes (the library's or the copy kernel), all
+    graph-timed, at the launch-bound sizes."""
     rows = [r for r in results if r["size"] in LAUNCH_SIZES and r.get("ours_graph_status")]
     if not rows:
         return []
@@ -255,27 +267,27 @@ def _graph_target(results: list[dict[str, Any]]) -> list[str]:
              for r in rows if r["ours_graph_status"] != "ok"]
     value, r = _worst(rows, _graph_ratio)
     verdict, over = _judge(value, GRAPH_LIMIT, _graph_gap(r) or "no time")
-    return [*lines, f"{verdict} ours <= {GRAPH_LIMIT} x a copy of the same bytes, graph-timed, at "
+    return [*lines, f"{verdict} ours <= {GRAPH_LIMIT} x the faster copy of the same bytes, graph-timed, at "
                     f"{', '.join(map(str, LAUNCH_SIZES))}: worst {value:.3f} ({_where(r)}{over}){_graph_ceilings(rows)}"]
 
 
 def _graph_ceilings(rows: list[dict[str, Any]]) -> str:
-    """What the copy kernel, and the copy kernel with the conv's multiply-adds added, show against the
-    same copy: how close a kernel that moves these bytes (and does this arithmetic) can come."""
+    """Which copy the target divides by, and what the copy kernel with the conv's multiply-adds added
+    shows against it: how close a kernel that moves these bytes and does this arithmetic can come."""
     parts = []
-    kernel, with_fmas = (_ratios(rows, column) for column in ("copy_kernel_graph_ms", "copy_fma_graph_ms"))
-    if kernel:
-        parts.append(f"a copy kernel of the same bytes is {min(kernel):.2f}-{max(kernel):.2f} x the copy there")
+    library = [ratio for ratio in (_ratio(r["copy_graph_ms"], r.get("copy_kernel_graph_ms")) for r in rows)
+               if ratio == ratio]
+    if library:
+        parts.append(f"the library's copy is {min(library):.2f}-{max(library):.2f} x a copy kernel of the same bytes "
+                     "there, and the faster of the two is the copy")
+    with_fmas = [ratio for ratio in (_ratio(r.get("copy_fma_graph_ms"), best_graph_copy_ms(r)) for r in rows)
+                 if ratio == ratio]
     if with_fmas:
         above = sum(ratio > GRAPH_LIMIT for ratio in with_fmas)
-        parts.append(f"with the conv's multiply-adds added (nothing else) {min(with_fmas):.2f}-{max(with_fmas):.2f}"
+        parts.append(f"the copy kernel with the conv's multiply-adds added (nothing else) is "
+                     f"{min(with_fmas):.2f}-{max(with_fmas):.2f} x the copy"
                      + (f", above {GRAPH_LIMIT} at {above} of {len(with_fmas)} rows" if above else ""))
     return "".join(f"; {part}" for part in parts)
-
-
-def _ratios(rows: list[dict[str, Any]], column: str) -> list[float]:
-    """``column`` / the graph-timed copy, for the rows that have both."""
-    return [ratio for ratio in (_ratio(r.get(column), r["copy_graph_ms"]) for r in rows) if ratio == ratio]
 
 
 def check_targets(results: list[dict[str, Any]]) -> list[str]:
@@ -318,14 +330,15 @@ def _graph_table(results: list[dict[str, Any]]) -> list[str]:
     rows = [r for r in results if r.get("ours_graph_status")]
     if not rows:
         return []
-    lines = ["launch-bound sizes, graph-timed (ms per launch, each sample one replay of n launches):",
-             f"{'size':>6} {'s':>2} {'layout':>6} {'ours ms':>9} {'copy ms':>9} {'ours/copy':>9} "
-             f"{'copy kernel/copy':>16} {'+FMAs/copy':>10}  status"]
+    lines = ["launch-bound sizes, graph-timed (ms per launch, each sample one replay of n launches; the copy is "
+             "the faster of the library's copy and the copy kernel):",
+             f"{'size':>6} {'s':>2} {'layout':>6} {'ours ms':>9} {'lib copy':>9} {'copy krnl':>9} {'ours/copy':>9} "
+             f"{'+FMAs/copy':>10}  status"]
     for r in rows:
+        copy = best_graph_copy_ms(r)
         lines.append(f"{r['size']:>6} {r['stride']:>2} {r['layout']:>6} {r['ours_graph_ms'] or float('nan'):>9.5f} "
-                     f"{r['copy_graph_ms'] or float('nan'):>9.5f} {_graph_ratio(r):>9.3f} "
-                     f"{_ratio(r.get('copy_kernel_graph_ms'), r['copy_graph_ms']):>16.3f} "
-                     f"{_ratio(r.get('copy_fma_graph_ms'), r['copy_graph_ms']):>10.3f}  {r['ours_graph_status']} "
+                     f"{r['copy_graph_ms'] or float('nan'):>9.5f} {r.get('copy_kernel_graph_ms') or float('nan'):>9.5f} "
+                     f"{_graph_ratio(r):>9.3f} {_ratio(r.get('copy_fma_graph_ms'), copy):>10.3f}  {r['ours_graph_status']} "
                      f"({r['ours_graph_kernel']}; timed: ours {r['ours_graph_timing']}, copy {r['copy_graph_timing']})")
     return lines
 
