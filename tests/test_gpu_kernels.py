@@ -122,7 +122,7 @@ def floor_names(spec, height: int, width: int, stride: int, filter_size: int = 3
     """The names a floor kernel's launch sees: the problem's, the first tunables and its defines."""
     problem = ConvProblem(height, width, 3, 3, filter_size, stride, filter_size // 2)
     names = problem_names(problem, {key: values[0] for key, values in spec.tunables.items()})
-    return {**names, **{key: evaluate(value, names) for key, value in spec.defines.items()}}
+    return {**names, **spec.evaluated_defines(names)}
 
 
 def taps_in_registers(spec, height: int, width: int, stride: int, filter_size: int = 3) -> int:

@@ -25,7 +25,7 @@ from __future__ import annotations
 import csv
 import itertools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -275,19 +275,22 @@ def _graph_ceilings(rows: list[dict[str, Any]]) -> str:
     """Which copy the target divides by, and what the copy kernel with the conv's multiply-adds added
     shows against it: how close a kernel that moves these bytes and does this arithmetic can come."""
     parts = []
-    library = [ratio for ratio in (_ratio(r["copy_graph_ms"], r.get("copy_kernel_graph_ms")) for r in rows)
-               if ratio == ratio]
+    library = _known(_ratio(r["copy_graph_ms"], r.get("copy_kernel_graph_ms")) for r in rows)
     if library:
         parts.append(f"the library's copy is {min(library):.2f}-{max(library):.2f} x a copy kernel of the same bytes "
                      "there, and the faster of the two is the copy")
-    with_fmas = [ratio for ratio in (_ratio(r.get("copy_fma_graph_ms"), best_graph_copy_ms(r)) for r in rows)
-                 if ratio == ratio]
+    with_fmas = _known(_ratio(r.get("copy_fma_graph_ms"), best_graph_copy_ms(r)) for r in rows)
     if with_fmas:
         above = sum(ratio > GRAPH_LIMIT for ratio in with_fmas)
         parts.append(f"the copy kernel with the conv's multiply-adds added (nothing else) is "
                      f"{min(with_fmas):.2f}-{max(with_fmas):.2f} x the copy"
                      + (f", above {GRAPH_LIMIT} at {above} of {len(with_fmas)} rows" if above else ""))
     return "".join(f"; {part}" for part in parts)
+
+
+def _known(ratios: Iterable[float]) -> list[float]:
+    """The ratios that have a value (nan: a time missing on either side)."""
+    return [ratio for ratio in ratios if not math.isnan(ratio)]
 
 
 def check_targets(results: list[dict[str, Any]]) -> list[str]:

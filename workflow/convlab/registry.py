@@ -19,7 +19,7 @@ import yaml
 
 from convlab import KERNELS_DIR, REPO_ROOT
 from convlab.families import FAMILIES
-from convlab.launch import holds
+from convlab.launch import evaluate, holds
 from convlab.status import UserError
 
 PACKAGE_DIR = Path(__file__).resolve().parent
@@ -94,6 +94,10 @@ class KernelSpec:
             if allowed is not None and value not in allowed:
                 return f"{self.name} implements {key} in {allowed} only, not {value}"
         return None
+
+    def evaluated_defines(self, names: dict[str, int]) -> dict[str, int]:
+        """The description's -D macros evaluated over ``names`` (the problem's and the tunables)."""
+        return {key: evaluate(value, names) for key, value in self.defines.items()}
 
     def files(self, backend: str) -> list[Path]:
         """The files whose change must re-run this kernel's cells on ``backend``."""

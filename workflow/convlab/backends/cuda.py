@@ -195,7 +195,7 @@ class CudaBackend(Backend):
     def _prepare_source_kernel(self, spec: KernelSpec, tunables: dict, problem: Any,
                                buffers: KernelBuffers) -> PreparedKernel:
         names = problem_names(problem, tunables)
-        described = {key: evaluate(value, names) for key, value in spec.defines.items()}
+        described = spec.evaluated_defines(names)
         defines = {**problem.defines(), **described}
         options = ("--std=c++17", *(f"-D{key}={value}" for key, value in defines.items()))
         module = self._module(spec.source.read_text(), options) if spec.source else None
