@@ -15,6 +15,7 @@ include: "workflow/rules/common.smk"
 include: "workflow/rules/data.smk"
 include: "workflow/rules/cells.smk"
 include: "workflow/rules/aggregate.smk"
+include: "workflow/rules/history.smk"
 include: "workflow/rules/report.smk"
 include: "workflow/rules/benchmark.smk"
 

@@ -242,10 +242,49 @@ def _cmd_findings(args: argparse.Namespace) -> int:
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:
-    """Two result sets cell by cell: a report, so its exit status is 0 whatever the verdicts."""
-    from convlab.compare import compare_paths
+    """Two result sets cell by cell. A report: exit 0 whatever the verdicts, unless --fail-on
+    slower, which exits 1 when any cell is SLOWER (a CI gate)."""
+    from convlab.compare import compare_result_sets
+    from convlab.history.sides import load_side
 
-    print(compare_paths(args.a, args.b, args.out, args.html, args.threshold))
+    a = load_side(args.a, args.results, args.device)
+    b = load_side(args.b, args.results, args.device)
+    comparison = compare_result_sets(a, b, args.out, args.html, args.threshold)
+    print(comparison.text)
+    if args.fail_on == "slower" and comparison.slower:
+        print(f"error: {comparison.slower} cells are SLOWER (--fail-on slower)", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _cmd_record(args: argparse.Namespace) -> int:
+    """Add the run's new rows to the device's results database and write its verdicts."""
+    from convlab.grid import build_cells
+    from convlab.history.record import record
+
+    cells = build_cells(json.loads(args.config), args.backend, args.device)
+    recorded = record(args.results, cells, args.device)
+    for warning in recorded.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    write_text_atomically(args.out, "\n".join(recorded.lines) + "\n")
+    print(f"run {recorded.run_id}: {len(recorded.verdicts)} new rows, {recorded.added} added to the database")
+    print("\n".join(recorded.lines))
+    return 0
+
+
+def _cmd_history(args: argparse.Namespace) -> int:
+    """A device's runs, or a kernel's or cell's measurements over time."""
+    from convlab.history.listing import history_lines
+    from convlab.history.sides import device_folder
+
+    print("\n".join(history_lines(device_folder(args.results, args.device), args.kernel, args.cell, args.limit)))
+    return 0
+
+
+def _cmd_history_page(args: argparse.Namespace) -> int:
+    from convlab.report.history import write_history_page
+
+    print(write_history_page(args.results, args.verdicts, args.figure, args.out))
     return 0
 
 
@@ -388,15 +427,47 @@ def build_parser() -> argparse.ArgumentParser:
     gpus.add_argument("--out", required=True)
     gpus.set_defaults(handler=_cmd_gpus)
 
-    compare_sets = commands.add_parser("compare", help="compare two result sets cell by cell (B/A and a verdict)")
-    compare_sets.add_argument("a", metavar="A", help="a summary CSV, or a folder holding summary.csv")
+    compare_sets = commands.add_parser(
+        "compare", help="compare two result sets cell by cell (B/A and a verdict)",
+        description="Exit status: 0 when compared (whatever the verdicts), 1 with --fail-on slower when a cell is "
+                    "SLOWER, 2 for input that cannot be compared (one error: line).")
+    side = ("a summary CSV, a folder holding summary.csv, or a state of the results database: a run id, a commit, "
+            "@latest or @previous")
+    compare_sets.add_argument("a", metavar="A", help=side)
     compare_sets.add_argument("b", metavar="B", help="the same, for the set compared with A")
     compare_sets.add_argument("--out", help="the per-cell CSV (default: compare_<A>_vs_<B>.csv beside A's summary)")
     compare_sets.add_argument("--html", help="the report page (default: the CSV's path with .html)")
     compare_sets.add_argument("--threshold", type=float, default=None,
                               help="the relative change below which a cell is SAME whatever its spread "
                                    "(a fraction; default 0.08)")
+    compare_sets.add_argument("--fail-on", choices=["slower"], help="exit 1 when any cell is SLOWER")
+    compare_sets.add_argument("--results", default="results", help="the folder of device folders (default: results)")
+    compare_sets.add_argument("--device", help="the device label whose database a run, commit or @name reads "
+                                               "(default: the only one with a database)")
     compare_sets.set_defaults(handler=_cmd_compare)
+
+    record = commands.add_parser("record", help="add the run's new rows to the results database (report stage)")
+    record.add_argument("--results", required=True, help="results/<device>")
+    record.add_argument("--backend", required=True, choices=["cuda", "cpu"])
+    record.add_argument("--device", required=True)
+    record.add_argument("--config", required=True, help="the run's validated config as JSON")
+    record.add_argument("--out", required=True, help="the verdict lines (verdicts/latest.txt)")
+    record.set_defaults(handler=_cmd_record)
+
+    history = commands.add_parser("history", help="a device's runs, or a kernel's or cell's measurements over time")
+    history.add_argument("--kernel", help="one kernel's measurements")
+    history.add_argument("--cell", help="the measurements of cells whose path contains this text")
+    history.add_argument("--limit", type=int, default=50, help="the most recent measurements shown (default 50)")
+    history.add_argument("--results", default="results")
+    history.add_argument("--device", help="default: the only device with a results database")
+    history.set_defaults(handler=_cmd_history)
+
+    history_page = commands.add_parser("history-page", help="the report's history figure and page (report stage)")
+    history_page.add_argument("--results", required=True, help="results/<device>")
+    history_page.add_argument("--verdicts", required=True, help="verdicts/latest.csv")
+    history_page.add_argument("--figure", required=True)
+    history_page.add_argument("--out", required=True)
+    history_page.set_defaults(handler=_cmd_history_page)
     return parser
 
 
@@ -411,7 +482,7 @@ def _is_user_error(error: Exception) -> bool:
 # Commands a rule runs that a warm service worker can run instead of a fresh process: the data
 # and report commands in a tools worker, the device-wide ones on a device's worker.
 FORWARDED = {"source", "downscale", "aggregate", "figures", "seed-compare", "seed-figure", "seed-table", "roofline",
-             "findings", "gpus", "bandwidth", "ceiling", "gallery"}
+             "findings", "gpus", "bandwidth", "ceiling", "gallery", "record", "history-page"}
 
 
 def _pool(args: argparse.Namespace) -> str:

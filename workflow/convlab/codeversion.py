@@ -28,6 +28,8 @@ ROLES: dict[str, tuple[str, ...]] = {
     "kernel": ("backends/cudnn_conv.py", "backends/fft_conv.py", "backends/ndimage_conv.py", "cpu_twins/"),
     "data": ("data.py",),
     "summary": ("aggregate.py", "row.py", "codeversion.py"),
+    # the results database, the verdicts and the history listing
+    "history": ("history/",),
     "report": ("report/", "compare.py"),
     "gallery": ("gallery.py",),
     # the benchmark's own measurements (the copy kernels, the targets) around the cells' code
@@ -78,6 +80,10 @@ def measurement_version(backend: str) -> str:
 
 def summary_version() -> str:
     return code_version("summary")
+
+
+def history_version() -> str:
+    return code_version("history", "summary")
 
 
 def report_version() -> str:

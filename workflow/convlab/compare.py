@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import html
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -363,27 +364,67 @@ def render_html(table: pd.DataFrame, header: list[str], summary: list[str], titl
 
 
 def default_out(a: ResultSet, b: ResultSet) -> Path:
-    """compare_<A>_vs_<B>.csv beside A's summary."""
+    """compare_<A>_vs_<B>.csv beside A's summary (for a side read from the results database,
+    in results/<device>/compare/)."""
     first, second = (a.label, b.label) if a.label != b.label else (f"{a.label}_a", f"{b.label}_b")
-    return a.path.parent / f"compare_{first}_vs_{second}.csv"
+    folder = a.path.parent / "compare" if a.path.suffix == ".sqlite" else a.path.parent
+    return folder / f"compare_{safe_name(first)}_vs_{safe_name(second)}.csv"
 
 
-def compare_paths(a_path: str | Path, b_path: str | Path, out: str | Path | None = None,
-                  html_out: str | Path | None = None, threshold: float | None = None) -> str:
-    """Compare two summaries, write the CSV and the HTML page, and return the printed report
-    (``threshold`` None: DEFAULT_THRESHOLD)."""
+def safe_name(label: str) -> str:
+    """A label as a file-name part: '@previous (run 2026...)' -> 'previous-run-2026...'."""
+    return "-".join(filter(None, re.split(r"[^A-Za-z0-9._~-]+", label))) or "set"
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """What compare printed and wrote, and its per-cell table."""
+
+    text: str
+    table: pd.DataFrame
+
+    @property
+    def slower(self) -> int:
+        return int((self.table["verdict"] == SLOWER).sum())
+
+
+def same_measurements(a: pd.DataFrame, b: pd.DataFrame) -> set[str]:
+    """Row checks present on both sides: one measurement, not two to compare."""
+    if "row_check" not in a or "row_check" not in b:
+        return set()
+    return set(a["row_check"].dropna().astype(str)) & set(b["row_check"].dropna().astype(str))
+
+
+def compare_result_sets(a: ResultSet, b: ResultSet, out: str | Path | None = None,
+                        html_out: str | Path | None = None, threshold: float | None = None) -> Comparison:
+    """Compare two result sets, write the CSV and the HTML page, and return what to print
+    (``threshold`` None: DEFAULT_THRESHOLD). A cell whose row is the same measurement on both
+    sides (two states of the results database) is left out and counted."""
     threshold = DEFAULT_THRESHOLD if threshold is None else threshold
-    a, b = load_set(a_path), load_set(b_path)
     labels = (a.label, b.label) if a.label != b.label else (f"A ({a.label})", f"B ({b.label})")
-    table = compare_sets(a.rows, b.rows, threshold, labels)
+    shared = same_measurements(a.rows, b.rows)
+    a_rows = a.rows[~a.rows["row_check"].astype(str).isin(shared)] if shared else a.rows
+    b_rows = b.rows[~b.rows["row_check"].astype(str).isin(shared)] if shared else b.rows
+    if shared and (a_rows.empty or b_rows.empty):
+        raise CompareError(f"{a.label} and {b.label} are the same measurements of every cell they share "
+                           f"({len(shared)} rows): nothing was re-measured between them")
+    table = compare_sets(a_rows, b_rows, threshold, labels)
     out = Path(out) if out else default_out(a, b)
     html_out = Path(html_out) if html_out else out.with_suffix(".html")
     header = [*describe(a, "A"), *describe(b, "B"), *boards_line(a, b),
               f"ratio B/A of kernel_ms (median); floor {threshold:.0%}, at least {LAUNCH_BOUND_THRESHOLD:.0%} under "
               f"{LAUNCH_BOUND_MS:g} ms; {len(table)} cells"]
+    if shared:
+        header.append(f"{len(shared)} cells are the same measurement on both sides and are left out")
     summary = kernel_lines(table)
     write_text_atomically(out, table.to_csv(index=False))
     title = f"convlab compare: {a.label} vs {b.label}"
     write_text_atomically(html_out, render_html(table, header, summary, title))
-    return "\n".join([*header, "", *cell_table_lines(table, labels), "", *summary, "",
-                      f"wrote {out} and {html_out}"])
+    text = "\n".join([*header, "", *cell_table_lines(table, labels), "", *summary, "", f"wrote {out} and {html_out}"])
+    return Comparison(text, table)
+
+
+def compare_paths(a_path: str | Path, b_path: str | Path, out: str | Path | None = None,
+                  html_out: str | Path | None = None, threshold: float | None = None) -> str:
+    """Compare two summaries (files or folders) and return the printed report."""
+    return compare_result_sets(load_set(a_path), load_set(b_path), out, html_out, threshold).text

@@ -20,9 +20,26 @@ class MovedRow:
     path: Path
     moved_to: Path
     reason: str
+    dry_run: bool = False
 
     def line(self) -> str:
+        if self.dry_run:
+            return (f"damaged row: {self.path} ({self.reason}); the real run will move it to {self.moved_to.parent}/ "
+                    "and measure its cell again (a dry run changes nothing)")
         return f"damaged row: {self.path} ({self.reason}); moved to {self.moved_to}, its cell will be measured again"
+
+
+def dry_run_requested(argv: list[str]) -> bool:
+    """Whether Snakemake was asked for a dry run (-n, --dry-run, or -n among short flags such as
+    -np). The Snakefile is read before Snakemake picks its executor, so the workflow cannot say yet."""
+    for token in argv:
+        if token == "--":
+            break
+        if token in ("--dry-run", "--dryrun"):
+            return True
+        if token.startswith("-") and not token.startswith("--") and token[1:].isalpha() and "n" in token[1:]:
+            return True
+    return False
 
 
 def damage_of(path: Path) -> str | None:
@@ -39,9 +56,10 @@ def damage_of(path: Path) -> str | None:
     return None
 
 
-def move_damaged_rows(paths: list[str], results_dir: str | Path = "results") -> list[MovedRow]:
+def move_damaged_rows(paths: list[str], results_dir: str | Path = "results", dry_run: bool = False) -> list[MovedRow]:
     """Move every damaged file of ``paths`` into ``results_dir``/damaged/, under its own path
-    with the time appended, and log why in results/damaged/damaged.log."""
+    with the time appended, and log why in results/damaged/damaged.log. ``dry_run``: only say
+    which files would move."""
     results_dir = Path(results_dir)
     moved = []
     stamp = dt.datetime.now().strftime("%Y%m%dT%H%M%S")
@@ -57,6 +75,9 @@ def move_damaged_rows(paths: list[str], results_dir: str | Path = "results") -> 
         except ValueError:
             relative = Path(path.name)
         target = results_dir / "damaged" / relative.parent / f"{relative.stem}.{stamp}{relative.suffix}"
+        if dry_run:
+            moved.append(MovedRow(path, target, reason, dry_run=True))
+            continue
         target.parent.mkdir(parents=True, exist_ok=True)
         os.replace(path, target)
         record = MovedRow(path, target, reason)

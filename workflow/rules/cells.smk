@@ -6,6 +6,7 @@
 
 onsuccess:
     stop_measurement_service()
+    print_verdicts()
 
 
 onerror:

@@ -1,9 +1,11 @@
 # Configuration, backend and the cell grid. Everything here runs when the DAG is built.
 import functools
+import json
 import os
 import shlex
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(workflow.basedir) / "workflow"))
@@ -13,6 +15,7 @@ from convlab.codeversion import (
     benchmark_version,
     data_version,
     gallery_version,
+    history_version,
     measurement_version,
     report_version,
     summary_version,
@@ -20,7 +23,7 @@ from convlab.codeversion import (
 from convlab.bench import CONTENDERS as BENCH_CONTENDERS
 from convlab.benchgemm import LIBRARY as SGEMM_LIBRARY, OURS as SGEMM_OURS
 from convlab.config import validate_config
-from convlab.damaged import move_damaged_rows
+from convlab.damaged import dry_run_requested, move_damaged_rows
 from convlab.devicelabel import choose_label
 from convlab.families import FAMILIES
 from convlab.grid import build_cells, gallery_size, image_sizes
@@ -55,7 +58,9 @@ RESULTS = f"results/{DEVICE}"
 # this file; only the run the user started speaks (and moves files).
 if workflow.is_main_process:
     print(f"{CHOICE.line}; {DEVICE_LINE}", file=sys.stderr)
-    for moved in move_damaged_rows([cell.path for cell in CELLS], RESULTS):
+    for moved in move_damaged_rows(
+        [cell.path for cell in CELLS], RESULTS, dry_run=dry_run_requested(sys.argv[1:])
+    ):
         print(moved.line(), file=sys.stderr)
 
 # The measurement service's settings reach cell jobs through their environment, not their
@@ -70,6 +75,7 @@ ROW_FORMAT = row_format()
 CODE = {
     "measurement": measurement_version(BACKEND),
     "summary": summary_version(),
+    "history": history_version(),
     "report": report_version(),
     "gallery": gallery_version(BACKEND),
     "data": data_version(),
@@ -223,6 +229,19 @@ def device_summaries():
     return [f"{RESULTS}/summary.csv", *others]
 
 
+# When this run began: the verdicts it ends with are those its own history job wrote.
+RUN_STARTED = time.time()
+
+
+def print_verdicts():
+    """At the end of a run that measured cells: what changed, per kernel, against each cell's
+    previous measurement, as the history rule wrote it (a run that measured nothing is silent).
+    """
+    verdicts = Path(f"{RESULTS}/verdicts/latest.txt")
+    if verdicts.is_file() and verdicts.stat().st_mtime >= RUN_STARTED:
+        print(verdicts.read_text().rstrip("\n"), file=sys.stderr)
+
+
 def stop_measurement_service():
     """At the end of a run, the service it started finishes and exits (else it idles out).
     The jobs' own interpreter asks, so that it finds the service they used."""
@@ -234,6 +253,7 @@ def final_outputs():
     # is measured again even though the summary built from it is still there.
     outputs = [cell.path for cell in CELLS]
     outputs += [f"{RESULTS}/summary.csv", f"{RESULTS}/figures/time_vs_size.png"]
+    outputs += [f"{RESULTS}/verdicts/latest.txt", f"{RESULTS}/history.html"]
     outputs += [
         f"{RESULTS}/gallery/{kernel}_{GALLERY_SIZE}.png" for kernel in gallery_cells()
     ]

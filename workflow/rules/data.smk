@@ -15,7 +15,9 @@ rule source_image:
             else []
         ),
     output:
-        image=temp(f"data/source_{config['source_size']}.png"),
+        # kept, not temporary: a size added later is downscaled from it without re-making it,
+        # which would make every other size's picture (and every image cell) look out of date
+        image=f"data/source_{config['source_size']}.png",
         # what was done to the user's picture (or how the source was generated): kept
         record=f"data/source_{config['source_size']}.json",
     log:

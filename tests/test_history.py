@@ -1,0 +1,263 @@
+"""The results database: adding is idempotent, every re-measured cell gets a verdict against
+its previous measurement, and a database that cannot be used costs one warning and no row."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from convlab import REPO_ROOT
+from convlab.cli import main
+from convlab.config import load_config
+from convlab.grid import build_cells
+from convlab.history import record as record_module
+from convlab.history import store
+from convlab.history.record import record
+from convlab.history.verdicts import MAX_KERNEL_LINES, NEW, judge, summary_lines
+from convlab.row import build_row, write_row_atomically
+
+DEVICE = "testgpu"
+TINY = REPO_ROOT / "config" / "tiny-cpu.yaml"
+
+
+@pytest.fixture
+def lab(tmp_path, monkeypatch):
+    """A working folder with the tiny grid's cells (rows are written by the tests)."""
+    monkeypatch.chdir(tmp_path)
+    cells = build_cells(load_config(TINY), "cpu", DEVICE)
+    return tmp_path, cells[:6]
+
+
+def write_rows(cells, ms: float, iqr_fraction: float = 0.01, status: str = "ok", uuid: str = "GPU-a",
+               commit: str = "c0ffee") -> None:
+    for index, cell in enumerate(cells):
+        kernel_ms = ms * (1 + index / 10)
+        measured = {"kernel_ms": kernel_ms, "kernel_ms_iqr": kernel_ms * iqr_fraction, "reps": 20,
+                    "max_rel_err": 1e-7, "tolerance": 1e-4, "flops": 1000, "gflops": 1.0, "device": "cpu",
+                    "started_at": "2026-11-24T10:00:00", "finished_at": f"2026-11-24T10:00:{index:02d}"}
+        values = {"experiment": cell.experiment, "kernel": cell.kernel, "variant": cell.variant, "backend": "cpu",
+                  "size": cell.size, "stride": cell.stride, "filter_size": cell.filter_size, "batch": cell.batch,
+                  "padding": cell.padding, "status": status, "git_commit": commit, "code_version": "abc", "gpu_uuid": uuid,
+                  **(measured if status == "ok" else {"reason": "planted"})}
+        write_row_atomically(build_row([values]), cell.path)
+
+
+def database_rows(folder: Path) -> int:
+    with sqlite3.connect(store.database_path(folder)) as connection:
+        return connection.execute("SELECT count(*) FROM measurements").fetchone()[0]
+
+
+def results_of(folder: Path) -> Path:
+    return folder / "results" / DEVICE
+
+
+def test_adding_is_idempotent_and_a_first_measurement_is_new(lab):
+    folder, cells = lab
+    write_rows(cells, 1.0)
+    first = record(results_of(folder), cells, DEVICE)
+    assert first.added == len(cells)
+    assert {v.verdict for v in first.verdicts} == {NEW}
+    assert "measured for the first time" in first.lines[0]
+    again = record(results_of(folder), cells, DEVICE)
+    assert again.added == 0 and again.verdicts == []
+    assert database_rows(results_of(folder)) == len(cells)
+    with sqlite3.connect(store.database_path(results_of(folder))) as connection:
+        assert connection.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert connection.execute("PRAGMA user_version").fetchone()[0] == store.SCHEMA_VERSION
+
+
+@pytest.mark.parametrize(("factor", "expected"), [(1.5, "SLOWER"), (0.5, "FASTER"), (1.02, "SAME")])
+def test_a_planted_change_gets_its_verdict_against_the_previous_measurement(lab, factor, expected):
+    folder, cells = lab
+    write_rows(cells, 1.0)
+    record(results_of(folder), cells, DEVICE)
+    write_rows(cells, factor)
+    second = record(results_of(folder), cells, DEVICE)
+    assert {v.verdict for v in second.verdicts} == {expected}
+    assert all(v.ratio == pytest.approx(factor) for v in second.verdicts)
+    assert second.lines[0].startswith(f"verdict: {len(cells)} cells of {DEVICE} re-measured")
+    assert f"{len(cells)} {expected}" in second.lines[0]
+    # the verdict is kept with the measurement and written to the run's CSV
+    with sqlite3.connect(store.database_path(results_of(folder))) as connection:
+        kept = connection.execute("SELECT verdict FROM measurements WHERE run_id = ?", (second.run_id,)).fetchall()
+    assert {v for (v,) in kept} == {expected}
+    assert (results_of(folder) / "verdicts" / f"{second.run_id}.csv").read_text().count(expected) == len(cells)
+
+
+def test_the_verdict_says_what_changed_between_the_two_measurements(lab, monkeypatch):
+    folder, cells = lab
+    write_rows(cells, 1.0, uuid="GPU-a")
+    record(results_of(folder), cells, DEVICE)
+    write_rows(cells, 1.0, uuid="GPU-b")
+    monkeypatch.setattr(record_module.KernelHashes, "__call__", lambda self, kernel, backend: "edited")
+    second = record(results_of(folder), cells, DEVICE)
+    assert {v.changed for v in second.verdicts} == {("kernel files", "GPU board")}
+    assert "changed: GPU board, kernel files" in "\n".join(second.lines)
+
+
+def test_a_cell_that_is_not_ok_now_gets_its_status_and_the_next_ok_one_compares_with_the_last_ok(lab):
+    folder, cells = lab
+    write_rows(cells, 1.0)
+    record(results_of(folder), cells, DEVICE)
+    write_rows(cells, 1.0, status="invalid_config")
+    failed = record(results_of(folder), cells, DEVICE)
+    assert {v.verdict for v in failed.verdicts} == {"invalid_config"}
+    write_rows(cells, 2.0)
+    recovered = record(results_of(folder), cells, DEVICE)
+    assert {v.verdict for v in recovered.verdicts} == {"SLOWER"}
+
+
+def test_a_damaged_row_is_never_added(lab):
+    folder, cells = lab
+    write_rows(cells, 1.0)
+    Path(cells[0].path).write_text("cut short")
+    recorded = record(results_of(folder), cells, DEVICE)
+    assert recorded.added == len(cells) - 1
+    assert cells[0].path not in {v.cell for v in recorded.verdicts}
+
+
+def test_the_end_of_run_lines_stay_short_for_many_kernels():
+    previous = store.Measurement("p", "r0", "cell", "conv2d", "k", "default", "ok", 1.0, 0.01, "t", "c", "v", "h",
+                                 "cfg", "GPU-a", "{}")
+    verdicts = [judge({"cell": f"c{k}-{i}", "kernel": f"kernel{k:02d}", "status": "ok", "kernel_ms": 1.0 + k / 5,
+                       "kernel_ms_iqr": 0.01, "kernel_hash": "h", "code_version": "v", "config_hash": "cfg",
+                       "gpu_uuid": "GPU-a"}, previous)
+                for k in range(22) for i in range(20)]
+    lines = summary_lines(verdicts, DEVICE, "run1", "results/x.csv")
+    assert len(lines) <= MAX_KERNEL_LINES + 3 <= 15
+    assert lines[-2].startswith("  ... and 12 more kernels")
+    assert "SLOWER" in lines[1]  # the kernels that changed come first
+
+
+def test_history_lists_runs_and_a_kernels_measurements_and_compare_takes_previous(lab, capsys):
+    folder, cells = lab
+    write_rows(cells, 1.0)
+    record(results_of(folder), cells, DEVICE)
+    write_rows(cells, 1.5)
+    record(results_of(folder), cells, DEVICE)
+    assert main(["history"]) == 0
+    runs = capsys.readouterr().out.splitlines()
+    assert len(runs) == 3 and f"{len(cells)} SLOWER" in runs[2] and f"{len(cells)} new" in runs[1]
+    kernel = cells[0].kernel
+    assert main(["history", "--kernel", kernel]) == 0
+    listed = capsys.readouterr().out
+    assert "SLOWER" in listed and "c0ffee" in listed and "x1.500" in listed
+    assert main(["compare", "@previous", "@latest"]) == 0
+    compared = capsys.readouterr().out
+    assert f"overall: geomean B/A 1.50 over {len(cells)} cells; 0 FASTER, {len(cells)} SLOWER" in compared
+    assert main(["compare", "@previous", "@latest", "--fail-on", "slower"]) == 1
+    assert "SLOWER (--fail-on slower)" in capsys.readouterr().err
+    assert main(["compare", "@latest", "@latest", "--fail-on", "slower"]) == 2
+    assert "nothing was re-measured between them" in capsys.readouterr().err
+    assert main(["compare", "@nonsense", "@latest"]) == 2
+    assert capsys.readouterr().err.startswith("error: @nonsense")
+    # a run id and a commit are sides too
+    run_ids = [line.split()[1] for line in runs[1:]]
+    assert main(["compare", run_ids[0], "c0ffee", "--fail-on", "slower"]) == 1
+
+
+def test_compare_of_two_states_with_no_slower_cell_passes_the_gate(lab, capsys):
+    folder, cells = lab
+    write_rows(cells, 1.0)
+    record(results_of(folder), cells, DEVICE)
+    write_rows(cells, 0.5)
+    record(results_of(folder), cells, DEVICE)
+    assert main(["compare", "@previous", "@latest", "--fail-on", "slower"]) == 0
+    assert f"{len(cells)} FASTER" in capsys.readouterr().out
+
+
+def test_a_database_locked_by_another_run_costs_a_warning_and_the_next_run_adds_the_rows(lab):
+    folder, cells = lab
+    write_rows(cells, 1.0)
+    record(results_of(folder), cells[:1], DEVICE)
+    holder = sqlite3.connect(store.database_path(results_of(folder)))
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        locked = record(results_of(folder), cells, DEVICE, timeout_s=0.2)
+    finally:
+        holder.rollback()
+        holder.close()
+    assert locked.added == 0
+    assert len(locked.warnings) == 1 and "locked" in locked.warnings[0] and "next run" in locked.warnings[0]
+    assert Path(cells[1].path).is_file()  # the rows are untouched
+    later = record(results_of(folder), cells, DEVICE)
+    assert later.added == len(cells) - 1
+
+
+def test_a_corrupted_database_is_moved_aside_and_a_new_one_started(lab):
+    folder, cells = lab
+    write_rows(cells, 1.0)
+    record(results_of(folder), cells, DEVICE)
+    path = store.database_path(results_of(folder))
+    path.write_bytes(b"this is not a database" * 100)
+    for side in ("-wal", "-shm"):
+        Path(f"{path}{side}").unlink(missing_ok=True)
+    recorded = record(results_of(folder), cells, DEVICE)
+    assert len(recorded.warnings) == 1 and "moved it to" in recorded.warnings[0]
+    assert recorded.added == len(cells)
+    assert list(path.parent.glob("history.sqlite.corrupt-*"))
+
+
+def test_a_read_only_database_costs_a_warning_and_keeps_the_rows(lab, monkeypatch):
+    folder, cells = lab
+    write_rows(cells, 1.0)
+    record(results_of(folder), cells[:2], DEVICE)
+    write_rows(cells, 1.01)
+    original = store.connect
+    monkeypatch.setattr(store, "connect", lambda path, timeout_s=1.0, read_only=False: original(path, timeout_s, True))
+    recorded = record(results_of(folder), cells, DEVICE)
+    assert recorded.added == 0 and len(recorded.warnings) == 1
+    assert "read-only" in recorded.warnings[0] or "readonly" in recorded.warnings[0]
+    # the cells kept before still give verdicts, the rest are new
+    assert {v.verdict for v in recorded.verdicts} == {"SAME", NEW}
+    monkeypatch.setattr(store, "connect", original)
+    assert database_rows(results_of(folder)) == 2
+
+
+def test_a_full_disk_adds_nothing_of_the_run(lab, monkeypatch):
+    folder, cells = lab
+    write_rows(cells, 1.0)
+    record(results_of(folder), cells[:1], DEVICE)
+    original = store.connect
+
+    def nearly_full(path, timeout_s=1.0, read_only=False):
+        connection = original(path, timeout_s, read_only)
+        pages = connection.execute("PRAGMA page_count").fetchone()[0]
+        connection.execute(f"PRAGMA max_page_count = {pages}")
+        return connection
+
+    write_rows(cells, 1.0)
+    big = [cell for cell in cells]
+    monkeypatch.setattr(record_module, "_json", lambda row: "x" * 200_000)
+    monkeypatch.setattr(store, "connect", nearly_full)
+    recorded = record(results_of(folder), big, DEVICE)
+    assert recorded.added == 0
+    assert len(recorded.warnings) == 1 and "full" in recorded.warnings[0]
+    monkeypatch.setattr(store, "connect", original)
+    with sqlite3.connect(store.database_path(results_of(folder))) as connection:
+        assert connection.execute("SELECT count(*) FROM runs").fetchone()[0] == 1
+        assert connection.execute("SELECT count(*) FROM measurements").fetchone()[0] == 1
+    assert all(Path(cell.path).is_file() for cell in cells)
+
+
+def test_two_device_labels_keep_two_databases(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for device in ("gpu-a", "gpu-b"):
+        cells = build_cells(load_config(TINY), "cpu", device)[:3]
+        write_rows(cells, 1.0)
+        assert record(tmp_path / "results" / device, cells, device).added == 3
+    assert sorted(p.parent.name for p in tmp_path.glob("results/*/history.sqlite")) == ["gpu-a", "gpu-b"]
+    assert main(["history"]) == 2  # two databases: the device must be named
+
+
+def test_a_newer_schema_is_refused_with_one_line(lab):
+    folder, cells = lab
+    write_rows(cells, 1.0)
+    path = store.database_path(results_of(folder))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with sqlite3.connect(path) as connection:
+        connection.execute(f"PRAGMA user_version = {store.SCHEMA_VERSION + 1}")
+    recorded = record(results_of(folder), cells, DEVICE)
+    assert recorded.added == 0 and "newer than this convlab" in recorded.warnings[0]

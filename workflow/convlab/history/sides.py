@@ -1,0 +1,103 @@
+"""A side of ``compare`` read from a device's results database: a run id, a commit, ``@latest``
+or ``@previous``. Each names the state of the results at that point: every cell's latest
+measurement up to and including that run (for a commit, the latest measured at that commit)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pandas as pd
+
+from convlab.compare import CompareError, ResultSet, load_set
+from convlab.history import store
+
+LATEST, PREVIOUS = "@latest", "@previous"
+COMMIT = re.compile(r"^[0-9a-f]{4,40}$")
+
+
+def device_folder(results: str | Path, device: str | None) -> Path:
+    """results/<device>: the one named, or the only one that has a results database."""
+    results = Path(results)
+    if device:
+        return results / device
+    found = sorted(p.parent for p in results.glob(f"*/{store.DATABASE_NAME}"))
+    if len(found) == 1:
+        return found[0]
+    if not found:
+        raise CompareError(f"no results database under {results}/ yet: a run that measures cells makes one")
+    raise CompareError(f"{len(found)} devices have a results database ({', '.join(p.name for p in found)}): "
+                       "name one with --device")
+
+
+def is_database_side(spec: str) -> bool:
+    return spec.startswith("@") or not Path(spec).exists()
+
+
+def _run_rowids(connection) -> list[tuple[int, str, str]]:
+    return list(connection.execute("SELECT rowid, run_id, git_commit FROM runs WHERE rows_added > 0 ORDER BY rowid"))
+
+
+def _resolve(connection, spec: str) -> tuple[str, str, object]:
+    """(label, how to select, value): a snapshot up to a run's rowid, or a commit."""
+    runs = _run_rowids(connection)
+    if not runs:
+        raise CompareError("the results database holds no run yet")
+    if spec in (LATEST, PREVIOUS):
+        if spec == PREVIOUS and len(runs) < 2:
+            raise CompareError(f"{spec}: the results database holds only one run ({runs[0][1]})")
+        rowid, run_id, _ = runs[-1] if spec == LATEST else runs[-2]
+        return run_id, "run", rowid
+    if spec.startswith("@"):
+        raise CompareError(f"{spec}: give @latest, @previous, a run id, a commit, a summary CSV or a folder")
+    matches = [r for r in runs if r[1] == spec] or [r for r in runs if r[1].startswith(spec)]
+    if len(matches) == 1:
+        return matches[0][1], "run", matches[0][0]
+    if len(matches) > 1:
+        raise CompareError(f"{spec} matches {len(matches)} runs: give more of the run id")
+    if COMMIT.match(spec):
+        commits = {c for (c,) in connection.execute(
+            "SELECT DISTINCT git_commit FROM measurements WHERE git_commit LIKE ?", (spec + "%",))}
+        if len(commits) == 1:
+            commit = commits.pop()
+            return f"commit {commit[:10]}", "commit", commit
+        if len(commits) > 1:
+            raise CompareError(f"{spec} matches {len(commits)} commits: give more of the commit")
+    raise CompareError(f"{spec}: no such file or folder, and no run or commit of that name in the results database")
+
+
+def snapshot(connection, how: str, value: object) -> pd.DataFrame:
+    """Each cell's latest measurement in the selection, as summary rows (with row_check)."""
+    if how == "run":
+        query = ("SELECT m.cell, m.row_json FROM measurements m JOIN runs r ON m.run_id = r.run_id "
+                 "WHERE r.rowid <= ? ORDER BY r.rowid, m.finished_at")
+    else:
+        query = "SELECT cell, row_json FROM measurements WHERE git_commit = ? ORDER BY finished_at"
+    latest: dict[str, str] = {}
+    for cell, row_json in connection.execute(query, (value,)):
+        latest[cell] = row_json  # ordered: the last one wins
+    return pd.DataFrame.from_records([json.loads(text) for text in latest.values()])
+
+
+def load_side(spec: str, results: str | Path = "results", device: str | None = None) -> ResultSet:
+    """One side of compare: a summary CSV or a folder, else a state of the results database."""
+    if not is_database_side(spec):
+        return load_set(spec)
+    folder = device_folder(results, device)
+    path = store.database_path(folder)
+    try:
+        connection = store.open_for_reading(path)
+    except store.HistoryUnavailable as error:
+        raise CompareError(str(error)) from None
+    try:
+        label, how, value = _resolve(connection, spec)
+        rows = snapshot(connection, how, value)
+    finally:
+        connection.close()
+    numeric = ("kernel_ms", "kernel_ms_iqr", "reps", "size", "batch", "H", "W", "C_in", "C_out", "filter_size",
+               "stride", "padding", "gemm_m", "gemm_n", "gemm_k")
+    for column in numeric:
+        if column in rows:
+            rows[column] = pd.to_numeric(rows[column].replace("", None), errors="coerce")
+    return ResultSet(label, path, rows)

@@ -1,0 +1,280 @@
+"""One SQLite database per device label, results/<device>/history.sqlite (standard library only).
+
+Every row the pipeline writes is added once, keyed by its ``row_check`` (a hash over the row's
+values, so a re-measured cell is a new key and a row seen again is not added twice). The whole
+row is kept as JSON beside the columns the history is queried on, so that a later change of the
+row contract loses nothing. Only the record step (convlab.history.record) writes here; cell jobs
+never open it.
+
+The schema carries its version in SQLite's ``user_version``; MIGRATIONS[n] takes a database of
+version n to n + 1, so an older database is brought up to date when it is opened for writing.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import sqlite3
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from convlab.status import UserError
+
+DATABASE_NAME = "history.sqlite"
+# How long a writer waits for another run's transaction before it gives up (seconds).
+BUSY_TIMEOUT_S = 15.0
+
+MIGRATIONS: tuple[str, ...] = (
+    # 0 -> 1: runs and measurements
+    """
+    CREATE TABLE runs (
+        run_id TEXT PRIMARY KEY,
+        recorded_at TEXT NOT NULL,
+        git_commit TEXT,
+        host TEXT,
+        rows_added INTEGER NOT NULL
+    );
+    CREATE TABLE measurements (
+        row_check TEXT PRIMARY KEY,
+        run_id TEXT NOT NULL REFERENCES runs(run_id),
+        cell TEXT NOT NULL,
+        experiment TEXT,
+        kernel TEXT,
+        variant TEXT,
+        status TEXT,
+        kernel_ms REAL,
+        kernel_ms_iqr REAL,
+        finished_at TEXT,
+        git_commit TEXT,
+        code_version TEXT,
+        kernel_hash TEXT,
+        config_hash TEXT,
+        gpu_uuid TEXT,
+        row_json TEXT NOT NULL,
+        verdict TEXT,
+        ratio REAL,
+        previous TEXT,
+        changed TEXT
+    );
+    CREATE INDEX measurements_by_cell ON measurements(cell, finished_at);
+    CREATE INDEX measurements_by_kernel ON measurements(kernel, finished_at);
+    CREATE INDEX measurements_by_run ON measurements(run_id);
+    """,
+)
+SCHEMA_VERSION = len(MIGRATIONS)
+
+# The measurement columns, in table order (row_json aside, which holds the whole row).
+MEASUREMENT_COLUMNS = ("row_check", "run_id", "cell", "experiment", "kernel", "variant", "status", "kernel_ms",
+                       "kernel_ms_iqr", "finished_at", "git_commit", "code_version", "kernel_hash", "config_hash",
+                       "gpu_uuid", "row_json", "verdict", "ratio", "previous", "changed")
+
+
+class HistoryUnavailable(UserError, RuntimeError):
+    """The database cannot be read or written here (locked by another run, a read-only file
+    system, a full disk). The rows stay in their CSV files; the next run that records adds them."""
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One kept row, as the history reads it."""
+
+    row_check: str
+    run_id: str
+    cell: str
+    experiment: str
+    kernel: str
+    variant: str
+    status: str
+    kernel_ms: float | None
+    kernel_ms_iqr: float | None
+    finished_at: str
+    git_commit: str
+    code_version: str
+    kernel_hash: str
+    config_hash: str
+    gpu_uuid: str
+    row_json: str
+    verdict: str | None = None
+    ratio: float | None = None
+    previous: str | None = None
+    changed: str | None = None
+
+    @property
+    def row(self) -> dict[str, str]:
+        return json.loads(self.row_json)
+
+
+def database_path(results_dir: str | Path) -> Path:
+    """results/<device>/history.sqlite for the device folder ``results_dir``."""
+    return Path(results_dir) / DATABASE_NAME
+
+
+def _describe(error: Exception) -> str:
+    text = str(error) or type(error).__name__
+    if "locked" in text or "busy" in text:
+        return f"{text} (another run is writing it)"
+    if "readonly" in text or "read-only" in text or "unable to open" in text:
+        return f"{text} (a read-only file system?)"
+    if "full" in text:
+        return f"{text}; nothing of this run was added"
+    return text
+
+
+def _set_aside(path: Path) -> Path:
+    """Move a database that is not one (and its WAL files) aside, never deleting it."""
+    stamp = dt.datetime.now().strftime("%Y%m%dT%H%M%S")
+    target = path.with_name(f"{path.name}.corrupt-{stamp}")
+    os.replace(path, target)
+    for suffix in ("-wal", "-shm"):
+        side = path.with_name(path.name + suffix)
+        if side.exists():
+            os.replace(side, target.with_name(target.name + suffix))
+    return target
+
+
+def connect(path: str | Path, timeout_s: float = BUSY_TIMEOUT_S, read_only: bool = False) -> sqlite3.Connection:
+    """A connection to the database at ``path`` (made if absent, unless ``read_only``)."""
+    path = Path(path)
+    if read_only:
+        return sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=timeout_s)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return sqlite3.connect(path, timeout=timeout_s)
+
+
+def _version(connection: sqlite3.Connection) -> int:
+    return int(connection.execute("PRAGMA user_version").fetchone()[0])
+
+
+def _migrate(connection: sqlite3.Connection) -> None:
+    version = _version(connection)
+    if version > SCHEMA_VERSION:
+        raise HistoryUnavailable(f"schema version {version} is newer than this convlab's {SCHEMA_VERSION}; "
+                                 "update convlab to add to it")
+    for step in range(version, SCHEMA_VERSION):
+        connection.executescript(f"BEGIN; {MIGRATIONS[step]} PRAGMA user_version = {step + 1}; COMMIT;")
+
+
+def open_for_writing(path: str | Path, timeout_s: float = BUSY_TIMEOUT_S) -> tuple[sqlite3.Connection, list[str]]:
+    """The database, migrated to the current schema in WAL mode, and the warnings opening it
+    gave. A file that is not a database is moved aside (one warning) and a new one started.
+    Raises HistoryUnavailable where it can be neither read nor made."""
+    path = Path(path)
+    warnings: list[str] = []
+    for attempt in range(2):
+        connection = None
+        try:
+            connection = connect(path, timeout_s)
+            connection.execute("PRAGMA journal_mode=WAL")
+            _migrate(connection)
+            return connection, warnings
+        except sqlite3.DatabaseError as error:
+            if connection is not None:
+                connection.close()
+            damaged = "not a database" in str(error) or "malformed" in str(error)
+            if attempt == 0 and damaged and path.exists():
+                moved = _set_aside(path)
+                warnings.append(f"{path} was not a readable database ({error}); moved it to {moved} and started "
+                                "a new one")
+                continue
+            raise HistoryUnavailable(f"{path}: {_describe(error)}") from None
+        except OSError as error:
+            if connection is not None:
+                connection.close()
+            raise HistoryUnavailable(f"{path}: {_describe(error)}") from None
+    raise AssertionError("unreachable")
+
+
+def open_for_reading(path: str | Path) -> sqlite3.Connection:
+    """The database read-only. Raises HistoryUnavailable where there is none or it is not one."""
+    path = Path(path)
+    if not path.is_file():
+        raise HistoryUnavailable(f"{path} does not exist yet: a run that measures cells makes it")
+    try:
+        connection = connect(path, read_only=True)
+        version = _version(connection)
+    except sqlite3.DatabaseError as error:
+        raise HistoryUnavailable(f"{path} is not a readable database ({error})") from None
+    if version != SCHEMA_VERSION:
+        connection.close()
+        raise HistoryUnavailable(f"{path} has schema version {version}, this convlab reads {SCHEMA_VERSION}: a run "
+                                 "that measures cells brings it up to date")
+    return connection
+
+
+def known_checks(connection: sqlite3.Connection, checks: Iterable[str]) -> set[str]:
+    """Which of ``checks`` are already kept."""
+    wanted = list(checks)
+    found: set[str] = set()
+    for start in range(0, len(wanted), 500):
+        chunk = wanted[start:start + 500]
+        marks = ",".join("?" * len(chunk))
+        found.update(r[0] for r in connection.execute(
+            f"SELECT row_check FROM measurements WHERE row_check IN ({marks})", chunk))
+    return found
+
+
+def _measurement(record: tuple[Any, ...]) -> Measurement:
+    return Measurement(*record)
+
+
+def _select(where: str = "", order: str = "finished_at, row_check") -> str:
+    return f"SELECT {', '.join(MEASUREMENT_COLUMNS)} FROM measurements {where} ORDER BY {order}"
+
+
+def latest_ok(connection: sqlite3.Connection, cells: Iterable[str]) -> dict[str, Measurement]:
+    """Each cell's latest kept ``ok`` measurement with a time, where it has one."""
+    latest: dict[str, Measurement] = {}
+    wanted = list(cells)
+    for start in range(0, len(wanted), 500):
+        chunk = wanted[start:start + 500]
+        marks = ",".join("?" * len(chunk))
+        query = _select(f"WHERE status = 'ok' AND kernel_ms > 0 AND cell IN ({marks})")
+        for record in connection.execute(query, chunk):
+            latest[record[2]] = _measurement(record)  # ordered by time: the last one wins
+    return latest
+
+
+def add_run(connection: sqlite3.Connection, run_id: str, git_commit: str, host: str,
+            measurements: list[Mapping[str, Any]]) -> int:
+    """Add one run and its measurements in one transaction: all of it or nothing (a full disk
+    or a lost lock rolls it back). Rows already kept are skipped. Returns the rows added."""
+    try:
+        with connection:
+            known = known_checks(connection, [m["row_check"] for m in measurements])
+            fresh = [m for m in measurements if m["row_check"] not in known]
+            connection.execute("INSERT OR IGNORE INTO runs VALUES (?, ?, ?, ?, ?)",
+                               (run_id, dt.datetime.now().isoformat(timespec="seconds"), git_commit, host, len(fresh)))
+            marks = ",".join("?" * len(MEASUREMENT_COLUMNS))
+            connection.executemany(f"INSERT OR IGNORE INTO measurements VALUES ({marks})",
+                                   [tuple(m.get(c) for c in MEASUREMENT_COLUMNS) for m in fresh])
+    except sqlite3.Error as error:
+        raise HistoryUnavailable(f"{_describe(error)}") from None
+    return len(fresh)
+
+
+def runs(connection: sqlite3.Connection) -> list[tuple[str, str, str, int]]:
+    """Every run that added rows, oldest first: (run_id, recorded_at, git_commit, rows_added)."""
+    return list(connection.execute(
+        "SELECT run_id, recorded_at, git_commit, rows_added FROM runs WHERE rows_added > 0 ORDER BY rowid"))
+
+
+def measurements(connection: sqlite3.Connection, kernel: str | None = None, cell: str | None = None,
+                 run_ids: Iterable[str] | None = None) -> list[Measurement]:
+    """Kept measurements, oldest first, of one kernel and/or cells whose path contains ``cell``,
+    and/or of the given runs."""
+    clauses, values = [], []
+    if kernel:
+        clauses.append("kernel = ?")
+        values.append(kernel)
+    if cell:
+        clauses.append("instr(cell, ?) > 0")
+        values.append(cell)
+    if run_ids is not None:
+        ids = list(run_ids)
+        clauses.append(f"run_id IN ({','.join('?' * len(ids))})")
+        values.extend(ids)
+    where = ("WHERE " + " AND ".join(clauses)) if clauses else ""
+    return [_measurement(r) for r in connection.execute(_select(where), values)]

@@ -1,0 +1,149 @@
+"""The verdict on each re-measured cell against its previous measurement, and the few lines a
+run ends with.
+
+A cell's verdict is compare's rule (convlab.compare.verdict: SAME, FASTER, SLOWER or UNCLEAR,
+by the relative change against a floor and the two measurements' spreads) applied to its latest
+earlier ``ok`` measurement on the same device label; "new" where there is none, and the cell's
+status where the new measurement is not ``ok``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from convlab.compare import FASTER, SAME, SLOWER, UNCLEAR, verdict
+from convlab.history.store import Measurement
+
+NEW = "new"
+# What a change between two measurements of a cell is called, by the field that differs.
+CHANGE_NAMES = {"kernel_hash": "kernel files", "code_version": "measurement code", "config_hash": "config",
+                "gpu_uuid": "GPU board"}
+# Most kernel lines a run's verdict prints; the rest are summed up in one line.
+MAX_KERNEL_LINES = 10
+# Kernels with these verdicts are listed first.
+ORDER = (SLOWER, FASTER, UNCLEAR, SAME)
+
+
+@dataclass(frozen=True)
+class CellVerdict:
+    """One newly kept measurement's verdict against the cell's previous ok one (if any)."""
+
+    cell: str
+    experiment: str
+    kernel: str
+    variant: str
+    status: str
+    kernel_ms: float | None
+    previous_ms: float | None
+    previous_run: str | None
+    previous_check: str | None
+    ratio: float | None
+    verdict: str
+    changed: tuple[str, ...]
+
+
+def _number(value: object) -> float | None:
+    try:
+        number = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+def what_changed(new: Mapping[str, object], previous: Measurement) -> tuple[str, ...]:
+    """The names of what differs between a new measurement and an earlier one."""
+    return tuple(name for field, name in CHANGE_NAMES.items()
+                 if str(new.get(field) or "") != str(getattr(previous, field) or ""))
+
+
+def judge(new: Mapping[str, object], previous: Measurement | None) -> CellVerdict:
+    """The verdict on one new measurement (a mapping with the store's measurement columns)."""
+    ms, iqr = _number(new.get("kernel_ms")), _number(new.get("kernel_ms_iqr"))
+    status = str(new.get("status") or "")
+    ratio = None
+    if status != "ok" or not ms or ms <= 0:
+        word = status or "unknown"
+    elif previous is None or not previous.kernel_ms:
+        word = NEW
+    else:
+        previous_iqr = previous.kernel_ms_iqr if previous.kernel_ms_iqr is not None else math.nan
+        word, ratio, _, _ = verdict(previous.kernel_ms, previous_iqr, ms, iqr if iqr is not None else math.nan)
+    return CellVerdict(
+        cell=str(new["cell"]), experiment=str(new.get("experiment") or ""), kernel=str(new.get("kernel") or ""),
+        variant=str(new.get("variant") or ""), status=status, kernel_ms=ms,
+        previous_ms=previous.kernel_ms if previous else None, previous_run=previous.run_id if previous else None,
+        previous_check=previous.row_check if previous else None, ratio=ratio, verdict=word,
+        changed=what_changed(new, previous) if previous else ())
+
+
+def geomean(values: Iterable[float]) -> float:
+    logs = [math.log(v) for v in values if v and v > 0]
+    return math.exp(sum(logs) / len(logs)) if logs else math.nan
+
+
+def _kernel_line(kernel: str, verdicts: list[CellVerdict], width: int) -> str:
+    counts = Counter(v.verdict for v in verdicts)
+    words = [f"{counts[w]} {w}" for w in ORDER if counts[w]]
+    words += [f"{n} {w}" for w, n in sorted(counts.items()) if w not in ORDER]
+    ratios = [v.ratio for v in verdicts if v.ratio]
+    line = f"  {kernel:<{width}}  {', '.join(words)}"
+    if ratios:
+        line += f"; time x{geomean(ratios):.2f} (geomean new/previous)"
+    changed = sorted({name for v in verdicts for name in v.changed})
+    compared = [v for v in verdicts if v.previous_run]
+    if compared:
+        line += f"; changed: {', '.join(changed) if changed else 'nothing recorded'}"
+    return line
+
+
+def _rank(verdicts: list[CellVerdict]) -> tuple[int, int]:
+    words = {v.verdict for v in verdicts}
+    for rank, word in enumerate(ORDER):
+        if word in words:
+            return rank, -len(verdicts)
+    return len(ORDER), -len(verdicts)
+
+
+def summary_lines(verdicts: list[CellVerdict], device: str, run_id: str, details: str) -> list[str]:
+    """At most MAX_KERNEL_LINES + 3 lines: the counts, one line per kernel (the ones that
+    changed first) and where the details are."""
+    if not verdicts:
+        return [f"history: no cell of {device} was re-measured in this run"]
+    counts = Counter(v.verdict for v in verdicts)
+    compared = sum(counts[w] for w in ORDER)
+    if not compared:
+        return [f"history: {len(verdicts)} cells of {device} measured for the first time here (run {run_id}); "
+                "the next run that re-measures them says whether they got faster or slower",
+                f"  details: {details}"]
+    head = ", ".join(f"{counts[w]} {w}" for w in ORDER if counts[w])
+    rest = ", ".join(f"{n} {w}" for w, n in sorted(counts.items()) if w not in ORDER)
+    lines = [f"verdict: {compared} cells of {device} re-measured against their previous measurement (run {run_id}): "
+             + head + (f"; also {rest}" if rest else "")]
+    by_kernel: dict[str, list[CellVerdict]] = defaultdict(list)
+    for v in verdicts:
+        by_kernel[v.kernel].append(v)
+    ranked = sorted(by_kernel, key=lambda k: (_rank(by_kernel[k]), k))
+    width = max(len(k) for k in ranked[:MAX_KERNEL_LINES])
+    lines += [_kernel_line(k, by_kernel[k], width) for k in ranked[:MAX_KERNEL_LINES]]
+    hidden = ranked[MAX_KERNEL_LINES:]
+    if hidden:
+        hidden_counts = Counter(v.verdict for k in hidden for v in by_kernel[k])
+        lines.append(f"  ... and {len(hidden)} more kernels: "
+                     + ", ".join(f"{n} {w}" for w, n in hidden_counts.most_common()))
+    lines.append(f"  details: {details}")
+    return lines
+
+
+CSV_COLUMNS = ("cell", "experiment", "kernel", "variant", "status", "previous_ms", "kernel_ms", "ratio", "verdict",
+               "changed", "previous_run")
+
+
+def csv_records(verdicts: list[CellVerdict]) -> list[dict[str, object]]:
+    """The verdicts as rows of the verdict CSV."""
+    return [{"cell": v.cell, "experiment": v.experiment, "kernel": v.kernel, "variant": v.variant,
+             "status": v.status, "previous_ms": v.previous_ms, "kernel_ms": v.kernel_ms, "ratio": v.ratio,
+             "verdict": v.verdict, "changed": ";".join(v.changed), "previous_run": v.previous_run or ""}
+            for v in verdicts]

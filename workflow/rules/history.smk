@@ -1,0 +1,66 @@
+# The results database: the run's new rows are added to results/<device>/history.sqlite (this
+# rule is its one writer), each re-measured cell gets a verdict against its previous measurement,
+# and the run ends by printing them (common.smk's print_verdicts).
+
+
+rule history:
+    input:
+        # after the summary: a refused (damaged) row stops the run before anything is recorded
+        summary=f"{RESULTS}/summary.csv",
+        cells=[cell.path for cell in CELLS],
+    output:
+        verdicts=update(f"{RESULTS}/verdicts/latest.txt"),
+        table=update(f"{RESULTS}/verdicts/latest.csv"),
+    log:
+        f"{RESULTS}/logs/history.log",
+    conda:
+        "../../envs/convlab.yaml"
+    params:
+        code=CODE["history"],
+        runner=RUNNER,
+        results=RESULTS,
+        backend=BACKEND,
+        device=DEVICE,
+        # the grid the rows belong to: each row's kernel files and settings are hashed from it
+        grid=json.dumps(config, sort_keys=True),
+    shell:
+        logged(
+            "{params.runner} record --results {params.results} --backend {params.backend} "
+            "--device {params.device} --config {params.grid:q} --out {output.verdicts}"
+        )
+
+
+rule history_page:
+    input:
+        table=f"{RESULTS}/verdicts/latest.csv",
+    output:
+        figure=report(
+            update(f"{RESULTS}/figures/history.png"),
+            caption="../report/history.rst",
+            category="Summary",
+            labels={"table": "kernel times across runs"},
+        ),
+        page=report(
+            update(f"{RESULTS}/history.html"),
+            caption="../report/verdicts.rst",
+            category="Summary",
+            labels={"table": "what the latest run changed"},
+        ),
+    log:
+        f"{RESULTS}/logs/history_page.log",
+    conda:
+        "../../envs/convlab.yaml"
+    params:
+        code=CODE["report"],
+        runner=RUNNER,
+        results=RESULTS,
+    shell:
+        logged(
+            "{params.runner} history-page --results {params.results} --verdicts {input.table} "
+            "--figure {output.figure} --out {output.page}"
+        )
+
+
+localrules:
+    history,
+    history_page,
