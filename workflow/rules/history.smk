@@ -18,7 +18,8 @@ rule history:
     params:
         code=CODE["history"],
         runner=RUNNER,
-        results=RESULTS,
+        # results/<device>: the folder of the summary
+        results=lambda wildcards, input: os.path.dirname(input.summary),
         backend=BACKEND,
         device=DEVICE,
         # the grid the rows belong to: each row's kernel files and settings are hashed from it
@@ -53,7 +54,8 @@ rule history_page:
     params:
         code=CODE["report"],
         runner=RUNNER,
-        results=RESULTS,
+        # results/<device>: the folder of the page
+        results=lambda wildcards, output: os.path.dirname(output.page),
     shell:
         logged(
             "{params.runner} history-page --results {params.results} --verdicts {input.table} "

@@ -1,0 +1,64 @@
+"""On a real GPU: a planted slow-down in a kernel's source is SLOWER in every cell it touches,
+and taking it out again is FASTER, in the verdict the run ends with (marker gpu)."""
+
+from __future__ import annotations
+
+import csv
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+from workflow_helpers import REPO, copy_repo, snakemake
+
+pytestmark = [pytest.mark.gpu, pytest.mark.pipeline]
+DEVICE = "gpu-history-test"
+# Known extra work for every thread: a chain of dependent FMAs on a runtime value, kept alive by a
+# store the compiler cannot rule out (the chain never reaches -1), so the outputs are unchanged.
+PLANTED = """
+    float planted = (float)H;
+    for (int i = 0; i < 512; ++i) planted = fmaf(planted, 0.999f, 1.0f);
+    if (planted == -1.0f) output[0] = planted;
+"""
+ANCHOR = "    float acc[CONV_K];\n"
+
+
+def verdicts(repo: Path) -> dict[str, str]:
+    with open(repo / "results" / DEVICE / "verdicts" / "latest.csv", newline="") as handle:
+        return {row["cell"]: row["verdict"] for row in csv.DictReader(handle)}
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory) -> Path:
+    repo = copy_repo(tmp_path_factory.mktemp("gpu-history") / "repo")
+    for picture in (REPO / "data").glob("*.png"):  # the device machine may have no ffmpeg
+        (repo / "data").mkdir(exist_ok=True)
+        shutil.copy2(picture, repo / "data" / picture.name)
+    config = {"backend": "cuda", "device": DEVICE, "conv2d": {"sizes": [1024, 2048], "strides": [1, 2],
+                                                              "kernels": ["direct"]},
+              "kernels": {"direct": {"block": [16]}},
+              "tiling": {"enabled": False}, "winograd_layers": {"enabled": False}, "gemm": {"enabled": False}}
+    (repo / "config" / "history-gpu.yaml").write_text(yaml.safe_dump(config))
+    return repo
+
+
+def run(repo: Path) -> str:
+    result = snakemake(repo, 1, f"results/{DEVICE}/verdicts/latest.txt", configfile="config/history-gpu.yaml")
+    return result.stdout + result.stderr
+
+
+def test_a_planted_slow_down_is_slower_in_every_cell_and_its_removal_faster(lab):
+    run(lab)
+    source = lab / "kernels" / "direct.cu"
+    original = source.read_text()
+    assert ANCHOR in original
+    source.write_text(original.replace(ANCHOR, ANCHOR + PLANTED, 1))
+    slowed = run(lab)
+    judged = verdicts(lab)
+    assert len(judged) == 4 and set(judged.values()) == {"SLOWER"}, judged
+    assert "4 SLOWER" in slowed and "changed: kernel files" in slowed
+    source.write_text(original)
+    restored = run(lab)
+    judged = verdicts(lab)
+    assert len(judged) == 4 and set(judged.values()) == {"FASTER"}, judged
+    assert "4 FASTER" in restored

@@ -1,0 +1,87 @@
+"""The results database in the real workflow (tiny cpu config, in a temporary copy): a run that
+re-measures cells ends with their verdict, an added size measures only its own cells, and a dry
+run changes nothing on disk."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from workflow_helpers import RESULTS, TINY, cell_rows, copy_repo, snakemake, snakemake_env
+
+from convlab.row import read_row_file
+
+pytestmark = pytest.mark.pipeline
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory) -> Path:
+    repo = copy_repo(tmp_path_factory.mktemp("history") / "repo")
+    snakemake(repo, 2)
+    return repo
+
+
+def row_checks(repo: Path) -> dict[str, str]:
+    return {name: read_row_file(path)[-1] for name, path in cell_rows(repo).items()}
+
+
+def tree(repo: Path, *folders: str) -> dict[str, tuple[int, int]]:
+    return {str(p.relative_to(repo)): (p.stat().st_mtime_ns, p.stat().st_size)
+            for folder in folders for p in (repo / folder).rglob("*") if p.is_file()}
+
+
+def test_a_first_run_says_its_cells_are_new_and_keeps_them(built):
+    assert (built / RESULTS / "history.sqlite").is_file()
+    assert "measured for the first time" in (built / RESULTS / "verdicts" / "latest.txt").read_text()
+    assert (built / RESULTS / "history.html").is_file() and (built / RESULTS / "figures" / "history.png").is_file()
+
+
+def test_an_edited_kernel_re_measures_its_cells_and_the_run_ends_with_their_verdict(built):
+    before = row_checks(built)
+    with open(built / "kernels" / "direct.cu", "a") as source:
+        source.write("// an edit that changes no instruction\n")
+    result = snakemake(built, 2)
+    after = row_checks(built)
+    changed = {name for name in after if after[name] != before.get(name)}
+    assert changed and all("kernel~direct/" in name for name in changed)
+    assert len(changed) == sum("kernel~direct/" in name for name in after)
+    text = result.stdout + result.stderr
+    verdict = next(line for line in text.splitlines() if line.startswith("verdict: "))
+    assert f"verdict: {len(changed)} cells of {RESULTS.split('/')[1]} re-measured" in verdict
+    kernel_line = next(line for line in text.splitlines() if line.startswith("  direct "))
+    assert "changed: kernel files" in kernel_line
+    listed = subprocess.run([sys.executable, "-m", "convlab", "history", "--kernel", "direct"], cwd=built,
+                            env={**snakemake_env(built), "PYTHONPATH": str(built / "workflow")},
+                            capture_output=True, text=True, timeout=120)
+    assert listed.returncode == 0, listed.stderr
+    assert len([line for line in listed.stdout.splitlines() if "kernel~direct" in line]) == 2 * len(changed)
+
+
+def test_a_dry_run_changes_nothing_on_disk_and_names_the_damaged_row(built):
+    victim = sorted(cell_rows(built).values())[0]
+    victim.write_text("cut")
+    before = tree(built, "results", "data")
+    result = snakemake(built, 1, "--dry-run")
+    assert tree(built, "results", "data") == before
+    assert f"damaged row: {victim.relative_to(built)}" in result.stderr
+    assert "the real run will move it" in result.stderr
+    snakemake(built, 2)
+    assert read_row_file(victim)  # measured again by the real run
+
+
+def test_adding_a_size_measures_only_that_sizes_cells(built):
+    config = yaml.safe_load((built / TINY).read_text())
+    config["conv2d"]["sizes"].append(128)
+    config["cpu"]["sizes"].append(128)
+    (built / "config" / "tiny-plus.yaml").write_text(yaml.safe_dump(config))
+    before = row_checks(built)
+    pictures = tree(built, "data")
+    snakemake(built, 2, configfile="config/tiny-plus.yaml")
+    after = row_checks(built)
+    assert {name: after[name] for name in before} == before  # no earlier cell measured again
+    added = set(after) - set(before)
+    assert added and all("/size~128/" in name for name in added)
+    assert all(tree(built, "data")[name] == stamp for name, stamp in pictures.items())
