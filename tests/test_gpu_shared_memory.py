@@ -4,15 +4,16 @@ limit is invalid_config naming that limit, decided before any launch."""
 
 import numpy as np
 import pytest
-from test_gpu_kernels import make_cell
+from test_gpu_kernels import TIMING, VERIFY, make_cell
 
 from convlab import DEFAULT_CONFIG
 from convlab.backends.sharedmem import DEFAULT_SHARED_BYTES, kib
+from convlab.cell import Cell
 from convlab.config import load_config
 from convlab.grid import build_cells
-from convlab.measure.problem import ConvProblem
+from convlab.measure.problem import ConvProblem, GemmProblem
 from convlab.measure.weights import make_weights
-from convlab.operands import ConvOperands
+from convlab.operands import ConvOperands, GemmOperands
 from convlab.registry import get_kernel
 from convlab.runner import CellInputs, measure_cell
 from convlab.sharedcount import cell_shared_bytes, large_shared_cells
@@ -73,17 +74,35 @@ def test_a_tile_beyond_the_opt_in_limit_is_invalid_config_naming_it(backend):
     assert row["smem_limit_bytes"] == optin and row["kernel_ms"] is None
 
 
+def measure_gemm(backend, kernel: str, tunables: dict, size: int = 256) -> dict:
+    """One GEMM cell of the kernel's tunables on random size^3 operands."""
+    rng = np.random.default_rng(size)
+    a = rng.uniform(-1, 1, (size, size)).astype(np.float32)
+    b = rng.uniform(-1, 1, (size, size)).astype(np.float32)
+    cell = Cell(experiment="gemm", backend="cuda", kernel=kernel, size=size, stride=0, filter_size=0, padding=0,
+                in_channels=0, out_channels=0, filter="random", tunables=dict(tunables),
+                settings=dict(get_kernel(kernel).settings), timing=TIMING, verify=VERIFY)
+    return measure_cell(CellInputs(cell, get_kernel(kernel), GemmOperands(GemmProblem(size, size, size), a, b)),
+                        backend=backend)
+
+
 @pytest.mark.gpu
 def test_every_default_grid_cell_above_48_kib_now_runs(backend):
-    """The cells of config/config.yaml that were invalid_config for their tile (python -m convlab
-    shared-memory lists them), each kernel, block and stride once at 128^2."""
+    """The cells of config/config.yaml that need more than 48 KiB per block (python -m convlab
+    shared-memory lists them): each image kernel, block and stride once at 128^2, and each GEMM
+    kernel's tunables once at 256^3 (its tiles have no block edge)."""
     large = large_shared_cells(build_cells(load_config(DEFAULT_CONFIG), "cuda"))
-    kinds = sorted({(cell.kernel, cell.tunables["block"], cell.stride) for cell, _ in large})
-    assert kinds
+    images = sorted({(c.kernel, c.tunables["block"], c.stride) for c, _ in large if "block" in c.tunables})
+    gemms = sorted({(c.kernel, tuple(sorted(c.tunables.items()))) for c, _ in large if "block" not in c.tunables})
+    assert images and gemms
     failures = []
-    for kernel, block, stride in kinds:
+    for kernel, block, stride in images:
         row = measure_tiled(backend, kernel, stride, block, size=128)
         if row["status"] != "ok":
             failures.append(f"{kernel} block {block} stride {stride}: {row['status']} {row['reason']}")
-    print(f"{len(large)} default-grid cells need more than 48 KiB; {len(kinds)} kinds checked")
+    for kernel, tunables in gemms:
+        row = measure_gemm(backend, kernel, dict(tunables))
+        if row["status"] != "ok":
+            failures.append(f"{kernel} {dict(tunables)}: {row['status']} {row['reason']}")
+    print(f"{len(large)} default-grid cells need more than 48 KiB; {len(images) + len(gemms)} kinds checked")
     assert not failures, "\n".join(failures)
