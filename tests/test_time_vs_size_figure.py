@@ -13,7 +13,9 @@ from matplotlib.colors import to_hex
 
 from convlab.registry import load_registry
 from convlab.report import figures
-from convlab.report.figures import (
+from convlab.report.plotting import NO_ROWS, NO_TIMED_CELLS
+from convlab.report.roofline import kernel_group
+from convlab.report.time_vs_size import (
     CONTEXT_COLOR,
     CONTEXT_LINE,
     KERNEL_LABEL,
@@ -25,7 +27,6 @@ from convlab.report.figures import (
     spread_labels,
     time_vs_size_figure,
 )
-from convlab.report.roofline import kernel_group
 
 SIZES = (128, 256, 512, 1024, 2048, 4096)
 STRIDES = (1, 2, 3)
@@ -205,10 +206,10 @@ def test_labels_are_spread_apart_in_order_and_kept_in_range():
 
 def test_no_rows_and_no_timed_cells_say_so():
     empty = time_vs_size_figure(pd.DataFrame(columns=COLUMNS))
-    assert any(text.get_text() == figures.NO_ROWS for ax in empty.axes for text in ax.texts)
+    assert any(text.get_text() == NO_ROWS for ax in empty.axes for text in ax.texts)
     failed = pd.DataFrame([_row("direct", 128, s, math.nan, status="error") for s in STRIDES], columns=COLUMNS)
     notes = [text.get_text() for ax in time_vs_size_figure(failed).axes for text in ax.texts]
-    assert notes.count(figures.NO_TIMED_CELLS) == len(STRIDES)
+    assert notes.count(NO_TIMED_CELLS) == len(STRIDES)
 
 
 def _render(summary: pd.DataFrame, folder: Path) -> Path:

@@ -1,5 +1,6 @@
 """The plotting helpers every report figure shares: bare Agg figures saved atomically, notes in place of
-empty axes, plain log-axis labels, colour palettes and the natural order of labels."""
+empty axes, plain log-axis labels, colour palettes and the natural order of labels; and those the conv2d
+figures (figures.py, time_vs_size.py) share: their title, axis labels, size axis and best variants."""
 
 from __future__ import annotations
 
@@ -9,13 +10,18 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
+import pandas as pd
 import seaborn as sns
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
-from matplotlib.ticker import FuncFormatter, NullFormatter
+from matplotlib.lines import Line2D
+from matplotlib.ticker import FuncFormatter, NullFormatter, NullLocator
 
+from convlab.aggregate import code_versions
 from convlab.atomicfile import write_bytes_atomically
+from convlab.report.codelabels import ran_labels
+from convlab.status import OK, WRONG
 
 DPI = 120
 
@@ -96,3 +102,69 @@ def palette_colors(n: int) -> list:
     if n <= 10:
         return sns.color_palette("colorblind", n)
     return sns.color_palette("tab20", n) if n <= 20 else sns.color_palette("husl", n)
+
+
+# ---- Shared by the conv2d figures of figures.py and time_vs_size.py: their labels, title, best variants and axes
+
+TIMED = (OK, WRONG)  # the only statuses that carry a kernel time
+TIME_LABEL = "kernel time (ms, median)"
+SIZE_LABEL = "image size (pixels per side)"
+WRONG_LABEL = "wrong result (failed float64 check)"
+NO_ROWS = "no rows"
+NO_TIMED_CELLS = "no timed cells\n(every cell failed)"
+
+
+def figure_title(frame: pd.DataFrame, what: str) -> str:
+    first = frame.iloc[0]
+    device = first["device"] or "unknown device"
+    mode = f", {first['timing_mode']} timing" if first["timing_mode"] else ""
+    versions = code_versions(frame)
+    mixed = f"\nWARNING: rows of {len(versions)} code versions mixed" if len(versions) > 1 else ""
+    return f"{what}\n{device} (backend {first['backend'] or '?'}{mode}){mixed}"
+
+
+def with_filter(frame: pd.DataFrame, labels: pd.Series) -> pd.Series:
+    # Only name the filter when the run swept several, so the common case stays short.
+    if frame["filter_size"].nunique() <= 1:
+        return labels
+    size = frame["filter_size"].astype("Int64").astype(str)
+    return labels + ", " + size + "x" + size
+
+
+def best_variants(frame: pd.DataFrame) -> pd.DataFrame:
+    """One timed row per kernel, filter, size and stride: its fastest variant, labelled for the legend.
+
+    A correct variant beats a faster wrong one (a wrong answer is not a speed); a point is only
+    wrong when every timed variant there is wrong.
+    """
+    variants = frame.groupby("kernel")["variant"].nunique()
+    timed = frame[frame["status"].isin(TIMED) & frame["kernel_ms"].notna()].copy()
+    timed["_wrong"] = timed["status"] == WRONG
+    keys = ["kernel", "filter_size", "H", "stride"]
+    best = timed.sort_values(["_wrong", "kernel_ms"]).drop_duplicates(keys).sort_values(keys)
+    several = best["kernel"].map(variants) > 1
+    name = ran_labels(best)  # on the cpu backend: the twin that ran, not the GPU kernel's name alone
+    best["label"] = with_filter(best, name.where(~several, name + " (best variant)"))
+    return best
+
+
+def size_axis(ax: Axes, sizes: list[float]) -> None:
+    ax.set_xscale("log", base=2)
+    if sizes:
+        ax.set_xticks(sizes, labels=[str(int(s)) for s in sizes])
+        ax.set_xlim(min(sizes) / 1.25, max(sizes) * 1.25)
+    ax.xaxis.set_minor_locator(NullLocator())
+
+
+def hide_y_ticks(axes: list[Axes]) -> None:
+    # Without data the autoscaled y range is made up: show no numbers rather than false ones.
+    for ax in axes:
+        ax.tick_params(axis="y", which="both", labelleft=False)
+
+
+def legend_handles(palette: dict, any_wrong: bool) -> list[Line2D]:
+    handles = [Line2D([], [], color=color, marker="o", label=label) for label, color in palette.items()]
+    if any_wrong:
+        handles.append(Line2D([], [], color="0.4", marker="X", markersize=11, markeredgecolor="black",
+                              linestyle="none", label=WRONG_LABEL))
+    return handles
