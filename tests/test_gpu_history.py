@@ -43,7 +43,8 @@ def lab(tmp_path_factory) -> Path:
 
 
 def run(repo: Path) -> str:
-    result = snakemake(repo, 1, f"results/{DEVICE}/verdicts/latest.txt", configfile="config/history-gpu.yaml")
+    # after "--": a target, not one more --configfile
+    result = snakemake(repo, 1, "--", f"results/{DEVICE}/verdicts/latest.txt", configfile="config/history-gpu.yaml")
     return result.stdout + result.stderr
 
 
