@@ -42,6 +42,13 @@ def lab(tmp_path_factory) -> Path:
     return repo
 
 
+def verdict_lines(text: str) -> list[str]:
+    """The verdict a run ends with: its first line and the indented lines under it."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("verdict: "))
+    return [lines[start], *[line for line in lines[start + 1:start + 15] if line.startswith("  ")]]
+
+
 def run(repo: Path) -> str:
     # after "--": a target, not one more --configfile
     result = snakemake(repo, 1, "--", f"results/{DEVICE}/verdicts/latest.txt", configfile="config/history-gpu.yaml")
@@ -57,9 +64,11 @@ def test_a_planted_slow_down_is_slower_in_every_cell_and_its_removal_faster(lab)
     slowed = run(lab)
     judged = verdicts(lab)
     assert len(judged) == 4 and set(judged.values()) == {"SLOWER"}, judged
-    assert "4 SLOWER" in slowed and "changed: kernel files" in slowed
+    print("\n".join(verdict_lines(slowed)))
+    assert "4 SLOWER" in verdict_lines(slowed)[0] and "changed: kernel files" in verdict_lines(slowed)[1]
     source.write_text(original)
     restored = run(lab)
     judged = verdicts(lab)
     assert len(judged) == 4 and set(judged.values()) == {"FASTER"}, judged
-    assert "4 FASTER" in restored
+    print("\n".join(verdict_lines(restored)))
+    assert "4 FASTER" in verdict_lines(restored)[0]
