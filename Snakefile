@@ -2,7 +2,7 @@
 # Run `snakemake --cores 1`; see README.md.
 from snakemake.utils import min_version
 
-min_version("8.0")
+min_version("9.3.1")
 
 
 configfile: "config/config.yaml"

@@ -21,6 +21,7 @@ from workflow_helpers import (
     RESULTS,
     cell_rows,
     copy_repo,
+    first_line,
     planned_cells,
     planned_rules,
     snakemake,
@@ -30,7 +31,8 @@ from workflow_helpers import (
 from convlab.atomicfile import current_umask
 from convlab.row import COLUMNS, DamagedRow, OtherFormat, format_row, parse_row, write_row_atomically
 
-REPORT_RULES = {"figures", "roofline", "seed_comparison", "findings", "seed_table", "seed_figure", "gpus", "all"}
+REPORT_RULES = {"figures", "roofline", "seed_comparison", "findings", "seed_table", "seed_figure", "gpus", "history_page",
+                "all"}
 
 
 def whole_row(**values) -> str:
@@ -161,13 +163,16 @@ def test_damaged_rows_are_moved_aside_and_exactly_their_cells_measured_again(fin
     untouched = {name: path.read_bytes() for name, path in rows.items() if name not in (cut, emptied, garbage)}
 
     plan = snakemake(finished, 1, "--dry-run")
-    assert planned_cells(plan) == {cut, emptied, garbage}
     said = [line for line in plan.stderr.splitlines() if line.startswith("damaged row: ")]
-    assert len(said) == 3 and all(f"moved to {RESULTS}/damaged/" in line for line in said), plan.stderr
-    moved = [p for p in (finished / f"{RESULTS}/damaged").rglob("*.csv")]
-    assert len(moved) == 3  # nothing deleted: the damaged files are kept for a look
+    assert len(said) == 3 and all("the real run will move it" in line for line in said), plan.stderr
+    assert not (finished / f"{RESULTS}/damaged").exists()  # a dry run changes nothing on disk
+    assert rows[emptied].read_bytes() == b""
 
     run = snakemake(finished, 1)
+    said = [line for line in run.stderr.splitlines() if line.startswith("damaged row: ")]
+    assert len(said) == 3 and all(f"moved to {RESULTS}/damaged/" in line for line in said), run.stderr
+    moved = [p for p in (finished / f"{RESULTS}/damaged").rglob("*.csv")]
+    assert len(moved) == 3  # nothing deleted: the damaged files are kept for a look
     assert planned_cells(run) == {cut, emptied, garbage}
     after = cell_rows(finished)
     assert {name: after[name].read_bytes() for name in untouched} == untouched
@@ -279,11 +284,11 @@ def has_gpu_software() -> bool:
 def test_the_first_line_names_the_backend_and_why(tmp_path):
     repo = copy_repo(tmp_path / "repo")
     chosen = snakemake(repo, 1, "--dry-run")
-    assert chosen.stderr.splitlines()[0].startswith("backend cpu: ") and "set in the config" in chosen.stderr
+    assert first_line(chosen).startswith("backend cpu: ") and "set in the config" in chosen.stderr
     if Path("/proc/driver/nvidia/gpus").exists():
         pytest.skip("this machine has an NVIDIA GPU: auto would choose it")
     auto = snakemake(repo, 1, "--dry-run", "--config", "backend=auto")
-    first = auto.stderr.splitlines()[0]
+    first = first_line(auto)
     assert first.startswith("backend auto → cpu: ") and "; no NVIDIA GPU visible; " in first, first
     assert first.endswith(f"results under {RESULTS}/ (this host's CPU)"), first
 
@@ -311,7 +316,7 @@ def test_cuda_without_a_gpu_stops_a_local_run_before_any_job(tmp_path):
     assert unlabelled.stderr.strip().splitlines()[-1].startswith("error: backend cuda on a host without a GPU: name")
     # a cluster submission from a login node without a GPU names the device, and may plan
     plan = snakemake(repo, 1, "--dry-run", "--config", "backend=cuda", "device=h100")
-    assert plan.stderr.splitlines()[0].startswith("backend cuda (set in the config): no NVIDIA GPU visible")
+    assert first_line(plan).startswith("backend cuda (set in the config): no NVIDIA GPU visible")
     assert "results/h100/cells/cuda/" in plan.stdout
     run = snakemake(repo, 1, "--config", "backend=cuda", "device=h100", check=False)
     assert run.returncode != 0

@@ -16,6 +16,7 @@ TINY = "config/tiny-cpu.yaml"
 # Where a cpu run on this host keeps its results: results/<this CPU's label>/
 RESULTS = f"results/{choose_label(None, 'cpu', [])[0]}"
 CELL_OUTPUT = re.compile(r"output: (results/[^/\s]+/cells/\S+\.csv)")
+COMPLETE_LOG = re.compile(r"^Complete log\S*: (\S+)$", re.IGNORECASE | re.MULTILINE)
 IGNORED = (".git", ".snakemake", "results", "data", "__pycache__", ".pytest_cache", ".whl", ".venv", "*.egg-info")
 
 
@@ -53,8 +54,21 @@ def cell_rows(repo: Path) -> dict[str, Path]:
     return {str(path.relative_to(repo)): path for path in sorted((repo / RESULTS / "cells").rglob("*.csv"))}
 
 
+def job_listing(result: subprocess.CompletedProcess) -> str:
+    """Snakemake's job blocks: a real run's complete log (the default profile's logger keeps them
+    off the terminal), or what a dry run printed."""
+    text = result.stdout + result.stderr
+    logs = COMPLETE_LOG.findall(text)
+    return "".join(Path(log).read_text() for log in logs) if logs else text
+
+
 def planned_cells(result: subprocess.CompletedProcess) -> set[str]:
-    return set(CELL_OUTPUT.findall(result.stdout + result.stderr))
+    return set(CELL_OUTPUT.findall(job_listing(result)))
+
+
+def first_line(result: subprocess.CompletedProcess) -> str:
+    """The project's first line, after Snakemake's note of the profile it uses."""
+    return next(line for line in result.stderr.splitlines() if not line.startswith("Using workflow specific profile"))
 
 
 def planned_rules(result: subprocess.CompletedProcess) -> set[str]:

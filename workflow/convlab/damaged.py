@@ -29,19 +29,6 @@ class MovedRow:
         return f"damaged row: {self.path} ({self.reason}); moved to {self.moved_to}, its cell will be measured again"
 
 
-def dry_run_requested(argv: list[str]) -> bool:
-    """Whether Snakemake was asked for a dry run (-n, --dry-run, or -n among short flags such as
-    -np). The Snakefile is read before Snakemake picks its executor, so the workflow cannot say yet."""
-    for token in argv:
-        if token == "--":
-            break
-        if token in ("--dry-run", "--dryrun"):
-            return True
-        if token.startswith("-") and not token.startswith("--") and token[1:].isalpha() and "n" in token[1:]:
-            return True
-    return False
-
-
 def damage_of(path: Path) -> str | None:
     """Why the row file at ``path`` is damaged; None when it is whole (or absent, or a whole row
     of another format, which its params re-measure)."""

@@ -23,13 +23,14 @@ from convlab.codeversion import (
 from convlab.bench import CONTENDERS as BENCH_CONTENDERS
 from convlab.benchgemm import LIBRARY as SGEMM_LIBRARY, OURS as SGEMM_OURS
 from convlab.config import validate_config
-from convlab.damaged import dry_run_requested, move_damaged_rows
+from convlab.damaged import move_damaged_rows
 from convlab.devicelabel import choose_label
 from convlab.families import FAMILIES
 from convlab.grid import build_cells, gallery_size, image_sizes
 from convlab.cell import CELL_PATH, LOG_PATH
 from convlab.registry import load_registry, relative
 from convlab.row import row_format
+from convlab.runlock import release_stale_lock
 from convlab.service.client import export_service_settings
 from convlab.status import UserError
 
@@ -58,10 +59,16 @@ RESULTS = f"results/{DEVICE}"
 # this file; only the run the user started speaks (and moves files).
 if workflow.is_main_process:
     print(f"{CHOICE.line}; {DEVICE_LINE}", file=sys.stderr)
-    for moved in move_damaged_rows(
-        [cell.path for cell in CELLS], RESULTS, dry_run=dry_run_requested(sys.argv[1:])
-    ):
+    # workflow.dryrun is not set yet while the Snakefile is read; the output settings already
+    # hold the command line's dry run, which only says what the real run will do.
+    DRY_RUN = workflow.output_settings.dryrun
+    for moved in move_damaged_rows([cell.path for cell in CELLS], RESULTS, DRY_RUN):
         print(moved.line(), file=sys.stderr)
+    # A run killed with SIGKILL leaves Snakemake's lock behind; the next run removes it (never
+    # a live run's).
+    released = release_stale_lock(dry_run=DRY_RUN)
+    if released:
+        print(released, file=sys.stderr)
 
 # The measurement service's settings reach cell jobs through their environment, not their
 # params, so that changing a timeout re-runs no cell.
