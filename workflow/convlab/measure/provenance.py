@@ -31,7 +31,7 @@ def read_git_commit() -> str:
 
 
 def now_utc() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="microseconds")
+    return dt.datetime.now(dt.UTC).isoformat(timespec="microseconds")
 
 
 def host_provenance(backend: str) -> dict[str, str]:

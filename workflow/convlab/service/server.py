@@ -76,7 +76,7 @@ def client_connected(connection: socket.socket) -> bool:
 def now_utc() -> str:
     import datetime as dt
 
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="microseconds")
+    return dt.datetime.now(dt.UTC).isoformat(timespec="microseconds")
 
 
 class MeasurementService:
