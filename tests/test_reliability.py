@@ -147,7 +147,7 @@ def test_smaller_picture_is_upscaled_and_recorded(tmp_path, capsys):
                            tmp_path, 64)
     assert out.shape == (64, 64, 3)
     assert mentions(record, "upscaled 24x24 to 64x64", "smaller than source_size")
-    assert "note: config source_image:" in capsys.readouterr().err
+    assert "warning: config source_image:" in capsys.readouterr().err
 
 
 def png_bytes() -> bytes:

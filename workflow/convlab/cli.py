@@ -11,9 +11,13 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from convlab import DEFAULT_CONFIG, REPO_ROOT
 from convlab.atomicfile import write_text_atomically
+
+if TYPE_CHECKING:
+    from convlab.cell import Cell
 
 
 def _cmd_cell(args: argparse.Namespace) -> int:
@@ -92,13 +96,21 @@ def _cmd_run(args: argparse.Namespace) -> int:
             row = run_cell(cell, image, backend=backend)
         shown = {key: value for key, value in row.items() if value not in (None, "")}
         width = max(len(k) for k in shown)
-        print(f"== {cell.path}")
+        print(f"== {run_heading(cell)}")
         for key, value in shown.items():
             print(f"  {key:<{width}}  {value}")
         if args.out:
             target = Path(args.out) if len(cells) == 1 else Path(args.out) / (cell.variant + ".csv")
             write_row_atomically(row, target)
+            # the only path `run` names is one it wrote: a hand run keeps no row under results/
+            print(f"wrote {target}")
     return 0
+
+
+def run_heading(cell: Cell) -> str:
+    """The heading of a hand-run cell's row: the cell as the grid and `history --cell` name it
+    (kernel~direct/size~80/stride~2/filter~3/block~16) and its backend, not a results path."""
+    return f"{cell.experiment} cell kernel~{cell.kernel}/{cell.problem}/{cell.variant} on {cell.backend}"
 
 
 def _measure_device_record(backend_name: str, out: str, measure) -> dict:

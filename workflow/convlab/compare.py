@@ -39,6 +39,7 @@ the verdict (e.g. ``ok/wrong``), never a ratio.
 
 from __future__ import annotations
 
+import hashlib
 import html
 import math
 import re
@@ -366,9 +367,29 @@ def render_html(table: pd.DataFrame, header: list[str], summary: list[str], titl
 def default_out(a: ResultSet, b: ResultSet) -> Path:
     """compare_<A>_vs_<B>.csv beside A's summary (for a side read from the results database,
     in results/<device>/compare/)."""
-    first, second = (a.label, b.label) if a.label != b.label else (f"{a.label}_a", f"{b.label}_b")
+    first, second = (a.label, b.label) if a.label != b.label else distinct_labels(a, b)
     folder = a.path.parent / "compare" if a.path.suffix == ".sqlite" else a.path.parent
     return folder / f"compare_{safe_name(first)}_vs_{safe_name(second)}.csv"
+
+
+def _label_folders(side: ResultSet) -> list[str]:
+    """The folder names above a side's label, nearest first: results_a for
+    results_a/h200/summary.csv (labelled h200), run2 for run2/old.csv (labelled old)."""
+    path = side.path.resolve()
+    above = path.parent.parent if path.name == "summary.csv" else path.parent
+    return [part.name for part in (above, *above.parents) if part.name]
+
+
+def distinct_labels(a: ResultSet, b: ResultSet) -> tuple[str, str]:
+    """Names for two sides that share a label (two folders named h200): each label prefixed with
+    the nearest folder above it whose name differs between the sides (results_a-h200,
+    results_b-h200), so that comparing other folders of the same label writes other files. Where
+    no folder name tells them apart, a short hash of both sides' paths does."""
+    for mine, theirs in zip(_label_folders(a), _label_folders(b)):
+        if mine != theirs:
+            return f"{mine}-{a.label}", f"{theirs}-{b.label}"
+    digest = hashlib.sha256(f"{a.path.resolve()}\n{b.path.resolve()}".encode()).hexdigest()[:8]
+    return f"{a.label}-a", f"{b.label}-b-{digest}"
 
 
 def safe_name(label: str) -> str:

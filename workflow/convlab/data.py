@@ -28,6 +28,8 @@ from convlab.status import UserError
 # A Mandelbrot render: sharp edges, smooth gradients and fine texture, the same on every machine.
 SOURCE_FILTER = "mandelbrot=size={size}x{size}:maxiter=512"
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+# IHDR's colour type of a grayscale picture with alpha, which OpenCV decodes to four equal-grey BGRA channels
+PNG_GRAY_ALPHA = 4
 BIT_DEPTHS = {np.dtype(np.uint8): 8, np.dtype(np.uint16): 16}
 # What to do, appended to every refusal of the user's picture.
 SOURCE_ADVICE = ("give an 8- or 16-bit RGB, RGBA or grayscale picture (PNG, JPEG, TIFF, ...), "
@@ -135,6 +137,9 @@ def inspect_source(user_image: str | Path) -> tuple[np.ndarray, dict[str, Any]]:
     if pixels.dtype not in BIT_DEPTHS:
         raise refuse(f"its samples are {pixels.dtype} ({pixels.dtype.itemsize * 8}-bit); "
                      "save it with 8- or 16-bit integer samples")
+    if (blob.startswith(PNG_SIGNATURE) and blob[12:16] == b"IHDR" and blob[25] == PNG_GRAY_ALPHA
+            and pixels.ndim == 3 and pixels.shape[2] == 4):
+        pixels = pixels[:, :, [0, 3]]  # grey and alpha, as stored: its conversion to RGB is then said
     channels = 1 if pixels.ndim == 2 else pixels.shape[2]
     if channels not in (1, 2, 3, 4):
         raise refuse(f"it has {channels} channels")
@@ -219,9 +224,26 @@ def import_source(user_image: str | Path, out: str | Path, size: int) -> dict[st
         "conversions": conversions,
     }
     _write_sidecar(out, record)
+    # warning: lines reach the terminal (the source rule copies them from its log): the picture
+    # measured is not quite the one given
     for conversion in conversions:
-        print(f"note: config source_image: {user_image}: {conversion}", file=sys.stderr)
+        print(f"warning: config source_image: {user_image}: {conversion}", file=sys.stderr)
     return record
+
+
+def check_source_image(user_image: str | Path, record: str | Path) -> None:
+    """Refuse an unusable user picture before the workflow runs (DataError, the same one line
+    the source job would print). Skipped when ``record``, the source's provenance sidecar, shows
+    that this very file (same path and sha256) was already accepted."""
+    user_image = Path(user_image)
+    try:
+        accepted = json.loads(Path(record).read_text())
+        if (accepted.get("source_image") == str(user_image) and user_image.is_file()
+                and accepted.get("sha256") == hashlib.sha256(user_image.read_bytes()).hexdigest()):
+            return
+    except (OSError, ValueError, AttributeError):
+        pass  # no usable record: inspect the picture
+    inspect_source(user_image)
 
 
 def image_size(path: str | Path) -> tuple[int, int]:

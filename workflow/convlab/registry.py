@@ -40,6 +40,57 @@ class RegistryError(UserError, ValueError):
     """A kernel that is not registered, or a launch description that is malformed."""
 
 
+class DescriptionError(RegistryError):
+    """A registry or launch description file that cannot be read: missing, not valid YAML, or
+    not the mapping of keys kernels/README.md documents."""
+
+
+# Keys whose value is a mapping, and keys whose value is a list, in a launch description.
+MAPPING_KEYS = ("layout", "tunables", "settings", "supports", "defines", "scratch", "constants")
+LIST_KEYS = ("stages", "requires", "experiments")
+
+
+def shown(path: Path) -> str:
+    """A path as messages name it: relative to the repository root when inside it
+    (kernels/direct.yaml), else as given."""
+    try:
+        return str(Path(path).resolve().relative_to(REPO_ROOT))
+    except ValueError:
+        return str(path)
+
+
+def _yaml_problem(error: yaml.YAMLError) -> str:
+    """A YAML error in one line: what is wrong and where (1-based line and column)."""
+    if not isinstance(error, yaml.MarkedYAMLError) or error.problem_mark is None:
+        return " ".join(str(error).split())
+    mark = error.problem_mark
+    text = f"invalid YAML at line {mark.line + 1}, column {mark.column + 1}: {error.problem}"
+    if error.context:
+        where = error.context_mark
+        text += f" ({error.context}" + (f" from line {where.line + 1}" if where is not None else "") + ")"
+    return text
+
+
+def read_yaml_mapping(path: Path) -> dict[str, Any]:
+    """A registry or description file's top-level mapping ({} for an empty file). Raises
+    DescriptionError naming the file for one that is missing, unreadable, not YAML or not a mapping."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            raw = yaml.safe_load(handle)
+    except FileNotFoundError:
+        raise DescriptionError(f"{shown(path)}: no such file") from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise DescriptionError(f"{shown(path)}: cannot be read ({error})") from None
+    except yaml.YAMLError as error:
+        raise DescriptionError(f"{shown(path)}: {_yaml_problem(error)}") from None
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise DescriptionError(f"{shown(path)}: the top level must be a mapping of keys (see kernels/README.md), "
+                               f"not a {type(raw).__name__}")
+    return raw
+
+
 @dataclass(frozen=True)
 class ConstantFill:
     """A __constant__ symbol filled from a buffer at setup; where ``when`` is given (a condition on
@@ -131,7 +182,7 @@ def library_file(library: str) -> Path:
 
 
 def _check_stage(path: Path, index: int, stage: dict) -> None:
-    where = f"{path}: stages[{index}]"
+    where = f"{shown(path)}: stages[{index}]"
     if not isinstance(stage, dict) or "name" not in stage:
         raise RegistryError(f"{where}: each stage needs a name")
     if ("function" in stage) == ("op" in stage):
@@ -159,62 +210,78 @@ def _constants(path: Path, raw: dict) -> dict[str, ConstantFill]:
                 and isinstance(entry.get("when", ""), str):
             constants[symbol] = ConstantFill(entry["buffer"], entry.get("when"))
         else:
-            raise RegistryError(f"{path}: constants.{symbol} must be a buffer name or {{buffer: name, when: condition}}, "
+            raise RegistryError(f"{shown(path)}: constants.{symbol} must be a buffer name or {{buffer: name, when: condition}}, "
                                 f"got {entry!r}")
     return constants
 
 
+def _check_shapes(where: str, raw: dict[str, Any]) -> None:
+    """The description's values have the shapes _parse reads them as, so that a wrong one is
+    named instead of failing deep inside with a TypeError."""
+    for key in MAPPING_KEYS:
+        if raw.get(key) is not None and not isinstance(raw[key], dict):
+            raise DescriptionError(f"{where}: {key} must be a mapping, not {raw[key]!r}")
+    for key in LIST_KEYS:
+        if raw.get(key) is not None and not isinstance(raw[key], list):
+            raise DescriptionError(f"{where}: {key} must be a list, not {raw[key]!r}")
+    for key in ("tunables", "supports"):
+        for entry, values in (raw.get(key) or {}).items():
+            if not isinstance(values, list):
+                raise DescriptionError(f"{where}: {key}.{entry} must be a list of values, not {values!r}")
+
+
 def _parse(name: str, path: Path) -> KernelSpec:
-    with open(path) as handle:
-        raw = yaml.safe_load(handle) or {}
+    raw = read_yaml_mapping(path)
+    where = shown(path)
+    _check_shapes(where, raw)
     unknown = set(raw) - KNOWN_KEYS
     if unknown:
-        raise RegistryError(f"{path}: unknown keys {sorted(unknown)} (see kernels/README.md)")
+        raise RegistryError(f"{where}: unknown keys {sorted(unknown)} (see kernels/README.md)")
     if raw.get("name") != name:
-        raise RegistryError(f"{path}: name is {raw.get('name')!r}, the registry calls it {name!r}")
+        raise RegistryError(f"{where}: name is {raw.get('name')!r}, the registry calls it {name!r}")
     source, library = raw.get("source"), raw.get("library")
     stages = list(raw.get("stages") or [])
     only_ops = bool(stages) and all("op" in stage for stage in stages if isinstance(stage, dict))
     if source and library or not (source or library or only_ops):
-        raise RegistryError(f"{path}: give exactly one of 'source' (a .cu file) or 'library', "
+        raise RegistryError(f"{where}: give exactly one of 'source' (a .cu file) or 'library', "
                             "or only built-in `op` stages")
     if library and library not in LIBRARIES:
-        raise RegistryError(f"{path}: unknown library {library!r} (known: {sorted(LIBRARIES)})")
+        raise RegistryError(f"{where}: unknown library {library!r} (known: {sorted(LIBRARIES)})")
     source_path = (path.parent / source) if source else None
     if source_path is not None and not source_path.is_file():
-        raise RegistryError(f"{path}: source {source_path} does not exist")
+        raise RegistryError(f"{where}: source {shown(source_path)} does not exist")
     if source and not stages:
-        raise RegistryError(f"{path}: a .cu kernel needs 'stages' (see kernels/README.md)")
+        raise RegistryError(f"{where}: a .cu kernel needs 'stages' (see kernels/README.md)")
     for index, stage in enumerate(stages):
         _check_stage(path, index, stage)
     experiments = tuple(raw.get("experiments") or ("conv2d",))
     if set(experiments) - set(FAMILIES):
-        raise RegistryError(f"{path}: experiments must be among {tuple(FAMILIES)}, got {list(experiments)}")
+        raise RegistryError(f"{where}: experiments must be among {tuple(FAMILIES)}, got {list(experiments)}")
     for experiment in experiments:
         if FAMILIES[experiment].exclusive and len(experiments) > 1:
-            raise RegistryError(f"{path}: a {experiment} kernel takes part in {experiment} only")
+            raise RegistryError(f"{where}: a {experiment} kernel takes part in {experiment} only")
     layout = dict(raw.get("layout") or {})
     first = FAMILIES[experiments[0]]
     if first.kernel_layout is not None:
         if layout != first.kernel_layout:
-            raise RegistryError(f"{path}: a {first.name} kernel's layout is {first.kernel_layout} "
+            raise RegistryError(f"{where}: a {first.name} kernel's layout is {first.kernel_layout} "
                                 f"({first.kernel_layout_note})")
     else:
         for key, allowed in LAYOUTS.items():
             if layout.get(key) not in allowed:
-                raise RegistryError(f"{path}: layout.{key} must be one of {allowed}, got {layout.get(key)!r}")
+                raise RegistryError(f"{where}: layout.{key} must be one of {allowed}, got {layout.get(key)!r}")
     if raw.get("precision", "fp32") not in ("fp32", "tf32"):
-        raise RegistryError(f"{path}: precision must be fp32 or tf32")
+        raise RegistryError(f"{where}: precision must be fp32 or tf32")
     supports = dict(raw.get("supports") or {})
     if set(supports) - SUPPORT_KEYS:
-        raise RegistryError(f"{path}: supports takes {sorted(SUPPORT_KEYS)} only")
+        raise RegistryError(f"{where}: supports takes {sorted(SUPPORT_KEYS)} only")
     twin = raw.get("cpu_twin")
     twin_path = None
     if twin:
         twin_path = next((folder / f"{twin}.py" for folder in (CPU_TWINS_DIR, path.parent)
                           if (folder / f"{twin}.py").is_file()), None)
         if twin_path is None:
-            raise RegistryError(f"{path}: cpu_twin {twin!r} has no module {CPU_TWINS_DIR / (twin + '.py')}")
+            raise RegistryError(f"{where}: cpu_twin {twin!r} has no module {shown(CPU_TWINS_DIR / (twin + '.py'))}")
     return KernelSpec(
         name=name,
         summary=raw.get("summary", ""),
@@ -250,11 +317,19 @@ def load_registry(kernels_dir: Path = KERNELS_DIR) -> dict[str, KernelSpec]:
 def _load_registries(folders: tuple[Path, ...]) -> dict[str, KernelSpec]:
     registry: dict[str, KernelSpec] = {}
     for folder in folders:
-        with open(folder / "registry.yaml") as handle:
-            entries = (yaml.safe_load(handle) or {}).get("kernels", {})
+        index = folder / "registry.yaml"
+        entries = read_yaml_mapping(index).get("kernels") or {}
+        if not isinstance(entries, dict):
+            raise DescriptionError(f"{shown(index)}: kernels must map each kernel's name to its description file")
         for name, desc in entries.items():
             if name in registry:
-                raise RegistryError(f"{folder / 'registry.yaml'}: kernel {name!r} is registered twice")
+                raise RegistryError(f"{shown(index)}: kernel {name!r} is registered twice")
+            if not isinstance(desc, str):
+                raise DescriptionError(f"{shown(index)}: kernel {name!r} must name its description file, "
+                                       f"not {desc!r}")
+            if not (folder / desc).is_file():
+                raise DescriptionError(f"{shown(index)}: kernel {name!r} names {shown(folder / desc)}, "
+                                       "which does not exist")
             registry[name] = _parse(name, folder / desc)
     return registry
 

@@ -1,8 +1,27 @@
 # Input images: the 4096^2 source (generated with ffmpeg, or the user's own) and one
 # downscaled copy per size, as the seeds made with `ffmpeg -vf scale=N:N`. A refused picture
-# fails the source job with its one-line `error:` on stderr. The source job runs first
-# (priority), so the run stops before any cell, also before the cells on random data (CNN
-# layers, GEMM) that need no picture.
+# stops the run before the DAG is built (below), and would fail the source job with the same
+# one-line `error:` on stderr. The source job runs first (priority), so the run stops before any
+# cell, also before the cells on random data (CNN layers, GEMM) that need no picture.
+
+SOURCE_LOG = f"results/logs/data/source_{config['source_size']}.log"
+
+# An unusable picture is refused here, before the DAG is built, with its one `error:` line and
+# nothing else: a failed source job would be followed by Snakemake's own report of the failed
+# shell command. The source job still checks (the file may change in between). The refusal is
+# kept in the source rule's log as if its job had run, except by a dry run, which writes nothing.
+if config["source_image"] and workflow.is_main_process:
+    from convlab.data import check_source_image
+
+    try:
+        check_source_image(
+            config["source_image"], f"data/source_{config['source_size']}.json"
+        )
+    except UserError as error:
+        if not workflow.output_settings.dryrun:
+            Path(SOURCE_LOG).parent.mkdir(parents=True, exist_ok=True)
+            Path(SOURCE_LOG).write_text(f"error: {error}\n")
+        sys.exit(f"error: {error}")
 
 
 rule source_image:
@@ -21,7 +40,7 @@ rule source_image:
         # what was done to the user's picture (or how the source was generated): kept
         record=f"data/source_{config['source_size']}.json",
     log:
-        f"results/logs/data/source_{config['source_size']}.log",
+        SOURCE_LOG,
     priority: 100
     conda:
         "../../envs/convlab.yaml"
