@@ -65,8 +65,10 @@ def validate_config(config: dict, source: str = "config", schema: dict | None = 
     validator = jsonschema.Draft202012Validator(schema)
     errors = sorted(validator.iter_errors(filled), key=lambda e: list(e.absolute_path))
     if errors:
-        lines = [f"{source}: {_key_path(e)}: {e.message}" for e in errors]
-        raise ConfigError("invalid configuration\n  " + "\n  ".join(lines))
+        # one line: the first problem with its key, then how many more (each named)
+        problems = [f"{_key_path(e)}: {e.message}" for e in errors]
+        more = f" (and {len(problems) - 1} more: {'; '.join(problems[1:])})" if len(problems) > 1 else ""
+        raise ConfigError(f"{source}: {problems[0]}{more}")
     return filled
 
 
