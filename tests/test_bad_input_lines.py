@@ -386,3 +386,11 @@ def test_comparisons_of_same_label_folders_do_not_overwrite_each_other(tmp_path)
     assert f"wrote {ab} and {ab.with_suffix('.html')}" in first
     assert f"wrote {ac} and {ac.with_suffix('.html')}" in second
     assert (pd.read_csv(ab)["verdict"] == "SLOWER").all() and (pd.read_csv(ac)["verdict"] == "SAME").all()
+
+
+def test_comparisons_with_b_sides_of_one_label_in_other_folders_do_not_overwrite_each_other(tmp_path):
+    a = summary_folder(tmp_path, "x", 1.0)
+    b, c = (summary_folder(tmp_path, name, ms).rename(tmp_path / name / "a100") for name, ms in (("y", 2.0), ("z", 1.0)))
+    first, second = compare_paths(a, b), compare_paths(a, c)
+    xy, xz = a / "compare_x-h200_vs_y-a100.csv", a / "compare_x-h200_vs_z-a100.csv"
+    assert f"wrote {xy}" in first and f"wrote {xz}" in second

@@ -367,7 +367,7 @@ def render_html(table: pd.DataFrame, header: list[str], summary: list[str], titl
 def default_out(a: ResultSet, b: ResultSet) -> Path:
     """compare_<A>_vs_<B>.csv beside A's summary (for a side read from the results database,
     in results/<device>/compare/)."""
-    first, second = (a.label, b.label) if a.label != b.label else distinct_labels(a, b)
+    first, second = side_names(a, b)
     folder = a.path.parent / "compare" if a.path.suffix == ".sqlite" else a.path.parent
     return folder / f"compare_{safe_name(first)}_vs_{safe_name(second)}.csv"
 
@@ -380,14 +380,17 @@ def _label_folders(side: ResultSet) -> list[str]:
     return [part.name for part in (above, *above.parents) if part.name]
 
 
-def distinct_labels(a: ResultSet, b: ResultSet) -> tuple[str, str]:
-    """Names for two sides that share a label (two folders named h200): each label prefixed with
-    the nearest folder above it whose name differs between the sides (results_a-h200,
-    results_b-h200), so that comparing other folders of the same label writes other files. Where
-    no folder name tells them apart, a short hash of both sides' paths does."""
+def side_names(a: ResultSet, b: ResultSet) -> tuple[str, str]:
+    """Names for the two sides in the output's file name, so that comparing other folders writes
+    other files: their labels (h100, a100) where the sides sit in one folder; else each label
+    prefixed with the nearest folder above it whose name differs between the sides
+    (results_a-h200, results_b-h200; x-h100, y-a100). Where nothing tells two sides of one label
+    apart, a short hash of both paths does."""
     for mine, theirs in zip(_label_folders(a), _label_folders(b)):
         if mine != theirs:
             return f"{mine}-{a.label}", f"{theirs}-{b.label}"
+    if a.label != b.label:
+        return a.label, b.label
     digest = hashlib.sha256(f"{a.path.resolve()}\n{b.path.resolve()}".encode()).hexdigest()[:8]
     return f"{a.label}-a", f"{b.label}-b-{digest}"
 
