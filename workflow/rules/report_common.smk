@@ -1,5 +1,7 @@
-# Paths and report helpers of the report stage's seed comparison (rules in report.smk). The seeds,
-# their report categories and their figures are the seed table's, convlab.report.seeds.
+# Paths and report helpers of the report stage's seed comparison (rules in report.smk), and what the
+# report's intro says of this run. The seeds, their report categories and their figures are the seed
+# table's, convlab.report.seeds.
+from convlab.hostinfo import cpu_name
 from convlab.report.seeds import (
     SEEDS,
     figure_names,
@@ -7,6 +9,7 @@ from convlab.report.seeds import (
     figure_stems,
     report_labels,
     seed_figure,
+    seeds_of,
     table_stem,
 )
 
@@ -37,3 +40,40 @@ def seed_figure_caption(wildcards) -> str:
     """The figure's caption, for workflow/report/seed_figure.rst. Asked when the DAG is built, so a
     figure the seed does not draw fails there, naming the seed's figures."""
     return seed_figure(wildcards.seed, wildcards.figure).caption
+
+
+def report_intro() -> dict:
+    """What the report's intro (workflow/report/workflow.rst) says of this run: the backend and
+    device resolved here and each family with cells in the grid, with its kernels."""
+    if BACKEND == "cpu":
+        device = f"{cpu_name()} ({os.cpu_count()} cores)"
+    else:
+        # a login node sees no GPU: the configured device label is all that names it here
+        device = ", ".join(sorted(set(CHOICE.gpus))) or f"the GPU labelled {DEVICE}"
+    families = []
+    for name, family in FAMILIES.items():
+        cells = [cell for cell in CELLS if cell.experiment == name]
+        if cells:
+            families.append(
+                {
+                    "name": name,
+                    "label": family.label,
+                    "seeds": ", ".join(seeds_of(name)),
+                    "kernels": ", ".join(sorted({cell.kernel for cell in cells})),
+                    "cells": len(cells),
+                }
+            )
+    return {
+        "backend": BACKEND,
+        "requested": config["backend"],
+        "device": device,
+        "label": DEVICE,
+        "families": families,
+        "family_names": [entry["name"] for entry in families],
+    }
+
+
+# The report renders workflow.rst with snakemake.config alone, where backend may still read
+# "auto": the resolved run is added under a key of its own (after validation, so that no config
+# file or --config can set it).
+config["report_intro"] = report_intro()

@@ -3,11 +3,14 @@ each problem and how it compares with cuDNN (or cuBLAS), which cells failed and 
 compares with the seeds' GPUs. Written as one HTML page for the Snakemake report.
 
 Kernels are named by what actually ran (on the cpu backend, the twin: 'cudnn → OpenCV filter2D ...'), and
-kernels that ran the same code are never ranked or compared against each other."""
+kernels that ran the same code are never ranked or compared against each other. Kernels are ranked within one
+precision (convlab.report.precision): the headline and the fastest-per-problem table rank strict fp32 kernels
+only, and TF32 (or any other reduced precision) kernels have a line and a table of their own."""
 
 from __future__ import annotations
 
 import html
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -16,6 +19,7 @@ from convlab.aggregate import mixed_code_note, throttled_note
 from convlab.families import FAMILIES
 from convlab.report.codelabels import TWIN_BACKENDS, code_identity, code_labels
 from convlab.report.pages import html_page, write_page
+from convlab.report.precision import STRICT, UNKNOWN, precision_name, row_precisions
 from convlab.report.roofline import load_device, roof_notes, roofline_points
 from convlab.report.seedcompare import NEVER_RAN, load_summary, ratio_text, read_comparison, seed_ratios
 from convlab.report.seeds import seeds_of
@@ -33,17 +37,19 @@ def _title(experiment: str) -> str:
 TITLES = {experiment: _title(experiment) for experiment in FAMILIES}
 
 
-def fastest(summary: pd.DataFrame, experiment: str) -> pd.DataFrame:
-    """Per problem: the fastest ok code (its best kernel and variant), the runner-up among other code, and the
-    library against the fastest code that is not the library's.
+def fastest(summary: pd.DataFrame, experiment: str, precision: str = STRICT) -> pd.DataFrame:
+    """Per problem, among the kernels of ``precision`` only (strict fp32 by default): the fastest ok code (its
+    best kernel and variant), the runner-up among other code, and the library of that precision against the
+    fastest code that is not the library's.
 
     Kernels that ran the same code (on the cpu backend, several kernels share one numpy twin) are one entry,
     named by every kernel and the twin: never ranked against each other, never a speed-up of one over the
     other. ``speedup_over_library`` is library ms / ms of the fastest other code (above 1: faster than the
     library)."""
-    # the library kernels, strict fp32 first: the first one with a time is what ours is compared with
+    # the library kernels: the first one with a time in this precision is what ours is compared with
     keys, libraries = list(FAMILIES[experiment].problem_columns), list(FAMILIES[experiment].library_kernels)
     rows = summary[(summary["experiment"] == experiment) & (summary["status"] == OK) & summary["kernel_ms"].notna()]
+    rows = rows[row_precisions(rows) == precision]
     if experiment == "gemm":
         rows = rows.assign(size=rows["gemm_m"].where(rows["gemm_m"].notna(), rows["size"]))
     rows = rows.assign(_code=code_identity(rows))
@@ -73,6 +79,34 @@ def fastest(summary: pd.DataFrame, experiment: str) -> pd.DataFrame:
         record["speedup_over_library"] = record["library_ms"] / record["best_non_library_ms"]
         out.append(record)
     return pd.DataFrame(out)
+
+
+def reduced_precision_fastest(summary: pd.DataFrame, experiment: str) -> pd.DataFrame:
+    """Per precision other than strict fp32 (TF32) and per problem: the fastest code of that precision, named
+    with the precision, and the fastest strict fp32 code of the same problem. ``speedup_over_fp32`` is strict
+    fp32 ms / reduced-precision ms (above 1: the reduced precision is faster). Empty where no kernel of a
+    reduced precision ran ok."""
+    keys = list(FAMILIES[experiment].problem_columns)
+    rows = summary[(summary["experiment"] == experiment) & (summary["status"] == OK) & summary["kernel_ms"].notna()]
+    strict = fastest(summary, experiment)
+    if not strict.empty:
+        strict = strict[keys + ["fastest", "fastest_ms"]].rename(
+            columns={"fastest": "fastest_fp32", "fastest_ms": "fastest_fp32_ms"})
+    parts = []
+    for precision in sorted(set(row_precisions(rows)) - {STRICT}):
+        part = fastest(summary, experiment, precision)[keys + ["fastest", "variant", "fastest_ms"]]
+        part.insert(len(keys), "precision", precision_name(precision))
+        if strict.empty:
+            part = part.assign(fastest_fp32="", fastest_fp32_ms=float("nan"))
+        else:
+            part = part.merge(strict, on=keys, how="left")
+        parts.append(part)
+    if not parts:
+        return pd.DataFrame()
+    table = pd.concat(parts, ignore_index=True)
+    table["fastest_fp32"] = table["fastest_fp32"].fillna("")
+    table["speedup_over_fp32"] = table["fastest_fp32_ms"] / table["fastest_ms"]
+    return table
 
 
 def shared_code_groups(summary: pd.DataFrame, experiment: str) -> list[str]:
@@ -129,12 +163,14 @@ def _sentences(table: pd.DataFrame, experiment: str, shared: list[str]) -> list[
         lines.append("Ran the same code on this backend, so one entry each and never ranked or compared with each "
                      "other: " + "; ".join(f"<b>{html.escape(label)}</b>" for label in shared) + ".")
     wins = table["fastest"].value_counts()
-    lines.append(f"<b>{html.escape(wins.index[0])}</b> is the fastest in {wins.iloc[0]} of {len(table)} problems"
+    lines.append(f"Among {precision_name(STRICT)} kernels, <b>{html.escape(wins.index[0])}</b> is the fastest in "
+                 f"{wins.iloc[0]} of {len(table)} problems"
                  + (f"; also fastest: {', '.join(f'{html.escape(k)} ({n})' for k, n in wins.iloc[1:].items())}."
                     if len(wins) > 1 else "."))
     largest = table.iloc[-1] if experiment != "conv2d" else table.sort_values(["size", "stride"], ascending=[False, True]
                                                                               ).iloc[0]
-    text = (f"At {_problem_text(largest, keys)} the fastest is <b>{html.escape(largest['fastest'])}</b> "
+    text = (f"At {_problem_text(largest, keys)}, among {precision_name(STRICT)} kernels the fastest is "
+            f"<b>{html.escape(largest['fastest'])}</b> "
             f"({html.escape(largest['variant'])}) at {_num(largest['fastest_ms'], 4)} ms")
     if largest["library"] and largest["library"] == largest["fastest"]:
         text += ", the library baseline itself"
@@ -158,18 +194,53 @@ def _sentences(table: pd.DataFrame, experiment: str, shared: list[str]) -> list[
     return lines
 
 
+def _reduced_sentences(table: pd.DataFrame) -> list[str]:
+    """The reduced-precision winners, each named with its precision and set against strict fp32."""
+    lines = []
+    for precision, part in table.groupby("precision", sort=False):
+        name = html.escape(precision)
+        wins = part["fastest"].value_counts()
+        text = (f"Ranked apart, {name}: <b>{html.escape(wins.index[0])}</b> ({name}) is the fastest {name} code "
+                f"in {wins.iloc[0]} of {len(part)} problems")
+        if len(wins) > 1:
+            text += "; also fastest: " + ", ".join(f"{html.escape(k)} ({n})" for k, n in wins.iloc[1:].items())
+        speedups = part["speedup_over_fp32"].dropna()
+        if speedups.empty:
+            text += f"; no {precision_name(STRICT)} code ran the same problems"
+        else:
+            text += (f"; the fastest {name} code runs at a median {_num(speedups.median())}x the speed of the fastest "
+                     f"{precision_name(STRICT)} code, from {_num(speedups.min())}x to {_num(speedups.max())}x over "
+                     f"{len(speedups)} problems")
+        why = ("are not in kernels/registry.yaml, so their precision is not known" if precision == precision_name(UNKNOWN)
+               else f"do not compute in {precision_name(STRICT)}")
+        lines.append(text + f". {name} kernels {why}, so they are never ranked with the {precision_name(STRICT)} "
+                            "kernels above.")
+    return lines
+
+
+def _breakable(value: object) -> str:
+    """A table cell's text, escaped, with a line-break opportunity after each _ ~ / and each comma that is not a
+    thousands separator, so that long kernel labels, variants and column names wrap at their parts (and numbers
+    never break)."""
+    return re.sub(r"([_~/]|,(?!\d))", r"\1<wbr>", html.escape(str(value)))
+
+
 def _table_html(frame: pd.DataFrame) -> str:
     shown = frame.copy()
     for column in shown.columns:
         if shown[column].dtype.kind == "f":
             shown[column] = shown[column].map(lambda v: _num(v, 4))
-    return shown.to_html(index=False, escape=True, border=0, na_rep="")
+    shown = shown.fillna("").astype(str).map(_breakable)
+    shown.columns = [_breakable(column) for column in shown.columns]
+    return shown.to_html(index=False, escape=False, border=0, na_rep="")
 
 
 def findings_html(summary: pd.DataFrame, comparison: pd.DataFrame, bandwidth: dict, ceiling: dict) -> str:
     devices = sorted(set(summary["device"]) - {""}) if "device" in summary.columns else []
+    # the cpu backend measures a copy within host memory: there is no device to copy to
+    copy = "host memory copy" if bandwidth.get("backend") in TWIN_BACKENDS else "device-to-device copy"
     parts = [f"<h2>Findings: {html.escape(', '.join(devices) or 'no device')}</h2>",
-             f"<p>{len(summary)} cells; {int((summary['status'] == OK).sum())} ok. Measured device-to-device copy "
+             f"<p>{len(summary)} cells; {int((summary['status'] == OK).sum())} ok. Measured {copy} "
              f"bandwidth: {_num(bandwidth.get('copy_gbps', float('nan')), 4)} GB/s; FP32 SGEMM ceiling: "
              f"{_num(ceiling.get('sgemm_gflops', float('nan')), 4)} GFLOP/s"
              f"{' (' + html.escape(str(ceiling.get('math'))) + ')' if ceiling.get('math') else ''}. "
@@ -192,13 +263,23 @@ def findings_html(summary: pd.DataFrame, comparison: pd.DataFrame, bandwidth: di
         parts.append(f"<p><strong>Warning:</strong> {html.escape(throttled)}.</p>")
     for experiment, title in TITLES.items():
         table = fastest(summary, experiment)
+        reduced = reduced_precision_fastest(summary, experiment)
         parts.append(f"<h3>Fastest kernel: {html.escape(title)}</h3>")
-        if table.empty:
+        if table.empty and reduced.empty:
             parts.append("<p>Not run in this configuration (no ok cell).</p>")
             continue
-        sentences = _sentences(table, experiment, shared_code_groups(summary, experiment))
-        parts.append("<ul>" + "".join(f"<li>{s}</li>" for s in sentences) + "</ul>")
-        parts.append(_table_html(table))
+        if table.empty:
+            parts.append(f"<p>No {precision_name(STRICT)} kernel ran ok.</p>")
+        else:
+            sentences = _sentences(table, experiment, shared_code_groups(summary, experiment))
+            parts.append("<ul>" + "".join(f"<li>{s}</li>" for s in sentences) + "</ul>")
+            parts.append(f"<p>Fastest {precision_name(STRICT)} code per problem:</p>")
+            parts.append(_table_html(table))
+        if not reduced.empty:
+            parts.append("<ul>" + "".join(f"<li>{s}</li>" for s in _reduced_sentences(reduced)) + "</ul>")
+            parts.append(f"<p>Fastest code of each other precision per problem, beside the fastest "
+                         f"{precision_name(STRICT)} code:</p>")
+            parts.append(_table_html(reduced))
     failed = failures(summary)
     parts.append("<h3>Cells that failed, and why</h3>")
     if failed.empty:
@@ -227,8 +308,12 @@ def findings_html(summary: pd.DataFrame, comparison: pd.DataFrame, bandwidth: di
         parts.append(f"<p>{len(never)} seed numbers come from launches that never ran; this run recorded them as "
                      + ", ".join(f"{html.escape(s)} ({n})" for s, n in statuses.items()) + ".</p>")
     parts.append(_table_html(gpus))
-    style = ("body{font-family:sans-serif;margin:1.5em}table{border-collapse:collapse;margin-bottom:1em}"
-             "th,td{border:1px solid #ccc;padding:3px 6px;text-align:left}th{background:#f0f0f0}")
+    # Tables fit the window: auto layout within its width, cells wrapping at the <wbr> of _breakable()
+    # (break-word, not anywhere, so that a number's digits are never split).
+    style = ("body{font-family:sans-serif;margin:1.5em}"
+             "table{border-collapse:collapse;margin-bottom:1em;table-layout:auto;max-width:100%;font-size:13px}"
+             "th,td{border:1px solid #ccc;padding:3px 5px;text-align:left;vertical-align:top;"
+             "overflow-wrap:break-word}th{background:#f0f0f0}li{overflow-wrap:break-word}")
     return html_page("Findings", style, "\n".join(parts))
 
 
