@@ -1,6 +1,7 @@
-"""What a plain `snakemake` prints with the default profile (profiles/default): the backend line,
-a progress display on a terminal, the project's own `warning:`/`error:` lines, and no per-job
-blocks; those stay in the complete log under .snakemake/log/."""
+"""What a plain `snakemake` prints with the default profile (profiles/default) and the project's
+logger plugin (workflow/logger/): the backend line, the plan in one line, the cells done and the
+time left (on a terminal, one status line redrawn in place), the project's own `warning:`/`error:`
+lines, a final line, and no per-job blocks; those stay in the complete log under .snakemake/log/."""
 
 from __future__ import annotations
 
@@ -24,10 +25,15 @@ pytestmark = pytest.mark.pipeline
 # Lines of Snakemake's per-job blocks (its default logger), none of which a default run shows.
 JOB_BLOCK_LINE = re.compile(r"^\s*(jobid:|localrule \w+:|rule \w+:|reason:|output:|input:|wildcards:|"
                             r"Finished jobid|Select jobs to execute|Execute \d+ jobs)")
-# What Snakemake prints before the Snakefile is read: which profile it uses, and that --configfile
-# extends the config. The project's backend line comes right after.
+# What Snakemake may print before the Snakefile is read: which profile it uses, and that
+# --configfile extends the config (a start-up note the logger plugin leaves to the complete log).
+# The project's backend line comes right after.
 SNAKEMAKE_PREAMBLE = ("Using workflow specific profile profiles/default ", "Config file config/config.yaml is extended")
 COMPLETE_LOG = re.compile(r"^Complete log\S*: (\S+)$", re.IGNORECASE | re.MULTILINE)
+TERMINAL_ROWS = 40
+# The status line drawn on the terminal's last row: cursor saved, moved there, the row erased,
+# the text, cursor restored (the jobs' own lines scroll above it).
+STATUS_DRAW = re.compile(rf"\x1b7\x1b\[{TERMINAL_ROWS};1H\x1b\[2K([^\x1b]*)\x1b8")
 
 
 @pytest.fixture(scope="module")
@@ -38,11 +44,17 @@ def quiet_run(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
 
 
 def test_a_run_prints_a_screenful_and_no_job_blocks(quiet_run):
-    _, result = quiet_run
+    repo, result = quiet_run
     lines = (result.stdout + result.stderr).splitlines()
     printed = [line for line in lines if line.strip()]
-    assert len(printed) < 40, "\n".join(lines)
+    assert len(printed) < 25, "\n".join(lines)
     assert not [line for line in lines if JOB_BLOCK_LINE.match(line)], "\n".join(lines)
+    # not a terminal: progress as a few lines, nothing redrawn
+    assert "\x1b" not in result.stderr and "\r" not in result.stderr, result.stderr[-3000:]
+    cells = len(cell_rows(repo))
+    plan = re.search(r"^plan: (\d+) jobs, (\d+) cells$", result.stderr, re.MULTILINE)
+    assert plan and int(plan[2]) == cells > 0 and int(plan[1]) > cells, result.stderr[-3000:]
+    assert re.search(rf"^cells {cells}/{cells} measured in \d+:\d\d$", result.stderr, re.MULTILINE), result.stderr
 
 
 def test_the_backend_line_comes_first(quiet_run):
@@ -103,12 +115,22 @@ def run_in_terminal(repo: Path, *args: str, columns: int = 120, rows: int = 40) 
 def test_a_terminal_shows_the_progress_display(quiet_run, tmp_path):
     repo = tmp_path / "repo"
     shutil.copytree(quiet_run[0], repo, symlinks=True)
-    # the summary and everything made from it run again: jobs for the display to count
-    returncode, drawn = run_in_terminal(repo, "--forcerun", "aggregate")
+    cells = len(cell_rows(repo))
+    # every cell measured again, and everything made from them: cells and jobs for the display to count
+    returncode, drawn = run_in_terminal(repo, "--forcerun", "cell", rows=TERMINAL_ROWS)
     assert returncode == 0, drawn[-3000:]
-    assert "Total Progress" in drawn and re.search(r"\b\d{1,3}%", drawn), drawn[-3000:]
-    assert "\x1b[" in drawn  # drawn in place with terminal control sequences, not printed line by line
-    assert not [line for line in re.split(r"[\r\n]+", drawn) if JOB_BLOCK_LINE.match(line)], drawn[-3000:]
+    statuses = STATUS_DRAW.findall(drawn)
+    assert statuses and all(re.match(rf"cells \d+/{cells} · jobs \d+/\d+ · \d+:\d\d elapsed · ", status)
+                            for status in statuses), drawn[-3000:]
+    assert len(set(statuses)) > 2, statuses  # redrawn as the run goes on
+    assert any(re.search(r" · about \d+:\d\d left$", status) for status in statuses), statuses
+    # drawn in place: only ever on the last row (the rest of the screen scrolls above it), and
+    # that row is given back before the final line
+    assert f"\x1b[1;{TERMINAL_ROWS - 1}r" in drawn, drawn[:3000]
+    elsewhere = STATUS_DRAW.sub("", drawn)
+    assert not re.search(r"cells \d+/\d+ ·", elsewhere), elsewhere[-3000:]
+    assert re.search(rf"\x1b\[r\x1b8cells {cells}/{cells} measured in \d+:\d\d\r?\n", drawn), drawn[-3000:]
+    assert not [line for line in re.split(r"[\r\n]+", elsewhere) if JOB_BLOCK_LINE.match(line)], drawn[-3000:]
 
 
 def test_a_failing_cell_shows_its_error_line(quiet_run, tmp_path):
@@ -122,4 +144,11 @@ def test_a_failing_cell_shows_its_error_line(quiet_run, tmp_path):
     logs = sorted((repo / "results").glob("*/logs/cells/**/size~64/**/*.log"), key=lambda path: path.stat().st_mtime)
     error = logs[-1].read_text().strip().splitlines()[-1]
     assert error.startswith("error: ") and "input_64.png" in error and "could not decode" in error, error
-    assert error in result.stderr.splitlines(), result.stderr[-3000:]
+    lines = result.stderr.splitlines()
+    assert error in lines, result.stderr[-3000:]
+    # then Snakemake's job error in one line, naming the rule and that log, and no wall of text
+    assert f"error: rule cell failed; its log: {logs[-1].relative_to(repo)}" in lines, result.stderr[-3000:]
+    assert len([line for line in lines if line.strip()]) < 15 and "set -euo pipefail" not in result.stderr, \
+        result.stderr[-3000:]
+    assert re.match(r"stopped after \d+:\d\d: cells \d+/\d+ measured, jobs \d+/\d+ done, 1 failed$", lines[-1]), \
+        result.stderr[-3000:]

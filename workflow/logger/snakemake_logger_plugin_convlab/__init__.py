@@ -1,0 +1,84 @@
+"""convlab's Snakemake logger plugin (`--logger convlab`, which profiles/default sets for real
+runs): the cells done and the time left instead of a block per job. On a terminal that is one
+status line redrawn in place; elsewhere a line at each quarter of the cells. Besides, it prints
+the plan in one line, Snakemake's errors in a few lines each and a final line; what the jobs and
+the Snakefile print themselves goes to the terminal without passing through here. Snakemake
+writes its complete log, job blocks included, to .snakemake/log/ whatever the stream logger.
+
+A dry run keeps Snakemake's own listing: this handler then says it writes to no stream, and
+Snakemake adds its default one.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from logging import LogRecord
+
+from snakemake_interface_logger_plugins.base import LogHandlerBase
+
+from .display import MIN_ROWS, PlainDisplay, TerminalDisplay, fd_writer, terminal_rows
+from .reporter import Reporter
+
+# How often the status line is redrawn with nothing else happening: its elapsed time moves on.
+TICK_S = 1.0
+
+
+def quiet_about_progress(quiet: object) -> bool:
+    """Whether Snakemake's --quiet asked for no progress (its "progress" or "all")."""
+    names = {getattr(item, "name", str(item)).lower() for item in quiet or ()}
+    return bool(names & {"progress", "all"})
+
+
+class LogHandler(LogHandlerBase):
+    """What Snakemake instantiates for `--logger convlab`; the Reporter decides what to show."""
+
+    def __post_init__(self) -> None:
+        settings = self.common_settings
+        self.passive = bool(getattr(settings, "dryrun", False))
+        self.reporter: Reporter | None = None
+        if self.passive:
+            return
+        stream = sys.stdout if getattr(settings, "stdout", False) else sys.stderr
+        write = fd_writer(stream)
+        if terminal_rows(stream) >= MIN_ROWS:
+            display = TerminalDisplay(write, lambda: os.get_terminal_size(stream.fileno()))
+        else:
+            display = PlainDisplay(write)
+        show_progress = not quiet_about_progress(getattr(settings, "quiet", None))
+        self.reporter = Reporter(display, show_progress=show_progress, tick_s=TICK_S)
+
+    def emit(self, record: LogRecord) -> None:
+        if self.reporter is None:
+            return
+        try:
+            self.reporter.handle(record)
+        except Exception:  # a display fault must not stop the run: print it the logging way
+            self.handleError(record)
+
+    def close(self) -> None:
+        # Snakemake closes its handlers more than once; the reporter's close repeats nothing
+        if self.reporter is not None:
+            self.reporter.close()
+        super().close()
+
+    @property
+    def writes_to_stream(self) -> bool:
+        return not self.passive
+
+    @property
+    def writes_to_file(self) -> bool:
+        return False
+
+    @property
+    def has_filter(self) -> bool:
+        return True
+
+    @property
+    def has_formatter(self) -> bool:
+        return True
+
+    @property
+    def needs_rulegraph(self) -> bool:
+        return False
+
