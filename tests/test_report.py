@@ -4,18 +4,26 @@ reading of "comparable" on every page, figures that say what they show); and the
 config in a temporary copy (every figure produced and non-empty, findings computed from the data)."""
 
 import html
+import io
 import math
 import re
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
+import seaborn as sns
 import yaml
 from matplotlib.colors import to_hex
+from matplotlib.figure import Figure
+from PIL import Image
 from workflow_helpers import copy_repo, snakemake
 
+from convlab.cli import main
 from convlab.report import figures, findings, roofline, seedcompare, seedfigures
+from convlab.report.figurenames import NAMES, file_name
 from convlab.report.findings import fastest
+from convlab.report.plotting import DPI, legend_handles, log_y_axis, new_figure, panel_title, save_figure
 from convlab.report.seedcompare import (
     NEVER_RAN,
     NOT_RUN,
@@ -264,6 +272,57 @@ def test_placeholder_figures_say_why_and_status_shows_every_cell():
     assert "6 cells" in figure.axes[0].get_title()
     labels = _texts(figure)
     assert all(name in labels for name in ("conv2d: cudnn", "gemm: cublas", "gemm: sgemm_naive", "tiling: direct"))
+
+
+def test_the_figures_command_renders_the_one_file_asked_for_or_all_of_them(tmp_path):
+    """The report runs one `figures` job per file, side by side; without --figure the command renders every one."""
+    summary = pd.DataFrame([_conv("direct", SLIDING, 0.01 * size / block, size=size, variant=f"block~{block}",
+                                  pct_of_floor=50.0)
+                            for block in (8, 16) for size in (64, 128)])
+    summary.to_csv(tmp_path / "summary.csv", index=False)
+
+    def rendered(*option: str) -> list[str]:
+        out = tmp_path / (option[-1] if option else "all")
+        assert main(["figures", "--summary", str(tmp_path / "summary.csv"), "--outdir", str(out), *option],
+                    forward=False) == 0
+        return sorted(path.name for path in out.iterdir())
+
+    assert rendered("--figure", "variants") == ["variants.png"]
+    assert rendered("--figure", "status_table") == ["status_table.html"]
+    assert rendered() == sorted(file_name(name) for name in NAMES)
+
+
+def _log_panels(in_view: bool) -> Figure:
+    """Three log panels over 0.3, 1.5 and 5 decades (each labels its minor ticks differently), with the ticks
+    outside the view left to matplotlib or not."""
+    figure, axes = new_figure(1, 3, share=False)
+    for ax, high in zip(axes[0], (0.026, 0.4, 1300.0)):
+        ax.plot([64, 512], [0.013, high], marker="o")
+        panel_title(ax, f"up to {high:g}")
+        log_y_axis(ax)
+        if not in_view:
+            ax.yaxis.set_major_locator(ax.yaxis.get_major_locator().locator)
+            ax.yaxis.set_minor_locator(ax.yaxis.get_minor_locator().locator)
+    figure.legend(handles=legend_handles({"a": "red"}, True), loc="center left", bbox_to_anchor=(1.0, 0.5))
+    figure.suptitle("three panels")
+    return figure
+
+
+def _pixels(png: bytes) -> np.ndarray:
+    return np.asarray(Image.open(io.BytesIO(png)))
+
+
+def test_save_figure_draws_what_tight_layout_and_a_tight_bbox_draw(tmp_path):
+    """save_figure's shortcuts (ticks outside the view dropped, spines without tick marks left out of the layout,
+    the crop measured once) change no pixel of the figure."""
+    with sns.axes_style("whitegrid"), sns.plotting_context("notebook"):
+        save_figure(_log_panels(in_view=True), tmp_path / "quick.png")
+        plain = _log_panels(in_view=False)
+        plain.tight_layout()
+        buffer = io.BytesIO()
+        plain.savefig(buffer, format="png", dpi=DPI, bbox_inches="tight")
+    quick, slow = _pixels((tmp_path / "quick.png").read_bytes()), _pixels(buffer.getvalue())
+    assert quick.shape == slow.shape and (quick == slow).all()
 
 
 def test_seed002_not_run_note_covers_no_bar():

@@ -198,10 +198,9 @@ def _cmd_aggregate(args: argparse.Namespace) -> int:
 
 
 def _cmd_figures(args: argparse.Namespace) -> int:
-    from convlab.report.figures import render_figures, status_table_html
+    from convlab.report.figures import render_files
 
-    render_figures(args.summary, args.outdir)
-    status_table_html(args.summary, Path(args.outdir) / "status_table.html")
+    render_files(args.summary, args.outdir, args.figure)
     return 0
 
 
@@ -308,6 +307,7 @@ def _cmd_gpus(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from convlab.report.figurenames import NAMES as FIGURE_NAMES
     from convlab.report.seeds import SEEDS, figure_names
 
     parser = argparse.ArgumentParser(prog="python -m convlab", description=__doc__,
@@ -389,6 +389,9 @@ def build_parser() -> argparse.ArgumentParser:
     figures = commands.add_parser("figures", help="render the report figures from the summary")
     figures.add_argument("--summary", required=True)
     figures.add_argument("--outdir", required=True)
+    figures.add_argument("--figure", choices=FIGURE_NAMES,
+                         help="render this one only, as <name>.png (status_table: the page of failed cells, "
+                              "status_table.html); default: all of them (the report runs one job per figure)")
     figures.set_defaults(handler=_cmd_figures)
 
     gallery = commands.add_parser("gallery", help="save one kernel's edge map as an image")

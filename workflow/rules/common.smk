@@ -177,15 +177,25 @@ def gallery_kernel_files(wildcards):
     return list(files_of(wildcards.kernel, BACKEND))
 
 
-def figure(name, title):
-    """A report figure of the conv2d experiment, captioned by workflow/report/<name>.rst. Marked
-    update(): a failed re-render restores the previous figure instead of deleting it."""
+def figure(path, labels):
+    """The file of one figures job, ``path`` with {file} for it: a conv2d figure (<name>.png,
+    ``labels`` gives its report label) under conv2d / Figures, or the table of failed cells
+    under Summary. Captioned by figure.rst, which shows workflow/report/<name>.rst from the
+    job's params (one caption file serves them all). Marked update(): a failed re-render
+    restores the previous file instead of deleting it."""
+
+    def filed(wildcards):
+        name = os.path.splitext(wildcards.file)[0]
+        if name in labels:
+            return "conv2d", "Figures", {"figure": labels[name], "backend": BACKEND}
+        return "Summary", None, {"table": "failed cells"}
+
     return report(
-        update(f"{RESULTS}/figures/{name}.png"),
-        caption=f"../report/{name}.rst",
-        category="conv2d",
-        subcategory="Figures",
-        labels={"figure": title, "backend": BACKEND},
+        update(path),
+        caption="../report/figure.rst",
+        category=lambda wildcards: filed(wildcards)[0],
+        subcategory=lambda wildcards: filed(wildcards)[1],
+        labels=lambda wildcards: filed(wildcards)[2],
     )
 
 

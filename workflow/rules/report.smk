@@ -1,33 +1,43 @@
 # Figures, the failed-cell table and the edge-map gallery, each captioned for
 # `snakemake --report results/report.html`.
+from convlab.report.figurenames import NAMES as FIGURE_NAMES, file_name, name_of
+
+# The report label of each conv2d figure (convlab.report.figurenames names them).
+FIGURE_LABELS = {
+    "time_vs_size": "time vs size",
+    "gflops_vs_size": "GFLOPS vs size",
+    "pct_of_floor_vs_size": "% of floor vs size",
+    "variants": "variants",
+    "status": "cells by status",
+}
 
 
+# One job per figure and one for the table of failed cells: they run side by side (the service
+# renders up to four at once), so the report waits for the slowest figure, not for their sum.
 rule figures:
     input:
         summary=f"{RESULTS}/summary.csv",
     output:
-        time=figure("time_vs_size", "time vs size"),
-        gflops=figure("gflops_vs_size", "GFLOPS vs size"),
-        floor=figure("pct_of_floor_vs_size", "% of floor vs size"),
-        variants=figure("variants", "variants"),
-        status=figure("status", "cells by status"),
-        status_table=report(
-            update(f"{RESULTS}/figures/status_table.html"),
-            caption="../report/status_table.rst",
-            category="Summary",
-            labels={"table": "failed cells"},
-        ),
+        figure=figure(f"{RESULTS}/figures/{{file}}", FIGURE_LABELS),
     log:
-        f"{RESULTS}/logs/figures.log",
+        f"{RESULTS}/logs/figures/{{file}}.log",
+    wildcard_constraints:
+        file="|".join(file_name(name).replace(".", r"\.") for name in FIGURE_NAMES),
     conda:
         "../../envs/convlab.yaml"
     params:
         code=CODE["report"],
         runner=RUNNER,
-        outdir=lambda wildcards, output: os.path.dirname(output.time),
+        outdir=lambda wildcards, output: os.path.dirname(output.figure),
+        name=lambda wildcards: name_of(wildcards.file),
+        # workflow/report/<name>.rst, for figure.rst to show: a rule has one caption file
+        caption=lambda wildcards: Path(
+            workflow.basedir, "workflow", "report", f"{name_of(wildcards.file)}.rst"
+        ).read_text(),
     shell:
         logged(
-            "{params.runner} figures --summary {input.summary} --outdir {params.outdir}"
+            "{params.runner} figures --summary {input.summary} --outdir {params.outdir} "
+            "--figure {params.name}"
         )
 
 

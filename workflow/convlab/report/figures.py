@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
@@ -13,6 +14,7 @@ from matplotlib.lines import Line2D
 
 from convlab.families import FAMILIES
 from convlab.report.codelabels import TWIN_BACKENDS, kernel_labels
+from convlab.report.figurenames import FIGURES, STATUS_TABLE, file_name
 from convlab.report.pages import html_page, write_page
 from convlab.report.plotting import (
     NO_ROWS,
@@ -32,6 +34,7 @@ from convlab.report.plotting import (
     note_figure_object,
     note_on_axes,
     palette_colors,
+    panel_title,
     save_figure,
     size_axis,
     with_filter,
@@ -59,16 +62,22 @@ def _natural_column(column: pd.Series) -> pd.Series:
 
 
 def _lines(ax: Axes, data: pd.DataFrame, y: str, palette: dict) -> bool:
-    """One line per label, wrong points overdrawn with a large X; True when any point is wrong."""
-    data = data[data[y].notna()]
+    """One line per label, wrong points overdrawn with a large X; True when any point is wrong.
+
+    The lines seaborn's lineplot and scatterplot (hue=label, estimator=None) would draw, in the order the labels
+    first appear and each sorted by x, then y; drawn with matplotlib alone, since seaborn's setup of each call
+    costs more than the drawing in a figure of many panels."""
+    data = data[data["H"].notna() & data[y].notna()]
     if data.empty:
         return False
-    sns.lineplot(data=data, x="H", y=y, hue="label", palette=palette, estimator=None, sort=True,
-                 marker="o", markersize=6, legend=False, ax=ax)
+    for label in data["label"].unique():
+        points = data[data["label"] == label].sort_values(["H", y])
+        ax.plot(points["H"].to_numpy(float), points[y].to_numpy(float), color=palette[label], marker="o",
+                markersize=6, markeredgewidth=0.75, markeredgecolor="w")
     wrong = data[data["status"] == WRONG]
     if not wrong.empty:
-        sns.scatterplot(data=wrong, x="H", y=y, hue="label", palette=palette, marker="X", s=160,
-                        edgecolor="black", linewidth=1.2, legend=False, ax=ax, zorder=5)
+        ax.scatter(wrong["H"].to_numpy(float), wrong[y].to_numpy(float), marker="X", s=160,
+                   color=[palette[label] for label in wrong["label"]], edgecolor="black", linewidth=1.2, zorder=5)
     return not wrong.empty
 
 
@@ -94,7 +103,7 @@ def _by_stride(frame: pd.DataFrame, path: Path, what: str, y: str, ylabel: str,
             ax.axhline(100, color="0.3", linestyle="--", linewidth=1.2)
             top = max(110.0, float(best[y].max()) * 1.08) if best[y].notna().any() else 110.0
             ax.set_ylim(0, top)
-        ax.set_title(f"stride {int(stride)}")
+        panel_title(ax, f"stride {int(stride)}")
         ax.set_xlabel(SIZE_LABEL)
         ax.set_ylabel(ylabel if ax is axes[0][0] else "")
     if logy:  # after every panel is drawn: the shared limits decide which ticks get labels
@@ -137,11 +146,14 @@ def variants_figure(frame: pd.DataFrame) -> Figure:
         return note_figure_object(figure_title(frame, what), single_variant_reason(frame), width=9.0, height=3.6)
     strides = sorted(frame["stride"].dropna().unique())
     sizes = sorted(frame["H"].dropna().unique())
-    timed = frame[frame["status"].isin(TIMED) & frame["kernel_ms"].notna()].copy()
+    # Only the columns drawn: every selection below copies each column of the summary's sixty.
+    timed = frame.loc[frame["status"].isin(TIMED) & frame["kernel_ms"].notna(),
+                      ["kernel", "variant", "filter_size", "H", "stride", "status", "kernel_ms"]]
     timed["label"] = with_filter(timed, timed["variant"])
     names = kernel_labels(frame)
     # Room for the per-row legends, which tight_layout would otherwise take from the panels.
     figure, axes = new_figure(len(kernels), len(strides), legend_width=3.2)
+    size_axis(axes[0][0], sizes)  # every panel shares it: set once, not once per panel
     for row, kernel in zip(axes, kernels):
         mine = timed[timed["kernel"] == kernel]
         all_labels = natural_order(with_filter(frame, frame["variant"])[frame["kernel"] == kernel])
@@ -152,9 +164,7 @@ def variants_figure(frame: pd.DataFrame) -> Figure:
             any_wrong |= _lines(ax, part, "kernel_ms", palette)
             if part.empty:
                 note_on_axes(ax, NO_TIMED_CELLS)
-            size_axis(ax, sizes)
-            ax.set_title(f"{names.get(kernel, kernel)}, stride {int(stride)}")
-            ax.set_xlabel(SIZE_LABEL)
+            panel_title(ax, f"{names.get(kernel, kernel)}, stride {int(stride)}")
             ax.set_ylabel(TIME_LABEL if ax is row[0] else "")
         for ax in row:
             log_y_axis(ax)
@@ -168,6 +178,8 @@ def variants_figure(frame: pd.DataFrame) -> Figure:
                 handle.set_label(f"{label} (no timed cell)")
         row[-1].legend(handles=handles, title=f"{kernel} ({counts[kernel]} variants)",
                        loc="center left", bbox_to_anchor=(1.02, 0.5), frameon=False)
+    for ax in axes[-1]:  # the panels share x: only the bottom row has its numbers, and so its label
+        ax.set_xlabel(SIZE_LABEL)
     figure.suptitle(figure_title(frame, what))
     return figure
 
@@ -217,30 +229,46 @@ def status_figure(frame: pd.DataFrame) -> Figure:
     return figure
 
 
-def render_figures(summary_csv: str | Path, outdir: str | Path) -> list[Path]:
-    """Write the report's five PNGs into ``outdir`` and return their paths.
+def render_figures(summary_csv: str | Path, outdir: str | Path, names: Iterable[str] = FIGURES) -> list[Path]:
+    """Write the report's PNGs named ``names`` (default: all five, convlab.report.figurenames) into ``outdir`` and
+    return their paths. The report renders each in a job of its own, side by side.
 
     The four kernel figures draw the conv2d experiment's rows; status.png counts every cell of the summary.
     Works on any summary, including a header-only one or one where every cell failed.
     """
+    unknown = [name for name in names if name not in FIGURES]
+    if unknown:
+        raise ValueError(f"no figure named {', '.join(unknown)}; the figures are {', '.join(FIGURES)}")
     everything = _load(summary_csv)
     frame = everything
     if "experiment" in frame.columns:  # the other families have figures of their own (seedfigures, roofline)
         frame = frame[frame["experiment"] == "conv2d"]
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
+    drawings = {
+        "time_vs_size": lambda path: save_figure(time_vs_size_figure(frame), path),
+        "gflops_vs_size": lambda path: _by_stride(frame, path, "Throughput vs image size", "gflops",
+                                                  "throughput (GFLOP/s)", logy=True),
+        "pct_of_floor_vs_size": lambda path: _by_stride(frame, path, "Distance from the memory floor", "pct_of_floor",
+                                                        "% of memory-bandwidth floor\n(100 = at floor)", logy=False,
+                                                        floor_line=True),
+        "variants": lambda path: save_figure(variants_figure(frame), path),
+        "status": lambda path: save_figure(status_figure(everything), path),  # every cell, not conv2d alone
+    }
     # Scoped style instead of sns.set_theme(): rendering leaves matplotlib's global state alone.
     with sns.axes_style("whitegrid"), sns.plotting_context("notebook"):
-        return [
-            save_figure(time_vs_size_figure(frame), outdir / "time_vs_size.png"),
-            _by_stride(frame, outdir / "gflops_vs_size.png", "Throughput vs image size", "gflops",
-                       "throughput (GFLOP/s)", logy=True),
-            _by_stride(frame, outdir / "pct_of_floor_vs_size.png", "Distance from the memory floor",
-                       "pct_of_floor", "% of memory-bandwidth floor\n(100 = at floor)", logy=False,
-                       floor_line=True),
-            save_figure(variants_figure(frame), outdir / "variants.png"),
-            save_figure(status_figure(everything), outdir / "status.png"),  # every cell, not conv2d alone
-        ]
+        return [drawings[name](outdir / file_name(name)) for name in names]
+
+
+def render_files(summary_csv: str | Path, outdir: str | Path, name: str | None = None) -> list[Path]:
+    """What the `figures` command writes into ``outdir``: the file of ``name`` (a figure or the table of failed
+    cells, convlab.report.figurenames), or with no name all of them."""
+    table = Path(outdir) / file_name(STATUS_TABLE)
+    if name is None:
+        return [*render_figures(summary_csv, outdir), status_table_html(summary_csv, table)]
+    if name == STATUS_TABLE:
+        return [status_table_html(summary_csv, table)]
+    return render_figures(summary_csv, outdir, [name])
 
 
 def status_table_html(summary_csv: str | Path, out_html: str | Path) -> Path:

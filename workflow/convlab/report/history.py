@@ -12,7 +12,7 @@ from pathlib import Path
 from convlab.history import store
 from convlab.history.verdicts import ORDER, geomean
 from convlab.report.pages import html_page, write_page
-from convlab.report.plotting import new_figure, note_figure, save_figure
+from convlab.report.plotting import new_figure, note_figure, panel_title, save_figure, ticks_in_view
 
 COLUMNS = 5
 
@@ -63,12 +63,13 @@ def render_history_figure(measurements: list[store.Measurement], device: str, ou
                 ax.axvline(x - 0.5, color="#c0392b", linestyle="--", linewidth=0.9)
                 ax.plot([x], [y], marker="^", color="#c0392b", markersize=6)
         ax.axhline(1.0, color="0.6", linewidth=0.6)
-        ax.set_title(kernel, fontsize=9)
+        panel_title(ax, kernel, fontsize=9)
         ax.set_yscale("log")
         low, high = min(ys + [1.0]), max(ys + [1.0])
         ax.set_ylim(low / 1.15, high * 1.15)
         ax.yaxis.set_major_formatter(lambda v, _: f"{v:g}")
         ax.yaxis.set_minor_formatter(lambda v, _: "")
+        ticks_in_view(ax.yaxis)
         ax.set_xlim(0.5, max(xs) + 0.5)
         ax.xaxis.get_major_locator().set_params(integer=True)
         ax.tick_params(labelsize=7)

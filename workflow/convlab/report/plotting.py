@@ -10,13 +10,16 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
+import matplotlib as mpl
+import numpy as np
 import pandas as pd
 import seaborn as sns
 from matplotlib.axes import Axes
+from matplotlib.axis import Axis
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
-from matplotlib.ticker import FuncFormatter, NullFormatter, NullLocator
+from matplotlib.ticker import FuncFormatter, Locator, NullFormatter, NullLocator
 
 from convlab.aggregate import code_versions
 from convlab.atomicfile import write_bytes_atomically
@@ -41,12 +44,84 @@ def new_figure(nrows: int, ncols: int, width: float = 4.4, height: float = 3.6, 
 
 
 def save_figure(figure: Figure, path: Path) -> Path:
-    """Save as PNG beside ``path`` and rename into place: a reader never sees half a figure."""
+    """Lay out, crop to what is drawn (as bbox_inches="tight" does) and save as PNG beside ``path``, renamed
+    into place: a reader never sees half a figure."""
+    _spines_out_of_layout(figure)
     figure.tight_layout()
+    # tight_layout leaves a placeholder layout engine, and with one (or with bbox_inches="tight") savefig draws
+    # the whole figure once more, without output, before the real draw. Measuring the crop here costs one
+    # pass over the artists instead of two.
+    figure.set_layout_engine(None)
+    crop = figure.get_tightbbox(figure.canvas.get_renderer()).padded(mpl.rcParams["savefig.pad_inches"])
     buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", dpi=DPI, bbox_inches="tight")
+    figure.savefig(buffer, format="png", dpi=DPI, bbox_inches=crop)
     write_bytes_atomically(path, buffer.getvalue())
     return Path(path)
+
+
+def _spines_out_of_layout(figure: Figure) -> None:
+    """Leave out of the layout's measurements the spines that would add nothing to it: one at the panel's edge
+    with no tick marks drawn (seaborn's whitegrid) covers only the panel itself, yet measuring it updates every
+    tick of its axis."""
+    for ax in figure.axes:
+        for spine in ax.spines.values():
+            axis = spine.axis
+            if axis is None or spine.get_position() != ("outward", 0.0):
+                continue
+            ticks = axis.majorTicks[:1] + axis.minorTicks[:1]
+            if not any(tick.tick1line.get_visible() or tick.tick2line.get_visible() for tick in ticks):
+                spine.set_in_layout(False)
+
+
+def panel_title(ax: Axes, text: str, **kwargs) -> None:
+    """A panel's title just above it, where matplotlib would put it when nothing is drawn above the panel (no
+    top tick labels). A title it places itself costs both axes' tick layout on every layout and draw pass."""
+    ax.set_title(text, y=1.0, **kwargs)
+
+
+class InViewLocator(Locator):
+    """``locator``'s ticks that fall inside the axis' view. A log locator also returns ticks a decade or more
+    beyond the view: they are never drawn, but each costs a tick object and its update on every layout pass.
+    Only for formatters that label each value on its own (FuncFormatter, NullFormatter): a ScalarFormatter
+    picks its precision from every tick it is given."""
+
+    def __init__(self, locator: Locator) -> None:
+        self.locator = locator
+
+    def set_axis(self, axis: Axis) -> None:
+        self.axis = axis
+        self.locator.set_axis(axis)
+
+    def __call__(self) -> np.ndarray:
+        values = np.asarray(self.locator(), dtype=float)
+        transform = self.axis.get_transform()
+        low, high = sorted(transform.transform(np.asarray(self.axis.get_view_interval(), dtype=float)))
+        # wider than matplotlib's own margins (what it draws, and which minor ticks a major one hides): every
+        # tick that could matter is kept, and matplotlib decides as before
+        margin = (high - low) * 1e-3
+        with np.errstate(invalid="ignore", divide="ignore"):
+            where = transform.transform(values)
+        return values[(where >= low - margin) & (where <= high + margin)]
+
+    def tick_values(self, vmin: float, vmax: float) -> np.ndarray:
+        return self.locator.tick_values(vmin, vmax)
+
+    def view_limits(self, vmin: float, vmax: float) -> tuple[float, float]:
+        return self.locator.view_limits(vmin, vmax)
+
+    def nonsingular(self, v0: float, v1: float) -> tuple[float, float]:
+        return self.locator.nonsingular(v0, v1)
+
+    def set_params(self, **kwargs) -> None:
+        self.locator.set_params(**kwargs)
+
+
+def ticks_in_view(axis: Axis) -> None:
+    """Wrap the axis' locators in InViewLocator (see there for the formatters this suits), once."""
+    if not isinstance(axis.get_major_locator(), InViewLocator):
+        axis.set_major_locator(InViewLocator(axis.get_major_locator()))
+    if not isinstance(axis.get_minor_locator(), InViewLocator):
+        axis.set_minor_locator(InViewLocator(axis.get_minor_locator()))
 
 
 def note_on_axes(ax: Axes, text: str) -> None:
@@ -95,6 +170,7 @@ def log_y_axis(ax: Axes) -> None:
         ax.grid(True, which="minor", axis="y", linewidth=0.5, alpha=0.5)
     else:
         ax.yaxis.set_minor_formatter(NullFormatter())
+    ticks_in_view(ax.yaxis)
 
 
 def palette_colors(n: int) -> list:

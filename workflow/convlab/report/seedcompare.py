@@ -37,6 +37,9 @@ DEFECT_NOTES = {
 COLUMNS = ["seed", "table", "method", "experiment", "kernel", "variant", "size", "stride", "filter_size", "block",
            "layer", "seed_gpu", "unit", "seed_value", "this_gpu", "this_value", "ratio", "this_status",
            "this_reason", "defect", "defect_note", "note", "ran_as"]
+# What picking a seed number's cell reads of the summary (_problem, _pick, _this_value, ran_label).
+PICK_COLUMNS = ("experiment", "kernel", "variant", "status", "reason", "implementation", "backend", "kernel_ms",
+                "gflops", "gemm_m", "size", "stride", "filter_size")
 NUMERIC = ("size", "batch", "H", "stride", "filter_size", "gemm_m", "kernel_ms", "gflops", "gbps", "flops", "bytes",
            "setup_ms", "pct_of_floor", "C_in", "C_out", "W")
 
@@ -206,6 +209,11 @@ def compare(seeds: pd.DataFrame, method_map: dict, summary: pd.DataFrame) -> pd.
     this_gpu = devices.mode().iloc[0] if not devices.empty else ""
     out = []
     labels = {experiment: kernel_labels(part) for experiment, part in summary.groupby("experiment")}
+    # Each kernel's rows once, in the few columns a pick reads: every selection copies each column it keeps,
+    # and a seed table of hundreds of numbers selects several times per number.
+    picking = summary[[column for column in PICK_COLUMNS if column in summary.columns]]
+    by_kernel = dict(tuple(picking.groupby(["experiment", "kernel"], sort=False)))
+    no_rows = picking.iloc[:0]
     for _, seed_row in seeds.iterrows():
         key = (seed_row["seed"], seed_row["table"], seed_row["method"])
         entry = entries.get(key)
@@ -230,7 +238,7 @@ def compare(seeds: pd.DataFrame, method_map: dict, summary: pd.DataFrame) -> pd.
                           ran_as=f"{named.get(entry['kernel'], entry['kernel'])} / "
                                  f"{named.get(entry['baseline'], entry['baseline'])}" if status == OK else "")
         else:
-            rows = summary[(summary["experiment"] == entry["experiment"]) & (summary["kernel"] == entry["kernel"])]
+            rows = by_kernel.get((entry["experiment"], entry["kernel"]), no_rows)
             cell = _pick(_problem(rows, entry["experiment"], seed_row), entry.get("match", {}), seed_row)
             if cell is None:
                 record.update(this_status=NOT_RUN, this_reason="no cell of this problem in this run's grid")

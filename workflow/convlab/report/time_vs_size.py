@@ -27,6 +27,7 @@ from convlab.report.plotting import (
     new_figure,
     note_figure_object,
     note_on_axes,
+    panel_title,
     size_axis,
     with_filter,
 )
@@ -183,7 +184,7 @@ def _no_timed_cells_figure(frame: pd.DataFrame, what: str, strides: list, sizes:
     for ax, stride in zip(axes[0], strides):
         note_on_axes(ax, NO_TIMED_CELLS)
         size_axis(ax, sizes)
-        ax.set_title(f"stride {int(stride)}")
+        panel_title(ax, f"stride {int(stride)}")
         ax.set_xlabel(SIZE_LABEL)
     axes[0][0].set_ylabel(TIME_LABEL)
     hide_y_ticks(axes[0])
@@ -228,7 +229,7 @@ def time_vs_size_figure(frame: pd.DataFrame) -> Figure:
             if not ends:
                 note_on_axes(ax, "no timed cell of these kernels\nat this stride")
             labelled.append((ax, ends, styles))
-            ax.set_title(f"{heading}stride {int(stride)}", fontsize=10.5)
+            panel_title(ax, f"{heading}stride {int(stride)}", fontsize=10.5)
             ax.set_yscale("log")
             size_axis(ax, sizes)
         # Each row's time axis spans its own lines only (the grey ones may leave it), so that the close lines of
