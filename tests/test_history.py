@@ -261,3 +261,25 @@ def test_a_newer_schema_is_refused_with_one_line(lab):
         connection.execute(f"PRAGMA user_version = {store.SCHEMA_VERSION + 1}")
     recorded = record(results_of(folder), cells, DEVICE)
     assert recorded.added == 0 and "newer than this convlab" in recorded.warnings[0]
+
+
+def test_the_history_figure_follows_runs_in_order_and_marks_where_kernel_files_changed(lab, monkeypatch):
+    from convlab.report.history import relative_times, write_history_page
+
+    folder, cells = lab
+    write_rows(cells, 1.0)
+    record(results_of(folder), cells, DEVICE)
+    monkeypatch.setattr(record_module.KernelHashes, "__call__", lambda self, kernel, backend: "edited")
+    write_rows(cells, 1.5)  # the same finished_at as the first run: run order must still hold
+    record(results_of(folder), cells, DEVICE)
+    connection = store.open_for_reading(store.database_path(results_of(folder)))
+    series = relative_times(store.measurements(connection))
+    connection.close()
+    for kernel in {cell.kernel for cell in cells}:
+        (first_run, first, first_changed), (second_run, second, second_changed) = series[kernel]
+        assert (first_run, first, first_changed) == (1, pytest.approx(1.0), False)
+        assert (second_run, second, second_changed) == (2, pytest.approx(1.5), True)
+    page = write_history_page(results_of(folder), results_of(folder) / "verdicts" / "latest.csv",
+                              folder / "history.png", folder / "history.html")
+    assert "2 runs" in page and (folder / "history.png").stat().st_size > 10_000
+    assert (folder / "history.html").read_text().count("SLOWER") >= len(cells)

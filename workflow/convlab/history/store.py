@@ -220,7 +220,12 @@ def _measurement(record: tuple[Any, ...]) -> Measurement:
     return Measurement(*record)
 
 
-def _select(where: str = "", order: str = "finished_at, row_check") -> str:
+# Oldest first by the run that kept them (its order of recording), then by when they finished: a
+# clock that went back between runs cannot reorder the history.
+RUN_ORDER = "(SELECT rowid FROM runs WHERE runs.run_id = measurements.run_id), finished_at, row_check"
+
+
+def _select(where: str = "", order: str = RUN_ORDER) -> str:
     return f"SELECT {', '.join(MEASUREMENT_COLUMNS)} FROM measurements {where} ORDER BY {order}"
 
 

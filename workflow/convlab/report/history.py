@@ -9,10 +9,12 @@ import math
 from collections import defaultdict
 from pathlib import Path
 
+from matplotlib.ticker import MaxNLocator
+
 from convlab.history import store
 from convlab.history.verdicts import ORDER, geomean
 from convlab.report.pages import html_page, write_page
-from convlab.report.plotting import new_figure, note_figure, panel_title, save_figure, ticks_in_view
+from convlab.report.plotting import new_figure, note_figure, panel_title, save_figure
 
 COLUMNS = 5
 
@@ -64,12 +66,12 @@ def render_history_figure(measurements: list[store.Measurement], device: str, ou
                 ax.plot([x], [y], marker="^", color="#c0392b", markersize=6)
         ax.axhline(1.0, color="0.6", linewidth=0.6)
         panel_title(ax, kernel, fontsize=9)
-        ax.set_yscale("log")
+        # linear: run-to-run changes are a few percent, which a log axis leaves without a tick
         low, high = min(ys + [1.0]), max(ys + [1.0])
-        ax.set_ylim(low / 1.15, high * 1.15)
-        ax.yaxis.set_major_formatter(lambda v, _: f"{v:g}")
-        ax.yaxis.set_minor_formatter(lambda v, _: "")
-        ticks_in_view(ax.yaxis)
+        margin = max(0.05, (high - low) * 0.15)
+        ax.set_ylim(low - margin, high + margin)
+        ax.yaxis.set_major_locator(MaxNLocator(nbins=4))
+        ax.yaxis.set_major_formatter(lambda v, _: f"{v:.2f}")
         ax.set_xlim(0.5, max(xs) + 0.5)
         ax.xaxis.get_major_locator().set_params(integer=True)
         ax.tick_params(labelsize=7)
