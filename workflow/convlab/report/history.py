@@ -12,6 +12,7 @@ from pathlib import Path
 from matplotlib.ticker import MaxNLocator
 
 from convlab.history import store
+from convlab.history.listing import short_cell
 from convlab.history.verdicts import ORDER, geomean
 from convlab.report.pages import html_page, write_page
 from convlab.report.plotting import new_figure, note_figure, panel_title, save_figure
@@ -111,7 +112,7 @@ def write_history_page(folder: str | Path, latest_csv: str | Path, figure_out: s
     body = "".join(
         f'<tr style="background:{colours.get(r["verdict"], "#fff")}">'
         + "".join(f"<td>{html.escape(v)}</td>" for v in (
-            r["verdict"], r["kernel"], r["cell"], r["previous_ms"], r["kernel_ms"],
+            r["verdict"], r["kernel"], short_cell(r["cell"]), r["previous_ms"], r["kernel_ms"],
             f"{float(r['ratio']):.3f}" if r["ratio"] else "", r["changed"].replace(";", ", ")))
         + "</tr>" for r in rows)
     run_rows = "".join(f"<tr><td>{html.escape(a)}</td><td>{html.escape(b)}</td><td>{html.escape((c or '')[:10])}"
