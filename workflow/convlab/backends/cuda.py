@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import time
 from collections.abc import Callable
 from contextlib import contextmanager
@@ -50,12 +51,50 @@ def _fill_constant(module: cupy.RawModule, symbol: str, buffer: cupy.ndarray) ->
 
 
 def gpu_uuid(properties: dict) -> str:
-    """'GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx', as nvidia-smi and CUDA_VISIBLE_DEVICES write it."""
+    """'GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx', as nvidia-smi and CUDA_VISIBLE_DEVICES write it.
+
+    CuPy hands the UUID's 16 bytes over as a C string, so a UUID with a zero byte arrives cut
+    short (GPU-008f... arrives empty); such a GPU is then found by its PCI address instead."""
     raw = properties.get("uuid", b"")
     text = raw.hex() if isinstance(raw, bytes) else str(raw).replace("-", "")
     if len(text) != 32:
-        return ""
+        return uuid_by_pci_address(properties)
     return f"GPU-{text[:8]}-{text[8:12]}-{text[12:16]}-{text[16:20]}-{text[20:]}"
+
+
+def pci_address(properties: dict) -> str | None:
+    """The GPU's PCI address as NVML and nvidia-smi write it (00000000:1B:00.0), if known."""
+    try:
+        return f"{int(properties['pciDomainID']):08X}:{int(properties['pciBusID']):02X}:" \
+               f"{int(properties['pciDeviceID']):02X}.0"
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def uuid_by_pci_address(properties: dict) -> str:
+    """The UUID of the GPU at the properties' PCI address, from NVML, else nvidia-smi; '' where
+    neither can tell."""
+    address = pci_address(properties)
+    if address is None:
+        return ""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        uuid = pynvml.nvmlDeviceGetUUID(pynvml.nvmlDeviceGetHandleByPciBusId(address))
+        return uuid.decode() if isinstance(uuid, bytes) else str(uuid)
+    except Exception:  # no NVML here, or it does not know the address: ask nvidia-smi
+        pass
+    try:
+        listing = subprocess.run(["nvidia-smi", "--query-gpu=pci.bus_id,uuid", "--format=csv,noheader"],
+                                 capture_output=True, text=True, timeout=20).stdout
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    for line in listing.splitlines():
+        bus, _, uuid = (part.strip() for part in line.partition(","))
+        if bus.upper() == address:
+            return uuid
+    return ""
 
 
 def _matmul(stage: dict, operands: dict, names: dict) -> Callable[[], None]:
