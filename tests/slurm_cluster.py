@@ -1,4 +1,8 @@
-"""A one-node Slurm cluster on this machine, for testing the Slurm executor for real.
+"""A two-node Slurm cluster on this machine, for testing the Slurm executor for real.
+
+Two slurmd run on this host under the node names of NODES, each on its own port, with its own
+`gpu` GRES of a GPU model and a node feature of the same name (/dev/null stands in for the
+device): Debian's build allows it, since each slurmd finds its port by its node name.
 
 Needs root (the config must be at /etc/slurm/slurm.conf: the job step plugin clears
 SLURM_* variables inside each job, so a SLURM_CONF elsewhere makes every job fail) and the
@@ -21,6 +25,9 @@ CONF = Path("/etc/slurm/slurm.conf")
 GRES = Path("/etc/slurm/gres.conf")
 MARKER = "# written by convlab tests/slurm_cluster.py"
 PACKAGES = ("slurmctld", "slurmd", "sinfo", "sbatch", "squeue", "munged")
+# node name -> the GPU model of its gres and its feature
+NODES = {"convlab-a": "h100", "convlab-b": "h200"}
+FIRST_PORT = 6821
 
 
 def unavailable_reason() -> str | None:
@@ -52,13 +59,18 @@ class LocalSlurm:
 
     def __init__(self) -> None:
         self.state = Path(tempfile.mkdtemp(prefix="convlab-slurm-"))
-        self.cpus = os.cpu_count() or 1
         self.started: list[Path] = []
         self._lock = open(Path(tempfile.gettempdir()) / "convlab-slurm.lock", "a")
 
     def write_config(self) -> None:
-        for sub in ("state", "spool", "log"):
+        for sub in ("state", "log", *(f"spool/{name}" for name in NODES)):
             (self.state / sub).mkdir(parents=True, exist_ok=True)
+        # Each node one CPU and half the memory: the jobs that run at once spread over both
+        # nodes, and no more of them run than this machine has cores for.
+        nodes = "\n".join(
+            f"NodeName={name} NodeAddr=127.0.0.1 Port={FIRST_PORT + index} CPUs=1 "
+            f"RealMemory={_memory_mb() // len(NODES)} Gres=gpu:{model}:1 Feature={model} State=UNKNOWN"
+            for index, (name, model) in enumerate(NODES.items()))
         CONF.parent.mkdir(parents=True, exist_ok=True)
         CONF.write_text(f"""{MARKER}
 ClusterName=convlab
@@ -67,11 +79,11 @@ SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
 StateSaveLocation={self.state}/state
-SlurmdSpoolDir={self.state}/spool
+SlurmdSpoolDir={self.state}/spool/%n
 SlurmctldPidFile={self.state}/slurmctld.pid
-SlurmdPidFile={self.state}/slurmd.pid
+SlurmdPidFile={self.state}/slurmd-%n.pid
 SlurmctldLogFile={self.state}/log/slurmctld.log
-SlurmdLogFile={self.state}/log/slurmd.log
+SlurmdLogFile={self.state}/log/slurmd-%n.log
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 SelectType=select/cons_tres
@@ -82,12 +94,16 @@ JobAcctGatherType=jobacct_gather/none
 JobCompType=jobcomp/none
 MinJobAge=300
 ReturnToService=2
+# a node whose slurmd is gone is marked down after 10 s, and its batch jobs requeued
+SlurmdTimeout=10
+JobRequeue=1
 SchedulerType=sched/backfill
-NodeName=localhost NodeAddr=127.0.0.1 CPUs={self.cpus} RealMemory={_memory_mb()} Gres=gpu:1 State=UNKNOWN
-PartitionName=gpu Nodes=localhost Default=YES MaxTime=INFINITE State=UP
+{nodes}
+PartitionName=gpu Nodes={",".join(NODES)} Default=YES MaxTime=INFINITE State=UP
 """)
         # No File= line and the node drains; /dev/null stands in for the device.
-        GRES.write_text(f"{MARKER}\nAutoDetect=off\nNodeName=localhost Name=gpu File=/dev/null\n")
+        GRES.write_text(f"{MARKER}\nAutoDetect=off\n" + "".join(
+            f"NodeName={name} Name=gpu Type={model} File=/dev/null\n" for name, model in NODES.items()))
 
     def start(self, timeout_s: float = 30.0) -> None:
         fcntl.flock(self._lock, fcntl.LOCK_EX)
@@ -102,15 +118,50 @@ PartitionName=gpu Nodes=localhost Default=YES MaxTime=INFINITE State=UP
             self.started.append(Path("/run/munge/munged.pid"))
         subprocess.run([_sbin("slurmctld")], check=True)
         self.started.append(self.state / "slurmctld.pid")
-        subprocess.run([_sbin("slurmd"), "-N", "localhost"], check=True)
-        self.started.append(self.state / "slurmd.pid")
+        for name in NODES:
+            self.start_node(name)
+        self.wait_idle(timeout_s)
+
+    def start_node(self, name: str) -> None:
+        subprocess.run([_sbin("slurmd"), "-N", name], check=True)
+        self.started.append(self.state / f"slurmd-{name}.pid")
+
+    def node_states(self) -> dict[str, str]:
+        listed = subprocess.run(["sinfo", "-h", "-N", "-o", "%N %T"], capture_output=True, text=True).stdout
+        return dict(line.split() for line in listed.splitlines() if len(line.split()) == 2)
+
+    def wait_idle(self, timeout_s: float = 30.0) -> None:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            state = subprocess.run(["sinfo", "-h", "-o", "%T"], capture_output=True, text=True).stdout.strip()
-            if state == "idle":
+            states = self.node_states()
+            if set(states) == set(NODES) and set(states.values()) == {"idle"}:
                 return
             time.sleep(0.2)
-        raise RuntimeError(f"the local Slurm node did not become idle (sinfo: {state!r}); logs in {self.state}/log")
+        raise RuntimeError(f"the local Slurm nodes did not become idle (sinfo: {states}); logs in {self.state}/log")
+
+    def kill_node(self, name: str) -> list[str]:
+        """The node dies: its slurmd and every process of the jobs running on it are killed at
+        once (SIGKILL), as when a machine loses power. Returns the ids of those jobs."""
+        jobs = subprocess.run(["squeue", "-h", "-w", name, "-t", "RUNNING", "-o", "%i"], capture_output=True,
+                              text=True).stdout.split()
+        victims = [int((self.state / f"slurmd-{name}.pid").read_text().strip())]
+        for proc in Path("/proc").iterdir():
+            if not proc.name.isdigit():
+                continue
+            try:
+                environ = (proc / "environ").read_bytes().split(b"\0")
+                command = (proc / "cmdline").read_bytes()
+            except OSError:
+                continue
+            job = next((v.split(b"=", 1)[1].decode() for v in environ if v.startswith(b"SLURM_JOB_ID=")), None)
+            if job in jobs or any(command.startswith(f"slurmstepd: [{j}".encode()) for j in jobs):
+                victims.append(int(proc.name))
+        for pid in victims:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        return jobs
 
     def stop(self) -> None:
         for pid_file in reversed(self.started):

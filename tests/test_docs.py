@@ -152,7 +152,8 @@ def slurm_commands(text: str) -> tuple[list[str], list[str]]:
 
 def test_slurm_page_repeats_the_readme_commands():
     readme = slurm_commands(section(README.read_text(encoding="utf-8"), SLURM_SECTION))
-    page = slurm_commands((REPO / "docs" / "slurm.md").read_text(encoding="utf-8"))
+    # the page's opening section repeats the README's; later sections have commands of their own
+    page = slurm_commands((REPO / "docs" / "slurm.md").read_text(encoding="utf-8").split("\n## ", 1)[0])
     assert len(readme[0]) == 2 and len(readme[1]) == 1, readme
     assert readme == page, f"README {readme} != docs/slurm.md {page}"
 
@@ -225,3 +226,18 @@ def test_every_count_of_cells_is_checked(page):
         start, end = match.span(1)
         assert any(lo <= start and end <= hi for lo, hi in spans), \
             f"{rel(page)}: '{match.group(0)}' is a hand-written count that no test checks (tests/test_docs.py)"
+
+
+def test_slurm_page_several_models_command_is_a_valid_config():
+    from convlab.config import validate_config
+    from convlab.devicelabel import choose_devices
+
+    page = (REPO / "docs" / "slurm.md").read_text(encoding="utf-8")
+    several = section(page, "## One GPU model, or several in one run")
+    values = re.findall(r"'(devices=[^']+)'", several)
+    assert len(values) == 2, values  # the gpu_model form and the constraint form
+    for value in values:
+        config = validate_config({"backend": "cuda", "devices": value.split("=", 1)[1]})
+        placements, line = choose_devices(config, "cuda", [])
+        assert [p.label for p in placements] == ["h100", "h200"], placements
+        assert "results/h100/, results/h200/" in line

@@ -103,7 +103,7 @@ def _config(backend: str, families: tuple[str, ...]) -> dict:
     config = validate_config(yaml.safe_load((REPO / "config/config.yaml").read_text()))
     config["report_intro"] = {
         "backend": backend, "requested": "auto", "device": "NVIDIA H200" if backend == "cuda" else "Test CPU",
-        "label": "h200", "family_names": list(families),
+        "label": "h200", "folders": "``results/h200/``", "family_names": list(families),
         "families": [{"name": name, "label": name, "seeds": "", "kernels": "k", "cells": 1} for name in families],
     }
     return config
@@ -112,6 +112,7 @@ def _config(backend: str, families: tuple[str, ...]) -> dict:
 def test_cuda_intro_says_cuda_events_and_names_the_gpu():
     intro = _render(_config("cuda", FAMILIES))
     assert "re-run on the cuda backend (backend auto in the config) on NVIDIA H200" in intro
+    assert "its results are under results/h200/" in intro
     assert "CUDA-event timings" in intro
     assert "measured 4 experiment families: conv2d, tiling, winograd_layers, gemm." in intro
     assert "System Message" not in intro

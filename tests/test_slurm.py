@@ -21,7 +21,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-from slurm_cluster import LocalSlurm, unavailable_reason
+from slurm_cluster import NODES, LocalSlurm, unavailable_reason
 
 pytestmark = pytest.mark.pipeline
 TINY = "config/tiny-cpu.yaml"
@@ -72,15 +72,17 @@ def readme_commands() -> tuple[list[str], list[str]]:
     return shlex.split(commands[0]), shlex.split(flags[0])
 
 
-def cluster_command(*extra: str) -> list[str]:
+def cluster_command(*extra: str, device: str | None = None) -> list[str]:
+    """The README's command, run by this interpreter; ``device``: the config value that replaces
+    the README's device=<model> (default: device=LABEL)."""
     command, no_slurmdbd = readme_commands()
     assert command[0] == "snakemake" and "backend=cuda" in command, command
     assert any(arg.startswith("device=") for arg in command), command
     # CI has no GPU: the cpu backend stands in for the README's cuda, and its results go under
     # the label LABEL instead of the README's GPU model. Otherwise the command is the README's,
     # run by this interpreter's snakemake (`python -m snakemake`).
-    command = ["backend=cpu" if arg == "backend=cuda" else f"device={LABEL}" if arg.startswith("device=") else arg
-               for arg in command]
+    command = ["backend=cpu" if arg == "backend=cuda" else (device or f"device={LABEL}") if arg.startswith("device=")
+               else arg for arg in command]
     full = [sys.executable, "-m", *command, *no_slurmdbd, *extra]
     assert "--cores" not in full and "-c" not in full, full  # a user on a cluster passes none
     return full
@@ -124,6 +126,7 @@ class SlurmJobs:
     def __init__(self, workdir: Path) -> None:
         self.workdir = os.path.realpath(workdir)
         self.jobs: dict[str, dict[str, str]] = {}
+        self.returncode: int | None = None
 
     def poll(self) -> None:
         try:
@@ -146,8 +149,11 @@ class SlurmJobs:
         return " ".join(f"{key}={job[key]}" for key in keys if key in job)
 
 
-def run_on_slurm(repo: Path, *extra: str, timeout_s: float = 600) -> tuple[str, SlurmJobs]:
-    command = cluster_command(*extra)
+def run_on_slurm(repo: Path, *extra: str, timeout_s: float = 600, device: str | None = None,
+                 during=None, expect_success: bool = True) -> tuple[str, SlurmJobs]:
+    """Run the README's command in ``repo`` and wait for it; ``during(jobs)`` is called at each
+    poll while it runs (returns True once it has done its part)."""
+    command = cluster_command(*extra, device=device)
     jobs = SlurmJobs(repo)
     log = repo.parent / f"{repo.name}-snakemake.log"
     with open(log, "w") as out:
@@ -156,6 +162,8 @@ def run_on_slurm(repo: Path, *extra: str, timeout_s: float = 600) -> tuple[str, 
     failure = None
     while process.poll() is None:
         jobs.poll()
+        if during is not None and during(jobs):
+            during = None
         stuck = jobs.never_starting()
         if stuck:
             failure = "a submission asks for more than the cluster has and never starts:\n" + "\n".join(
@@ -176,7 +184,9 @@ def run_on_slurm(repo: Path, *extra: str, timeout_s: float = 600) -> tuple[str, 
     jobs.poll()
     output = log.read_text()
     assert failure is None, f"{failure}\ncommand: {shlex.join(command)}\n{output[-4000:]}"
-    assert process.returncode == 0, f"command: {shlex.join(command)}\n{output[-6000:]}"
+    if expect_success:
+        assert process.returncode == 0, f"command: {shlex.join(command)}\n{output[-6000:]}"
+    jobs.returncode = process.returncode
     return output, jobs
 
 
@@ -207,6 +217,13 @@ def test_slurm_run_matches_a_local_run(slurm, tmp_path):
     at_home = pd.read_csv(local / f"results/{LABEL}/summary.csv")
     assert len(on_slurm) == len(at_home) > 30 and set(on_slurm["status"]) <= {"ok", "unsupported"}
     pd.testing.assert_frame_equal(keep(on_slurm), keep(at_home))
+    # Placed on both nodes, each group measured by its own node's service (a service serves one
+    # Slurm job): the rows name the node (host/node, two slurmd on one host) and the service's time.
+    print("rows per node:", on_slurm["host"].value_counts().to_dict())
+    print("cell groups per node:", pd.Series([job.get("NodeList") for job in jobs.jobs.values()
+                                              if job.get("Comment", "").startswith("rule_cells")]).value_counts().to_dict())
+    assert {host.rpartition("/")[2] for host in on_slurm["host"]} == set(NODES), set(on_slurm["host"])
+    assert on_slurm["service_ms"].notna().all()
     # the tiny config's cells in groups of 32, plus the bandwidth, ceiling and 2 gallery jobs:
     # far fewer than one job per cell
     assert 1 <= len(jobs.jobs) <= 7, output[-3000:]
@@ -239,3 +256,93 @@ def test_grouping_cuts_submissions(slurm, tmp_path):
     _, jobs = run_on_slurm(repo, "--group-components", "cells=1")
     print(f"\nSlurm run without grouping: {len(jobs.jobs)} sbatch submissions, {time.monotonic() - started:.0f} s")
     assert len(jobs.jobs) >= 30 + 1  # a job per cell, plus the bandwidth and gallery jobs
+
+
+def rows_of(repo: Path, label: str) -> pd.DataFrame:
+    """Every row on disk under results/<label>/cells (the summary may not exist after a failure)."""
+    paths = sorted((repo / "results" / label / "cells").rglob("*.csv"))
+    return pd.concat([pd.read_csv(path).assign(path=str(path.relative_to(repo))) for path in paths],
+                     ignore_index=True) if paths else pd.DataFrame(columns=["path", "host", "status"])
+
+
+def test_two_labels_in_one_run_each_go_only_to_their_nodes(slurm, tmp_path):
+    """config devices maps each label to a node feature (the cpu backend asks for no GPU, so its
+    gpu_model would place nothing): every row of a label ran on that label's node."""
+    repo = copy_repo(tmp_path / "two-labels")
+    labels = {"ci-a": "h100", "ci-b": "h200"}
+    mapping = ", ".join(f"{label}: {{constraint: {feature}}}" for label, feature in labels.items())
+    output, jobs = run_on_slurm(repo, device=f"devices={{{mapping}}}")
+    node_of = {feature: node for node, feature in NODES.items()}
+    for label, feature in labels.items():
+        summary = pd.read_csv(repo / f"results/{label}/summary.csv")
+        hosts = summary["host"].value_counts().to_dict()
+        print(f"results/{label}: {len(summary)} rows, by host {hosts}")
+        assert len(summary) > 30 and set(summary["status"]) <= {"ok", "unsupported"}
+        assert {host.rpartition("/")[2] for host in hosts} == {node_of[feature]}, hosts
+    for job in jobs.jobs.values():
+        if job.get("Comment", "").startswith("rule_cells"):
+            assert job.get("Features") in labels.values(), jobs.describe(job)
+    page = (repo / "results/gpus.html").read_text()
+    assert all(label in page for label in labels)
+
+
+def test_a_label_whose_model_no_node_has_fails_before_submitting(slurm, tmp_path):
+    repo = copy_repo(tmp_path / "no-such-model")
+    output, jobs = run_on_slurm(repo, device="devices={ci-x: {gpu_model: a100}}", expect_success=False)
+    assert jobs.returncode != 0 and not jobs.jobs, output[-2000:]
+    errors = [line for line in output.splitlines() if line.startswith("error:")]
+    assert errors == ["error: device ci-x: no Slurm node has a GPU of model a100 (the nodes offer h100, h200); "
+                      "fix config devices"], output[-2000:]
+    assert "Traceback" not in output
+
+
+def test_a_node_that_dies_mid_run_loses_no_row(slurm, tmp_path):
+    """One node is killed (its slurmd and its jobs' processes, SIGKILL) while a group of cells
+    runs on it. Slurm marks it down and requeues the group, which finishes on the other node; or
+    the run stops with one line. Either way, no row on disk is half-written, and the next
+    invocation measures exactly the cells without a row."""
+    repo = copy_repo(tmp_path / "node-failure")
+    victim = list(NODES)[1]
+    killed: list[str] = []
+
+    def kill_when_a_group_runs_there(jobs: SlurmJobs) -> bool:
+        running = [job for job in jobs.jobs.values() if job.get("JobState") == "RUNNING"
+                   and job.get("NodeList") == victim and job.get("Comment", "").startswith("rule_cells")]
+        if running and any((repo / f"results/{LABEL}/cells").rglob("*.csv")):
+            killed.extend(slurm.kill_node(victim))
+            return True
+        return False
+
+    try:
+        output, jobs = run_on_slurm(repo, "--group-components", "cells=8", during=kill_when_a_group_runs_there,
+                                    expect_success=False, timeout_s=900)
+        assert killed, f"no group of cells ran on {victim}:\n" + "\n".join(map(jobs.describe, jobs.jobs.values()))
+        rows = rows_of(repo, LABEL)
+        states = {job["JobId"]: (job.get("JobState"), job.get("NodeList"), job.get("Restarts")) for job in jobs.jobs.values()
+                  if job["JobId"] in killed}
+        print(f"\nkilled {victim} while job(s) {killed} ran there; they ended as {states}; "
+              f"the run exited {jobs.returncode} with {len(rows)} rows on disk")
+        if jobs.returncode != 0:
+            print("its last lines:\n" + "\n".join(output.splitlines()[-5:]))
+        # every row on disk is whole (it parses and has its status), and no temporary file is left
+        assert rows["status"].notna().all() and not list((repo / "results").rglob("*.tmp"))
+        assert rows["host"].map(lambda host: host.rpartition("/")[2]).isin(list(NODES)).all()
+
+        slurm.start_node(victim)
+        subprocess.run(["scontrol", "update", f"NodeName={victim}", "State=RESUME"], capture_output=True)
+        slurm.wait_idle(60)
+        before = set(rows["path"])
+        output, jobs = run_on_slurm(repo)
+        after = rows_of(repo, LABEL)
+        summary = pd.read_csv(repo / f"results/{LABEL}/summary.csv")
+        measured_again = set(after["path"]) - before
+        print(f"the next invocation measured {len(measured_again)} cells; summary {len(summary)} rows")
+        assert len(summary) == len(after) > 30
+        # the cells kept from the first run were not measured again
+        kept = rows.set_index("path")["row_check"]
+        assert (after.set_index("path").loc[list(before), "row_check"] == kept.loc[list(before)]).all()
+    finally:
+        if slurm.node_states().get(victim) != "idle":
+            slurm.start_node(victim)
+            subprocess.run(["scontrol", "update", f"NodeName={victim}", "State=RESUME"], capture_output=True)
+            slurm.wait_idle(60)

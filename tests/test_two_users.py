@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import yaml
 from workflow_helpers import REPO, RESULTS, TINY, copy_repo
 
 pytestmark = pytest.mark.pipeline
@@ -35,7 +36,9 @@ def can_make_users() -> str | None:
 def interpreter_for_others() -> tuple[str, str]:
     """A Python other users can run with this environment's packages: this one where they can
     reach it, else the system's of the same version with this environment's site-packages."""
-    packages = os.pathsep.join(dict.fromkeys([sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]]))
+    # this environment's site-packages, and what PYTHONPATH adds (the device machine's extra wheels)
+    packages = os.pathsep.join(dict.fromkeys([*filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep)),
+                                              sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]]))
     for candidate in (os.path.realpath(sys.executable), f"/usr/bin/python{sys.version_info[0]}.{sys.version_info[1]}"):
         reachable = subprocess.run(["runuser", "-u", USERS[1], "--", "test", "-x", candidate]).returncode == 0
         if reachable:
@@ -134,16 +137,101 @@ def test_two_users_runs_on_the_cpu_both_complete_and_never_overlap(users, shared
     runs = {user: as_user(user, ["python", "-m", "snakemake", "--cores", "2", "--configfile", TINY],
                           shared_tmp, cwd=repos[user], umask="077" if user == users[0] else "022")
             for user in users}
+    assert_both_complete_without_overlap(runs, {user: repos[user] / RESULTS for user in users})
+
+
+def assert_both_complete_without_overlap(runs: dict[str, subprocess.Popen], results: dict[str, Path]) -> None:
+    """Both users' runs completed, and no two of their rows' measurement windows overlap."""
     for user, run in runs.items():
         out, err = run.communicate(timeout=900)
         assert run.returncode == 0, f"{user}:\n{(out + err)[-4000:]}"
     spans = []
-    for user in users:
-        summary = pd.read_csv(repos[user] / RESULTS / "summary.csv")
+    for user, folder in results.items():
+        summary = pd.read_csv(folder / "summary.csv")
         assert len(summary) > 0 and (summary["status"] == "ok").any()
         spans += [(start, end, user) for start, end in zip(pd.to_datetime(summary["started_at"]),
                                                            pd.to_datetime(summary["finished_at"]))]
     spans.sort()
     overlapping = [(a, b) for a, b in zip(spans, spans[1:]) if b[0] < a[1]]
+    print(f"\n{len(spans)} rows of {len(results)} users: {len(overlapping)} overlapping windows, from "
+          f"{spans[0][0]} to {spans[-1][1]}; rows per user "
+          f"{ {user: sum(1 for *_, u in spans if u == user) for user in results} }")
     assert not overlapping, overlapping[:3]
-    assert {user for *_, user in spans} == set(users)
+    assert {user for *_, user in spans} == set(results)
+
+
+@pytest.mark.gpu
+def test_two_users_runs_on_one_gpu_both_complete_and_never_overlap(users, shared_tmp):
+    label = "two-users-gpu"
+    config = {"backend": "cuda", "device": label, "source_size": 4096,
+              "conv2d": {"sizes": [512, 1024], "strides": [1, 2], "kernels": ["direct", "cudnn"]},
+              "kernels": {"direct": {"block": [16]}},
+              "tiling": {"enabled": False}, "winograd_layers": {"enabled": False}, "gemm": {"enabled": False}}
+    root = shared_tmp / "gpu-checkouts"
+    root.mkdir(mode=0o755)
+    root.chmod(0o755)
+    repos = {}
+    for user in users:
+        repo = copy_repo(root / user / "repo")
+        for picture in (REPO / "data").glob("*.png"):  # the device machine may have no ffmpeg
+            (repo / "data").mkdir(exist_ok=True)
+            shutil.copy2(picture, repo / "data" / picture.name)
+        (repo / "config" / "two-users-gpu.yaml").write_text(yaml.safe_dump(config))
+        subprocess.run(["chown", "-R", f"{user}:{user}", str(root / user)], check=True)
+        (root / user).chmod(0o755)
+        repos[user] = repo
+    runs = {user: as_user(user, ["python", "-m", "snakemake", "--cores", "2", "--configfile",
+                                 "config/two-users-gpu.yaml", "--", f"results/{label}/summary.csv"],
+                          shared_tmp, cwd=repos[user], umask="077" if user == users[0] else "022")
+            for user in users}
+    assert_both_complete_without_overlap(runs, {user: repos[user] / "results" / label for user in users})
+
+
+PROBE = """
+import os, socket, sys
+directory, sock = sys.argv[1], sys.argv[2]
+for what, attempt in (("list", lambda: os.listdir(directory)),
+                      ("connect", lambda: socket.socket(socket.AF_UNIX).connect(sock)),
+                      ("read", lambda: open(sock.replace(".sock", ".json")).read())):
+    try:
+        attempt()
+        print(f"{what}: allowed")
+    except PermissionError:
+        print(f"{what}: refused")
+"""
+
+
+def test_no_user_can_reach_another_users_service(users, shared_tmp):
+    """User A's service lives in A's 0700 runtime directory: user B can neither list it, read its
+    identity, connect to its socket (so B can send it no work and cannot stop it), nor point
+    CONVLAB_RUNTIME_DIR at it."""
+    owner, other = users
+    root = shared_tmp / "services"
+    root.mkdir(mode=0o755)
+    root.chmod(0o755)
+    repo = user_repo(owner, root)
+    service = as_user(owner, ["python", "-m", "convlab", "serve", "--idle-timeout", "60"], shared_tmp, cwd=repo)
+    try:
+        directory = Path(f"/tmp/convlab-{int(subprocess.run(['id', '-u', owner], capture_output=True, text=True).stdout)}")
+        deadline = time.monotonic() + 60
+        while not list(directory.glob("*.sock")) and time.monotonic() < deadline and service.poll() is None:
+            time.sleep(0.2)
+        sockets = list(directory.glob("*.sock"))
+        assert sockets, service.communicate(timeout=5) if service.poll() is not None else "no socket in 60 s"
+        assert directory.stat().st_mode & 0o777 == 0o700
+
+        probe = as_user(other, ["python", "-c", PROBE, str(directory), str(sockets[0])], shared_tmp)
+        out, err = probe.communicate(timeout=60)
+        assert out.split("\n")[:3] == ["list: refused", "connect: refused", "read: refused"], out + err
+        hijack = as_user(other, ["python", "-m", "convlab", "serve", "--stop"], shared_tmp, cwd=repo,
+                         extra={"CONVLAB_RUNTIME_DIR": str(directory)})
+        out, err = hijack.communicate(timeout=60)
+        assert "owned by uid" in out + err, out + err
+        assert service.poll() is None, "the other user stopped the service"
+        stop = as_user(owner, ["python", "-m", "convlab", "serve", "--stop"], shared_tmp, cwd=repo)
+        out, err = stop.communicate(timeout=60)
+        assert "stopped" in out, out + err
+        service.wait(timeout=30)
+    finally:
+        if service.poll() is None:
+            service.kill()

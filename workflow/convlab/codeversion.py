@@ -36,7 +36,7 @@ ROLES: dict[str, tuple[str, ...]] = {
     "benchmark": ("bench.py", "benchgemm.py"),
     # runs or serves the code above without changing what it computes
     "harness": ("__init__.py", "__main__.py", "cli.py", "runargs.py", "config.py", "devicelock.py",
-                "inprocess.py", "sharedcount.py", "atomicfile.py", "damaged.py", "runlock.py", "devicelabel.py", "hostinfo.py", "backends/choice.py", "service/"),
+                "inprocess.py", "sharedcount.py", "atomicfile.py", "damaged.py", "runlock.py", "devicelabel.py", "clusternodes.py", "hostinfo.py", "backends/choice.py", "service/"),
 }
 # Roles that share a module on purpose: the row's format and this hash belong to both.
 SHARED = {"row.py", "codeversion.py"}

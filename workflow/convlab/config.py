@@ -48,6 +48,26 @@ def _fill_defaults(instance: Any, schema: dict) -> None:
             _fill_defaults(instance[key], subschema)
 
 
+def _allows_string(schema: dict) -> bool:
+    kinds = schema.get("type", "string")
+    return "string" in (kinds if isinstance(kinds, list) else [kinds]) or "enum" in schema
+
+
+def _parse_command_line_values(instance: Any, schema: dict) -> None:
+    """Snakemake's --config passes a list or mapping (devices=[h100,h200]) as its text: read
+    such text as YAML where the key takes no strings, so that it validates as written."""
+    if not isinstance(instance, dict):
+        return
+    for key, subschema in schema.get("properties", {}).items():
+        value = instance.get(key)
+        if isinstance(value, str) and not _allows_string(subschema):
+            try:
+                instance[key] = yaml.safe_load(value)
+            except yaml.YAMLError:
+                pass  # left as written: validation names the key
+        _parse_command_line_values(instance.get(key), subschema)
+
+
 def _key_path(error) -> str:  # a jsonschema.ValidationError
     return ".".join(str(part) for part in error.absolute_path) or "(top level)"
 
@@ -61,6 +81,7 @@ def validate_config(config: dict, source: str = "config", schema: dict | None = 
 
     schema = schema or load_schema()
     filled = copy.deepcopy(config) if config else {}
+    _parse_command_line_values(filled, schema)
     _fill_defaults(filled, schema)
     validator = jsonschema.Draft202012Validator(schema)
     errors = sorted(validator.iter_errors(filled), key=lambda e: list(e.absolute_path))

@@ -9,6 +9,7 @@ login node without a GPU cannot see the model its jobs will run on, so there it 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from convlab.config import ConfigError
 from convlab.hostinfo import cpu_name
@@ -46,3 +47,59 @@ def choose_label(configured: str | None, backend: str, gpu_names: list[str]) -> 
         return label, f"results under results/{label}/ ({models[0]})"
     raise ConfigError("backend cuda on a host without a GPU: name the GPU model the jobs will run on with "
                       "config device (e.g. --config device=h100), so that their results go under results/<device>/")
+
+
+@dataclass(frozen=True)
+class Placement:
+    """One device label of a run, and where its jobs may run on a cluster: nodes with a GPU of
+    ``gpu_model`` (gres type), and/or nodes with the feature ``constraint``. Neither: anywhere
+    the profile sends jobs."""
+
+    label: str
+    gpu_model: str | None = None
+    constraint: str | None = None
+
+    def describe(self) -> str:
+        where = [f"gpu_model {self.gpu_model}" if self.gpu_model else "",
+                 f"constraint {self.constraint}" if self.constraint else ""]
+        return f"{self.label} on {' and '.join(filter(None, where))}" if any(where) else self.label
+
+
+def choose_devices(config: dict, backend: str, gpu_names: list[str]) -> tuple[list[Placement], str]:
+    """The run's device labels, and one line saying where their results go. One label (config
+    `device`, or the model seen here) unless config `devices` names several, each with where its
+    jobs run."""
+    devices = config.get("devices")
+    if not devices:
+        label, line = choose_label(config.get("device"), backend, gpu_names)
+        return [Placement(label)], line
+    if config.get("device"):
+        raise ConfigError("config sets both device and devices: keep devices (several labels) or device (one)")
+    if isinstance(devices, list):  # a label is its own GPU model
+        devices = {label: {"gpu_model": label} for label in devices}
+    kinds = {tuple(sorted(where)) for where in devices.values()}
+    if len(kinds) > 1:
+        raise ConfigError("config devices: every label must name the same keys (all gpu_model, all constraint, "
+                          f"or all both), found {' / '.join(', '.join(kind) for kind in sorted(kinds))}")
+    placements = [Placement(label, where.get("gpu_model"), where.get("constraint")) for label, where in devices.items()]
+    folders = ", ".join(f"results/{placement.label}/" for placement in placements)
+    return placements, (f"results under {folders} (config devices: "
+                        f"{'; '.join(placement.describe() for placement in placements)})")
+
+
+def unplaceable(placements: list[Placement], gpu_models: set[str], features: set[str]) -> str | None:
+    """Why a label cannot run on a cluster whose nodes offer these GPU models and features, or
+    None when every label has a node."""
+    for placement in placements:
+        if placement.gpu_model and placement.gpu_model not in gpu_models:
+            offered = ", ".join(sorted(gpu_models)) or "no typed GPUs"
+            return (f"device {placement.label}: no Slurm node has a GPU of model {placement.gpu_model} "
+                    f"(the nodes offer {offered}); fix config devices")
+        if placement.constraint:
+            wanted = set(re.split(r"[&|,]", placement.constraint.replace("!", ""))) - {""}
+            missing = sorted(wanted - features)
+            if missing:
+                offered = ", ".join(sorted(features)) or "no features"
+                return (f"device {placement.label}: no Slurm node has the feature {', '.join(missing)} "
+                        f"(the nodes offer {offered}); fix config devices")
+    return None

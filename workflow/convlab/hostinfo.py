@@ -3,10 +3,20 @@ file reads: the DAG build, the service's identity and the backends all ask)."""
 
 from __future__ import annotations
 
+import os
 import platform
+import socket
 from pathlib import Path
 
 NVIDIA_PROC = Path("/proc/driver/nvidia")
+
+
+def host_name() -> str:
+    """This host's name; inside a Slurm job whose node name is not the host name (several
+    slurmd on one host), host/node, so that a row says which node measured it."""
+    host = socket.gethostname()
+    node = os.environ.get("SLURMD_NODENAME", "")
+    return f"{host}/{node}" if node and node != host and node != host.split(".")[0] else host
 
 
 def cpu_name() -> str:

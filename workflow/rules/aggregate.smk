@@ -3,7 +3,7 @@
 
 rule aggregate:
     input:
-        cells=[cell.path for cell in CELLS],
+        cells=lambda wildcards: CELL_PATHS[wildcards.device],
     output:
         # update(): a failed aggregation restores the previous summary instead of deleting it
         summary=report(

@@ -1,11 +1,16 @@
-# The benchmark (not part of `all`): `snakemake --cores 1 benchmark`. One process runs our floor
-# kernels, cuDNN's best plan, the naive kernels and a device copy of the same bytes side by side,
-# then our SGEMM against cuBLAS, and prints the ratios and targets (also in the .txt files).
+# The benchmark (not part of `all`): `snakemake --cores 1 benchmark`, once per device label.
+# One process runs our floor kernels, cuDNN's best plan, the naive kernels and a device copy of
+# the same bytes side by side, then our SGEMM against cuBLAS, and prints the ratios and targets (also in the .txt files).
 # Its inputs are the files of every kernel it runs, and its params the hash of its code: an edit
 # to any of them re-runs it.
 
 
 rule benchmark:
+    input:
+        expand(f"{RESULTS}/benchmark/floor_cuda.txt", device=DEVICES),
+
+
+rule benchmark_device:
     input:
         images=[f"data/input_{size}.png" for size in config["conv2d"]["sizes"]],
         kernels=bench_kernel_files(),
@@ -19,6 +24,7 @@ rule benchmark:
     conda:
         "../../envs/convlab.yaml"
     resources:
+        **placement_resources(),
         gpu=1,
     params:
         code=CODE["benchmark"],
@@ -31,3 +37,7 @@ rule benchmark:
             "--out {output.table} --gemm-out {output.sgemm}",
             then="cat {output.text} {output.sgemm_text}",
         )
+
+
+localrules:
+    benchmark,

@@ -21,6 +21,7 @@ rule copy_bandwidth:
     conda:
         "../../envs/convlab.yaml"
     resources:
+        **placement_resources(),
         gpu=GPU_JOB,
     params:
         code=CODE["measurement"],
@@ -38,6 +39,7 @@ rule sgemm_ceiling:
     conda:
         "../../envs/convlab.yaml"
     resources:
+        **placement_resources(),
         gpu=GPU_JOB,
     params:
         code=CODE["measurement"],
@@ -57,10 +59,11 @@ rule cell:
     log:
         LOG_PATH,
     group:
-        "cells"
+        CELL_GROUP
     conda:
         "../../envs/convlab.yaml"
     resources:
+        **placement_resources(),
         gpu=GPU_JOB,
         # always 1, whatever the backend: a `measurement` limit (the slurm profile's 1) runs
         # a group's cells one at a time, so the group asks for one cell's CPUs and memory

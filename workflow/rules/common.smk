@@ -24,7 +24,8 @@ from convlab.bench import CONTENDERS as BENCH_CONTENDERS
 from convlab.benchgemm import LIBRARY as SGEMM_LIBRARY, OURS as SGEMM_OURS
 from convlab.config import validate_config
 from convlab.damaged import move_damaged_rows
-from convlab.devicelabel import choose_label
+from convlab.clusternodes import node_offers
+from convlab.devicelabel import choose_devices, unplaceable
 from convlab.families import FAMILIES
 from convlab.grid import build_cells, gallery_size, image_sizes
 from convlab.cell import CELL_PATH, LOG_PATH
@@ -47,12 +48,15 @@ try:
     config = validate_config(config, source="config (config/config.yaml and --config)")
     CHOICE = choose_backend(config["backend"])
     BACKEND = CHOICE.backend
-    DEVICE, DEVICE_LINE = choose_label(config["device"], BACKEND, list(CHOICE.gpus))
-    CELLS = build_cells(config, BACKEND, DEVICE)
+    PLACEMENTS, DEVICE_LINE = choose_devices(config, BACKEND, list(CHOICE.gpus))
+    DEVICES = [placement.label for placement in PLACEMENTS]
+    # the same grid under each label
+    CELLS = [cell for label in DEVICES for cell in build_cells(config, BACKEND, label)]
 except UserError as error:
     sys.exit(f"error: {error}")
-# Every output of this run lives here; other devices' results beside it stay untouched.
-RESULTS = f"results/{DEVICE}"
+# Every output of a device label lives here (the rules' {device} wildcard); other devices'
+# results beside it stay untouched.
+RESULTS = "results/{device}"
 
 # The run's first lines: the backend and device, and any damaged row, which is moved aside so
 # that this run measures its cell again. Jobs that Snakemake starts on cluster nodes re-read
@@ -62,8 +66,10 @@ if workflow.is_main_process:
     # workflow.dryrun is not set yet while the Snakefile is read; the output settings already
     # hold the command line's dry run, which only says what the real run will do.
     DRY_RUN = workflow.output_settings.dryrun
-    for moved in move_damaged_rows([cell.path for cell in CELLS], RESULTS, DRY_RUN):
-        print(moved.line(), file=sys.stderr)
+    for label in DEVICES:
+        paths = [cell.path for cell in CELLS if cell.device == label]
+        for moved in move_damaged_rows(paths, f"results/{label}", DRY_RUN):
+            print(moved.line(), file=sys.stderr)
     # A run killed with SIGKILL leaves Snakemake's lock behind; the next run removes it (never
     # a live run's).
     released = release_stale_lock(dry_run=DRY_RUN)
@@ -90,6 +96,9 @@ CODE = {
 }
 
 CELLS_BY_PATH = {cell.path: cell for cell in CELLS}
+CELL_PATHS = {
+    label: [cell.path for cell in CELLS if cell.device == label] for label in DEVICES
+}
 KERNELS = load_registry()
 SIZES = image_sizes(CELLS)
 GALLERY_SIZE = gallery_size(config, CELLS)
@@ -121,7 +130,7 @@ resource_scopes:
 
 
 wildcard_constraints:
-    device=DEVICE,
+    device="|".join(DEVICES),
     backend="cuda|cpu",
     size=r"\d+",
     experiment="|".join(FAMILIES),
@@ -199,12 +208,13 @@ def figure(path, labels):
     )
 
 
-def gallery_cells():
+def gallery_cells(device):
     """One conv2d cell per kernel at the gallery size, stride 1: the edge maps a person looks at."""
     chosen = {}
     for cell in CELLS:
         if (
-            cell.experiment == "conv2d"
+            cell.device == device
+            and cell.experiment == "conv2d"
             and cell.size == GALLERY_SIZE
             and cell.stride == 1
         ):
@@ -214,11 +224,41 @@ def gallery_cells():
 
 def preflight():
     """Before the first job: refuse what would fail every measurement (cuda with no GPU where
-    the jobs run)."""
+    the jobs run), and a device label that no node of the cluster can run."""
     try:
         refuse_local_cuda_without_gpu(CHOICE, workflow.executor_plugin.name)
     except UserError as error:
         sys.exit(f"error: {error}")
+    placed = [p for p in PLACEMENTS if p.gpu_model or p.constraint]
+    offers = (
+        node_offers() if placed and workflow.executor_plugin.name == "slurm" else None
+    )
+    if offers:
+        problem = unplaceable(placed, *offers)
+        if problem:
+            sys.exit(f"error: {problem}")
+
+
+def placement_resources():
+    """Resources that send a device label's jobs to its nodes: Slurm's gpu_model (with the
+    gpu resource) and constraint, as config devices names them; none for one label."""
+    resources = {}
+    if any(p.gpu_model for p in PLACEMENTS):
+        models = {p.label: p.gpu_model for p in PLACEMENTS}
+        resources["gpu_model"] = lambda wildcards: models[wildcards.device]
+    if any(p.constraint for p in PLACEMENTS):
+        constraints = {p.label: p.constraint for p in PLACEMENTS}
+        resources["constraint"] = lambda wildcards: constraints[wildcards.device]
+    return resources
+
+
+# A group submission holds one device label's cells: its jobs ask for that label's nodes. With
+# several labels the group is named per label, and takes the group size given for `cells`.
+CELL_GROUP = "cells" if len(DEVICES) == 1 else "cells_{device}"
+if CELL_GROUP != "cells" and "cells" in workflow.group_settings.group_components:
+    workflow.group_settings.group_components.setdefault(
+        CELL_GROUP, workflow.group_settings.group_components["cells"]
+    )
 
 
 def logged(command, then=None):
@@ -237,13 +277,13 @@ def logged(command, then=None):
 
 
 def device_summaries():
-    """This run's summary and every other device's already under results/."""
+    """This run's summaries and every other device's already under results/."""
     others = sorted(
         str(path)
         for path in Path("results").glob("*/summary.csv")
-        if path.parent.name != DEVICE
+        if path.parent.name not in DEVICES
     )
-    return [f"{RESULTS}/summary.csv", *others]
+    return [f"results/{label}/summary.csv" for label in DEVICES] + others
 
 
 # When this run began: the verdicts it ends with are those its own history job wrote.
@@ -254,9 +294,12 @@ def print_verdicts():
     """At the end of a run that measured cells: what changed, per kernel, against each cell's
     previous measurement, as the history rule wrote it (a run that measured nothing is silent).
     """
-    verdicts = Path(f"{RESULTS}/verdicts/latest.txt")
-    if verdicts.is_file() and verdicts.stat().st_mtime >= RUN_STARTED:
-        print(verdicts.read_text().rstrip("\n"), file=sys.stderr)
+    for label in DEVICES:
+        verdicts = Path(f"results/{label}/verdicts/latest.txt")
+        if verdicts.is_file() and verdicts.stat().st_mtime >= RUN_STARTED:
+            if len(DEVICES) > 1:
+                print(f"results/{label}:", file=sys.stderr)
+            print(verdicts.read_text().rstrip("\n"), file=sys.stderr)
 
 
 def stop_measurement_service():
@@ -269,9 +312,12 @@ def final_outputs():
     # The rows are targets themselves: a row that went missing (say, moved aside as damaged)
     # is measured again even though the summary built from it is still there.
     outputs = [cell.path for cell in CELLS]
-    outputs += [f"{RESULTS}/summary.csv", f"{RESULTS}/figures/time_vs_size.png"]
-    outputs += [f"{RESULTS}/verdicts/latest.txt", f"{RESULTS}/history.html"]
-    outputs += [
-        f"{RESULTS}/gallery/{kernel}_{GALLERY_SIZE}.png" for kernel in gallery_cells()
-    ]
-    return outputs + REPORT_OUTPUTS
+    for label in DEVICES:
+        results = f"results/{label}"
+        outputs += [f"{results}/summary.csv", f"{results}/figures/time_vs_size.png"]
+        outputs += [f"{results}/verdicts/latest.txt", f"{results}/history.html"]
+        outputs += [
+            f"{results}/gallery/{kernel}_{GALLERY_SIZE}.png"
+            for kernel in gallery_cells(label)
+        ]
+    return outputs + expand(DEVICE_REPORT_OUTPUTS, device=DEVICES) + REPORT_OUTPUTS

@@ -7,7 +7,7 @@ rule history:
     input:
         # after the summary: a refused (damaged) row stops the run before anything is recorded
         summary=f"{RESULTS}/summary.csv",
-        cells=[cell.path for cell in CELLS],
+        cells=lambda wildcards: CELL_PATHS[wildcards.device],
     output:
         verdicts=update(f"{RESULTS}/verdicts/latest.txt"),
         table=update(f"{RESULTS}/verdicts/latest.csv"),
@@ -21,7 +21,7 @@ rule history:
         # results/<device>: the folder of the summary
         results=lambda wildcards, input: os.path.dirname(input.summary),
         backend=BACKEND,
-        device=DEVICE,
+        device=lambda wildcards: wildcards.device,
         # the grid the rows belong to: each row's kernel files and settings are hashed from it
         grid=json.dumps(config, sort_keys=True),
     shell:

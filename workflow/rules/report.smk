@@ -78,11 +78,14 @@ rule gallery:
     conda:
         "../../envs/convlab.yaml"
     resources:
+        **placement_resources(),
         gpu=GPU_JOB,
     params:
         code=CODE["gallery"],
         runner=RUNNER,
-        spec=lambda wildcards: gallery_cells()[wildcards.kernel].to_json(),
+        spec=lambda wildcards: gallery_cells(wildcards.device)[
+            wildcards.kernel
+        ].to_json(),
     shell:
         logged(
             "{params.runner} gallery --spec {params.spec:q} --image {input.image} --out {output.edges}"
@@ -239,8 +242,8 @@ rule findings:
 rule gpus:
     input:
         summaries=device_summaries(),
-        # this device's seed comparison, for the page's table of the seeds' GPUs
-        comparison=f"{SEED_DIR}/comparison.csv",
+        # this run's seed comparisons, for the page's table of the seeds' GPUs
+        comparisons=expand(f"{SEED_DIR}/comparison.csv", device=DEVICES),
     output:
         page=report(
             update("results/gpus.html"),
@@ -269,9 +272,10 @@ localrules:
     findings,
 
 
-# The final files of the report stage; common.smk's final_outputs() adds them to `rule all`.
-REPORT_OUTPUTS = [
-    "results/gpus.html",
+# The final files of the report stage; common.smk's final_outputs() adds them to `rule all`,
+# those of a device label once per label.
+REPORT_OUTPUTS = ["results/gpus.html"]
+DEVICE_REPORT_OUTPUTS = [
     f"{SEED_DIR}/comparison.csv",
     *[f"{SEED_DIR}/{stem}.png" for stem in figure_stems()],
     *[f"{SEED_DIR}/{table_stem(seed)}.html" for seed in SEEDS],

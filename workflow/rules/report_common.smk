@@ -49,7 +49,10 @@ def report_intro() -> dict:
         device = f"{cpu_name()} ({os.cpu_count()} cores)"
     else:
         # a login node sees no GPU: the configured device label is all that names it here
-        device = ", ".join(sorted(set(CHOICE.gpus))) or f"the GPU labelled {DEVICE}"
+        labelled = (
+            f"the GPU{'s' if len(DEVICES) > 1 else ''} labelled {', '.join(DEVICES)}"
+        )
+        device = ", ".join(sorted(set(CHOICE.gpus))) or labelled
     families = []
     for name, family in FAMILIES.items():
         cells = [cell for cell in CELLS if cell.experiment == name]
@@ -67,7 +70,8 @@ def report_intro() -> dict:
         "backend": BACKEND,
         "requested": config["backend"],
         "device": device,
-        "label": DEVICE,
+        "label": ", ".join(DEVICES),
+        "folders": ", ".join(f"``results/{label}/``" for label in DEVICES),
         "families": families,
         "family_names": [entry["name"] for entry in families],
     }

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-import socket
 import subprocess
 from functools import lru_cache
 
 from convlab import REPO_ROOT, __version__
+from convlab.hostinfo import host_name
 
 
 @lru_cache(maxsize=1)
@@ -38,5 +38,5 @@ def host_provenance(backend: str) -> dict[str, str]:
     """The host, the checkout's commit, and the hash of the code that measures on ``backend``."""
     from convlab.codeversion import measurement_version
 
-    return {"host": socket.gethostname(), "git_commit": git_commit(), "convlab_version": __version__,
+    return {"host": host_name(), "git_commit": git_commit(), "convlab_version": __version__,
             "code_version": measurement_version(backend)}

@@ -54,7 +54,11 @@ def stop(quiet: bool = False) -> int:
     """Ask the running service to stop; quietly (the end of a run) says nothing when none runs."""
     try:
         answer = ask(service_paths(), {"op": "stop"}, timeout_s=10, start=False)
-    except (ConnectionError, OSError, ProtocolError, RuntimeDirError):
+    except RuntimeDirError as error:
+        if not quiet:
+            print(f"error: {error}")
+        return 0 if quiet else 1
+    except (ConnectionError, OSError, ProtocolError):
         if not quiet:
             print("no measurement service is running for this checkout and environment")
         return 0

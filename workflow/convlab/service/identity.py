@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import hashlib
 import os
-import socket
 import stat
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from convlab.hostinfo import host_gpus
+from convlab.hostinfo import host_gpus, host_name
 
 PACKAGE_DIR = Path(__file__).resolve().parents[1]  # workflow/convlab
 # Environment that changes what a worker computes or which code it runs. The service's settings
@@ -60,7 +59,7 @@ class Identity:
 
 def current_identity() -> Identity:
     return Identity(
-        host=socket.gethostname(), uid=os.getuid(), python=sys.executable, repo=str(PACKAGE_DIR.parents[1]),
+        host=host_name(), uid=os.getuid(), python=sys.executable, repo=str(PACKAGE_DIR.parents[1]),
         code=code_fingerprint(), gpus=tuple(host_gpus()),
         env=tuple((name, os.environ[name]) for name in IDENTITY_ENV if name in os.environ),
     )
