@@ -1,5 +1,3 @@
-import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -8,14 +6,17 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "workflow"))
 
-from convlab.backends import gpu_visible  # noqa: E402
+from workflow_helpers import copy_repo  # noqa: E402
+
+from convlab.backends import get_backend, gpu_visible  # noqa: E402
 
 HAS_GPU = gpu_visible()
 
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "gpu: needs a CUDA GPU with CuPy (and cuDNN); run on the device")
-    config.addinivalue_line("markers", "pipeline: runs the real Snakemake workflow in a temporary copy")
+    config.addinivalue_line("markers", "pipeline: the slow tier: the real Snakemake workflow in a temporary copy, "
+                                       "Slurm, headless Chromium")
 
 
 def pytest_collection_modifyitems(config, items):
@@ -31,14 +32,16 @@ def pytest_report_header(config):
     return f"convlab: CUDA GPU visible: {HAS_GPU}"
 
 
+@pytest.fixture(scope="session")
+def backend():
+    """The cuda backend, for the GPU tests (CuPy is loaded when a test first asks for it)."""
+    return get_backend("cuda")
+
+
 @pytest.fixture
 def repo_copy(tmp_path: Path) -> Path:
     """The tracked pipeline files in a temporary directory (a git checkout of its own)."""
-    target = tmp_path / "repo"
-    ignore = shutil.ignore_patterns(".git", ".snakemake", "results", "data", "__pycache__", ".pytest_cache",
-                                    ".whl", ".venv", "*.egg-info")
-    shutil.copytree(REPO, target, ignore=ignore)
+    target = copy_repo(tmp_path / "repo")
     (target / "data").mkdir()
     (target / "results").mkdir()
-    subprocess.run(["git", "init", "-q"], cwd=target, check=True)
     return target

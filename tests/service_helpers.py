@@ -14,19 +14,14 @@ from pathlib import Path
 
 import cv2
 import numpy as np
+from workflow_helpers import VOLATILE, convlab
 
 from convlab.cell import Cell
 from convlab.config import validate_config
 from convlab.grid import build_cells
-from convlab.measure.telemetry import COLUMNS as TELEMETRY
 
 REPO = Path(__file__).resolve().parents[1]
 FAULT_KERNELS = REPO / "tests" / "kernels"
-# Columns that differ between two runs of the same cell: times, and where and when it ran.
-VOLATILE = {"kernel_ms", "kernel_ms_min", "kernel_ms_max", "kernel_ms_iqr", "reps", "timing_stop", "setup_ms",
-            "e2e_ms", "gflops", "gbps", "copy_gbps", "floor_ms", "pct_of_floor", "stage_ms", "started_at",
-            "finished_at", "phase_ms", "job_ms", "service_ms", "git_commit", "host", "row_check",
-            *TELEMETRY}
 
 
 class ServiceSandbox:
@@ -83,8 +78,7 @@ class ServiceSandbox:
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
     def convlab(self, *args: str, **env: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "convlab", *args], env={**self.env, **env}, cwd=REPO,
-                              capture_output=True, text=True, timeout=120)
+        return convlab(*args, service=None, timeout=120, **{**self.env, **env})
 
     def info(self) -> dict:
         """The running service's record (pid, identity), waiting a little for it to appear."""

@@ -8,10 +8,8 @@ size larger than source_size (tests/test_integrity.py), a damaged row (tests/tes
 
 from __future__ import annotations
 
-import os
 import struct
 import subprocess
-import sys
 import zlib
 from collections.abc import Callable
 from pathlib import Path
@@ -21,7 +19,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
-from workflow_helpers import REPO, TINY, copy_repo, snakemake
+from workflow_helpers import REPO, TINY, convlab, copy_repo, snakemake
 
 from convlab import data
 from convlab.compare import compare_paths
@@ -44,12 +42,6 @@ def terminal_lines(result: subprocess.CompletedProcess) -> list[str]:
 def assert_no_traceback(result: subprocess.CompletedProcess) -> None:
     shown = result.stdout + result.stderr
     assert not [marker for marker in JOB_REPORT if marker in shown], shown[-3000:]
-
-
-def convlab(*args: str, cwd: Path = REPO, **env: str) -> subprocess.CompletedProcess:
-    environment = dict(os.environ, PYTHONPATH=str(REPO / "workflow"), CONVLAB_SERVICE="off", **env)
-    return subprocess.run([sys.executable, "-m", "convlab", *args], cwd=cwd, env=environment,
-                          capture_output=True, text=True, timeout=300)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,6 +1,5 @@
 """Running cells by hand: python -m convlab run ..."""
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -8,6 +7,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 import pytest
+from workflow_helpers import convlab as run_convlab
 
 from convlab.backends import gpu_visible
 
@@ -15,9 +15,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def convlab(*args: str) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONPATH=str(REPO / "workflow"))
-    return subprocess.run([sys.executable, "-m", "convlab", *args], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=300)
+    return run_convlab(*args, service=None)
 
 
 @pytest.fixture
@@ -126,7 +124,6 @@ def test_forcing_cuda_without_a_gpu_is_one_line(image):
 
 
 def test_missing_cudnn_is_one_clear_line(monkeypatch):
-    import sys
 
     from convlab.backends import import_cudnn
     from convlab.status import KernelFailure

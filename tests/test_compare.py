@@ -1,14 +1,13 @@
 """python -m convlab compare A B: two result sets cell by cell, on small synthetic summaries."""
 
 import math
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+from workflow_helpers import convlab
 
 from convlab.compare import (
     DEFAULT_THRESHOLD,
@@ -175,10 +174,8 @@ def _write(tmp_path: Path, name: str, rows: list[dict]) -> Path:
     return path
 
 
-def convlab(*args: str) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONPATH=str(REPO / "workflow"), CONVLAB_SERVICE="off")
-    return subprocess.run([sys.executable, "-m", "convlab", "compare", *args], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=120)
+def compare(*args: str) -> subprocess.CompletedProcess:
+    return convlab("compare", *args, timeout=120)
 
 
 def test_cli_on_two_folders_prints_the_report_and_writes_csv_and_html(tmp_path):
@@ -187,7 +184,7 @@ def test_cli_on_two_folders_prints_the_report_and_writes_csv_and_html(tmp_path):
     b = [{**row, "git_commit": "def456", "device": "NVIDIA A100-SXM4-40GB"} for row in b]
     _write(tmp_path, "h100", _cells())
     _write(tmp_path, "a100", b)
-    result = convlab(str(tmp_path / "h100"), str(tmp_path / "a100"))
+    result = compare(str(tmp_path / "h100"), str(tmp_path / "a100"))
     assert result.returncode == 0, result.stderr
     out = result.stdout
     assert "NVIDIA H100 80GB HBM3" in out and "NVIDIA A100-SXM4-40GB" in out
@@ -239,7 +236,7 @@ def test_bad_input_is_one_error_line_and_exit_2(tmp_path, case, starts):
         args.append(str(_write(tmp_path, "B", [_row("direct", 4096, 1)])))
     else:
         args += [str(a), "--threshold", "5"]
-    result = convlab(*args)
+    result = compare(*args)
     assert result.returncode == 2, result.stderr
     assert "Traceback" not in result.stderr
     lines = result.stderr.strip().splitlines()
@@ -253,6 +250,6 @@ def test_bad_input_is_one_error_line_and_exit_2(tmp_path, case, starts):
 def test_the_report_says_whether_both_sets_ran_on_the_same_board(tmp_path, b_uuid, expected):
     _write(tmp_path, "first", [{**row, "gpu_uuid": "GPU-1111"} for row in _cells()])
     _write(tmp_path, "second", [{**row, "gpu_uuid": b_uuid} for row in _cells()])
-    result = convlab(str(tmp_path / "first"), str(tmp_path / "second"))
+    result = compare(str(tmp_path / "first"), str(tmp_path / "second"))
     assert result.returncode == 0, result.stderr
     assert expected in result.stdout

@@ -161,8 +161,9 @@ def test_slurm_page_repeats_the_readme_commands():
 def test_slurm_numbers_are_the_profile():
     profile = yaml.safe_load((REPO / "workflow" / "profiles" / "slurm" / "profile.yaml").read_text())
     jobs = profile["jobs"]
-    (group,) = profile["group-components"]
-    cells = int(group.split("=")[1])
+    sizes = dict(group.split("=") for group in profile["group-components"])
+    assert set(sizes) == {"cells", "cells_{device}"} and len(set(sizes.values())) == 1, sizes
+    cells = int(sizes["cells"])
     runtime = profile["set-resources"]["cell"]["runtime"]
     mem = profile["set-resources"]["cell"]["mem_mb"]
     page = re.sub(r"\s+", " ", (REPO / "docs" / "slurm.md").read_text(encoding="utf-8"))

@@ -164,6 +164,7 @@ WIDTH_PROBE = ("<script>window.addEventListener('load', () => { const out = docu
                "document.body.appendChild(out); });</script>")
 
 
+@pytest.mark.pipeline  # the slow tier: headless Chromium
 def test_the_page_fits_a_1400_px_window(wide_page, tmp_path: Path):
     if _chromium() is None:
         pytest.skip("no chromium or chromium-browser binary on PATH: the page cannot be laid out here")

@@ -37,13 +37,6 @@ def cell(family: str, kernel: str, tunables: dict, **fields) -> Cell:
                 settings=dict(REGISTRY[kernel].settings), timing=TIMING, verify=VERIFY, **{**defaults, **fields})
 
 
-@pytest.fixture(scope="module")
-def backend():
-    from convlab.backends import get_backend
-
-    return get_backend("cuda")
-
-
 def check(rows: list[tuple[str, dict]]) -> None:
     def refused_as_declared(row: dict) -> bool:
         # over 1024 threads, or a condition the kernel's description states (tile >= filter)

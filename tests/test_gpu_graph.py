@@ -16,13 +16,6 @@ GRAPH = {**TIMING, "mode": "graph"}
 EMPTY_KERNEL = 'extern "C" __global__ void convlab_test_empty() {}'
 
 
-@pytest.fixture(scope="module")
-def backend():
-    from convlab.backends import get_backend
-
-    return get_backend("cuda")
-
-
 def empty_launch():
     import cupy
 

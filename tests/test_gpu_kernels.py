@@ -27,13 +27,6 @@ PROBLEMS = [(257, 130), (31, 17), (67, 132), (300, 256)]
 CUDA_KERNELS = sorted(name for name, spec in load_registry().items() if "conv2d" in spec.experiments)
 
 
-@pytest.fixture(scope="module")
-def backend():
-    from convlab.backends import get_backend
-
-    return get_backend("cuda")
-
-
 def variants(spec):
     """Every value of every tunable at least once: the first combination, then each other value
     of one tunable with the others at their first value (the full product of a kernel with three

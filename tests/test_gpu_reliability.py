@@ -25,13 +25,6 @@ def inputs(kernel: str, size: int, k: int, tunables: dict) -> CellInputs:
     return CellInputs(cell, spec, ConvOperands(problem, image, make_weights("laplacian", 3, 3, k, 0)))
 
 
-@pytest.fixture(scope="module")
-def backend():
-    from convlab.backends import get_backend
-
-    return get_backend("cuda")
-
-
 @pytest.mark.gpu
 def test_out_of_memory_is_an_oom_row_and_the_next_cell_still_runs(backend):
     """im2col at 16384^2 with a 9x9 filter needs a 261 GB column matrix."""

@@ -19,13 +19,6 @@ from convlab.runner import CellInputs, measure_cell
 from convlab.sharedcount import cell_shared_bytes, large_shared_cells
 
 
-@pytest.fixture(scope="module")
-def backend():
-    from convlab.backends import get_backend
-
-    return get_backend("cuda")
-
-
 def optin_limit(backend) -> int:
     return int(backend.properties["sharedMemPerBlockOptin"])
 

@@ -7,6 +7,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from workflow_helpers import TINY as TINY_CONFIG
 
 from convlab import REPO_ROOT
 from convlab.cli import main
@@ -19,7 +20,7 @@ from convlab.history.verdicts import MAX_KERNEL_LINES, NEW, judge, summary_lines
 from convlab.row import build_row, write_row_atomically
 
 DEVICE = "testgpu"
-TINY = REPO_ROOT / "config" / "tiny-cpu.yaml"
+TINY = REPO_ROOT / TINY_CONFIG
 
 
 @pytest.fixture

@@ -12,7 +12,6 @@ import os
 import shutil
 import stat
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -20,6 +19,7 @@ from workflow_helpers import (
     REPO,
     RESULTS,
     cell_rows,
+    convlab,
     copy_repo,
     first_line,
     planned_cells,
@@ -86,12 +86,6 @@ def test_rows_follow_the_umask(tmp_path, mask):
     finally:
         os.umask(previous)
     assert stat.S_IMODE((tmp_path / "row.csv").stat().st_mode) == 0o666 & ~mask
-
-
-def convlab(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(REPO / "workflow"), "CONVLAB_SERVICE": "off"}
-    return subprocess.run([sys.executable, "-m", "convlab", *args], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=300)
 
 
 def test_aggregate_refuses_a_damaged_row_in_one_line_and_keeps_the_summary(tmp_path):

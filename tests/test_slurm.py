@@ -22,17 +22,13 @@ import pandas as pd
 import pytest
 import yaml
 from slurm_cluster import NODES, LocalSlurm, unavailable_reason
+from workflow_helpers import REPO, TINY, VOLATILE
+from workflow_helpers import copy_repo as copy_checkout
 
 pytestmark = pytest.mark.pipeline
-TINY = "config/tiny-cpu.yaml"
 PROFILE = "workflow/profiles/slurm/profile.yaml"
 LABEL = "ci-cpu"  # the device label of both runs (results/ci-cpu/)
 SECTION = "## Run on a Slurm cluster"
-# what differs between two runs of the same cells: timings and provenance
-VOLATILE = ["kernel_ms", "kernel_ms_min", "kernel_ms_max", "kernel_ms_iqr", "reps", "timing_stop", "setup_ms",
-            "e2e_ms", "gflops", "gbps", "copy_gbps", "floor_ms", "pct_of_floor", "stage_ms", "started_at",
-            "finished_at", "host", "git_commit", "phase_ms", "job_ms", "service_ms",
-            "row_check"]  # a hash over the row, times included
 ORDER = ["experiment", "kernel", "variant", "size", "batch", "C_in", "C_out", "W", "stride", "filter_size"]
 # squeue reasons of a pending job that no wait can cure: it asks for more than the partition has
 NEVER_STARTS = {"PartitionConfig", "PartitionNodeLimit", "PartitionTimeLimit", "BadConstraints"}
@@ -59,8 +55,6 @@ def slurm():
 
 def readme_commands() -> tuple[list[str], list[str]]:
     """The README's Slurm command, and the flags it says to add on a cluster without slurmdbd."""
-    from conftest import REPO
-
     text = (REPO / "README.md").read_text()
     assert f"\n{SECTION}\n" in text, f"README.md has no '{SECTION}' section"
     section = text.split(f"\n{SECTION}\n", 1)[1].split("\n## ", 1)[0]
@@ -95,10 +89,7 @@ def env_with_python() -> dict:
 
 
 def copy_repo(target: Path) -> Path:
-    from conftest import REPO
-
-    shutil.copytree(REPO, target, ignore=shutil.ignore_patterns(
-        ".git", ".snakemake", "results", "data", "__pycache__", ".pytest_cache", ".whl", ".venv"))
+    copy_checkout(target)
     # The tiny cpu config in place of the default one, instead of a --configfile that the
     # README's command does not have.
     shutil.copyfile(target / TINY, target / "config" / "config.yaml")
@@ -279,9 +270,11 @@ def test_two_labels_in_one_run_each_go_only_to_their_nodes(slurm, tmp_path):
         print(f"results/{label}: {len(summary)} rows, by host {hosts}")
         assert len(summary) > 30 and set(summary["status"]) <= {"ok", "unsupported"}
         assert {host.rpartition("/")[2] for host in hosts} == {node_of[feature]}, hosts
-    for job in jobs.jobs.values():
-        if job.get("Comment", "").startswith("rule_cells"):
-            assert job.get("Features") in labels.values(), jobs.describe(job)
+    groups = [job for job in jobs.jobs.values() if job.get("Comment", "").startswith("rule_cells")]
+    for job in groups:
+        assert job.get("Features") in labels.values(), jobs.describe(job)
+    # grouped per label (36 cells each: a group of 32 and one of 4), not a submission per cell
+    assert len(groups) == 4, [jobs.describe(job) for job in groups]
     page = (repo / "results/gpus.html").read_text()
     assert all(label in page for label in labels)
 

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from convlab.devicelabel import choose_label  # noqa: E402
+from convlab.measure.telemetry import COLUMNS as TELEMETRY  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = "config/tiny-cpu.yaml"
@@ -17,6 +18,12 @@ TINY = "config/tiny-cpu.yaml"
 RESULTS = f"results/{choose_label(None, 'cpu', [])[0]}"
 CELL_OUTPUT = re.compile(r"output: (results/[^/\s]+/cells/\S+\.csv)")
 COMPLETE_LOG = re.compile(r"^Complete log\S*: (\S+)$", re.IGNORECASE | re.MULTILINE)
+# Columns that differ between two runs of the same cell: times, and where and when it ran.
+VOLATILE = ("kernel_ms", "kernel_ms_min", "kernel_ms_max", "kernel_ms_iqr", "reps", "timing_stop", "setup_ms",
+            "e2e_ms", "gflops", "gbps", "copy_gbps", "floor_ms", "pct_of_floor", "stage_ms", "started_at",
+            "finished_at", "phase_ms", "job_ms", "service_ms", "git_commit", "host",
+            "row_check",  # a hash over the row, times included
+            *TELEMETRY)
 IGNORED = (".git", ".snakemake", "results", "data", "__pycache__", ".pytest_cache", ".whl", ".venv", "*.egg-info")
 
 
@@ -24,6 +31,18 @@ def copy_repo(target: Path) -> Path:
     shutil.copytree(REPO, target, ignore=shutil.ignore_patterns(*IGNORED))
     subprocess.run(["git", "init", "-q"], cwd=target, check=True)
     return target
+
+
+def convlab(*args: str, cwd: Path = REPO, service: str | None = "off", timeout: float = 300,
+            **env: str) -> subprocess.CompletedProcess:
+    """`python -m convlab ARGS` from this checkout; ``service`` None: through the measurement
+    service where the command uses one, "off" (the default): in its own process."""
+    environment = {**os.environ, "PYTHONPATH": str(REPO / "workflow"), **env}
+    environment.pop("CONVLAB_SERVICE", None)
+    if service is not None:
+        environment["CONVLAB_SERVICE"] = service
+    return subprocess.run([sys.executable, "-m", "convlab", *args], cwd=cwd, env=environment,
+                          capture_output=True, text=True, timeout=timeout)
 
 
 def snakemake_env(repo: Path) -> dict[str, str]:
@@ -42,9 +61,9 @@ def snakemake_command(cores: int, *args: str, configfile: str = TINY) -> list[st
 
 
 def snakemake(repo: Path, cores: int, *args: str, configfile: str = TINY, check: bool = True,
-              env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+              env: dict[str, str] | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
     result = subprocess.run(snakemake_command(cores, *args, configfile=configfile), cwd=repo,
-                            env=env or snakemake_env(repo), capture_output=True, text=True, timeout=600)
+                            env=env or snakemake_env(repo), capture_output=True, text=True, timeout=timeout)
     if check and result.returncode != 0:
         raise AssertionError(f"snakemake {' '.join(args)} failed:\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}")
     return result

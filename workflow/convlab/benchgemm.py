@@ -14,7 +14,6 @@ from convlab.registry import get_kernel
 from convlab.runner import measure_cell
 from convlab.steps import CellInputs
 
-GEMM_SIZES = (4096, 8192)
 OURS = ("sgemm_vectorized", "sgemm_register", "sgemm_pipelined")  # the tiled kernels; the best ok variant is ours
 LIBRARY = "cublas"
 GEMM_TARGET = 0.90  # ours / cuBLAS in GFLOP/s, i.e. cuBLAS ms / ours ms

@@ -252,13 +252,10 @@ def placement_resources():
     return resources
 
 
-# A group submission holds one device label's cells: its jobs ask for that label's nodes. With
-# several labels the group is named per label, and takes the group size given for `cells`.
+# A group submission holds one device label's cells, so that its jobs ask for that label's
+# nodes: with several labels the group is one per label, `cells_{device}`, whose size
+# (--group-components) is given under that name, wildcard and all.
 CELL_GROUP = "cells" if len(DEVICES) == 1 else "cells_{device}"
-if CELL_GROUP != "cells" and "cells" in workflow.group_settings.group_components:
-    workflow.group_settings.group_components.setdefault(
-        CELL_GROUP, workflow.group_settings.group_components["cells"]
-    )
 
 
 def logged(command, then=None):

@@ -124,16 +124,6 @@ def ask(paths: ServicePaths, request: dict[str, Any], timeout_s: float | None, s
         return receive_message(sock)
 
 
-def stop_service() -> bool:
-    """Ask this identity's service to finish its cells and exit (the end of a run). True if one was running."""
-    try:
-        paths = service_paths()
-        ask(paths, {"op": "stop"}, timeout_s=10, start=False)
-        return True
-    except (ConnectionError, OSError, ProtocolError, RuntimeDirError):
-        return False
-
-
 def _kill_unanswering_service(paths: ServicePaths) -> None:
     try:
         pid = int(json.loads(paths.info.read_text())["pid"])
