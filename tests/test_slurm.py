@@ -208,12 +208,15 @@ def test_slurm_run_matches_a_local_run(slurm, tmp_path):
     at_home = pd.read_csv(local / f"results/{LABEL}/summary.csv")
     assert len(on_slurm) == len(at_home) > 30 and set(on_slurm["status"]) <= {"ok", "unsupported"}
     pd.testing.assert_frame_equal(keep(on_slurm), keep(at_home))
-    # Placed on both nodes, each group measured by its own node's service (a service serves one
-    # Slurm job): the rows name the node (host/node, two slurmd on one host) and the service's time.
-    print("rows per node:", on_slurm["host"].value_counts().to_dict())
-    print("cell groups per node:", pd.Series([job.get("NodeList") for job in jobs.jobs.values()
-                                              if job.get("Comment", "").startswith("rule_cells")]).value_counts().to_dict())
-    assert {host.rpartition("/")[2] for host in on_slurm["host"]} == set(NODES), set(on_slurm["host"])
+    # The run's jobs went to both nodes (at its start four wait at once for two free nodes), and
+    # every row was measured on a node of the cluster by the service of its Slurm job: the rows
+    # name the node (host/node, two slurmd on one host) and the service's time. Where Slurm put
+    # the two groups of cells depends on which node was free: each node's service is shown for
+    # certain by the two-label test.
+    placed = pd.Series({job["JobId"]: job.get("NodeList") for job in jobs.jobs.values()})
+    print("jobs per node:", placed.value_counts().to_dict(), "; rows per node:", on_slurm["host"].value_counts().to_dict())
+    assert set(placed) == set(NODES), [jobs.describe(job) for job in jobs.jobs.values()]
+    assert on_slurm["host"].map(lambda host: host.rpartition("/")[2]).isin(list(NODES)).all(), set(on_slurm["host"])
     assert on_slurm["service_ms"].notna().all()
     # the tiny config's cells in groups of 32, plus the bandwidth, ceiling and 2 gallery jobs:
     # far fewer than one job per cell
@@ -270,6 +273,7 @@ def test_two_labels_in_one_run_each_go_only_to_their_nodes(slurm, tmp_path):
         print(f"results/{label}: {len(summary)} rows, by host {hosts}")
         assert len(summary) > 30 and set(summary["status"]) <= {"ok", "unsupported"}
         assert {host.rpartition("/")[2] for host in hosts} == {node_of[feature]}, hosts
+        assert summary["service_ms"].notna().all()  # measured by the service of a job on that node
     groups = [job for job in jobs.jobs.values() if job.get("Comment", "").startswith("rule_cells")]
     for job in groups:
         assert job.get("Features") in labels.values(), jobs.describe(job)

@@ -2,8 +2,9 @@
 
 Every experiment family goes through the same steps (convlab.steps); its operands
 (convlab.operands) know how to place themselves, their float64 reference and the output layout
-to compare in. Observers (convlab.measure.observers) report what the steps produced as columns,
-and convlab.row builds the row from them.
+to compare in. Observers (convlab.measure.observers) take part in each step through their
+hooks (before it, after it, or abandon() where it fails) and report what the steps produced as
+columns; convlab.row builds the row from them.
 
 A failure of the kernel under test (refused launch, out of memory, unsupported problem,
 compile or runtime fault) is recorded in the row with its reason and no time. A wrong
@@ -13,10 +14,10 @@ result keeps its time but is flagged ``wrong``. Anything else is a pipeline bug 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 from convlab.backends import get_backend
 from convlab.backends.base import Backend
@@ -25,9 +26,24 @@ from convlab.launch import holds, problem_names
 from convlab.measure import provenance
 from convlab.measure.observers import OBSERVERS, Observer, StageTimes
 from convlab.measure.phases import PhaseClock
+from convlab.measure.telemetry import TimedWorkTelemetry
 from convlab.row import JobFacts, build_row
 from convlab.status import ERROR, INVALID_CONFIG, UNSUPPORTED, CellFailure
-from convlab.steps import CellInputs, Result, launch, load_inputs, place, set_up, time_kernel, verify
+from convlab.steps import (
+    CellInputs,
+    Result,
+    Run,
+    Timed,
+    launch,
+    load_inputs,
+    place,
+    round_trip,
+    set_up,
+    time_kernel,
+    verify,
+)
+
+Produced = TypeVar("Produced")
 
 DEVICE_COLUMNS = ("device", "gpu_index", "gpu_uuid", "compute_capability", "driver_version", "runtime_version", "cupy_version",
                   "cudnn_version")
@@ -128,27 +144,41 @@ def run_steps(inputs: CellInputs, bandwidth_path: str | Path | None = None,
     refused = refusal(inputs, device["device"], bandwidth_path)
     if refused:
         return finish(started, refused)
-    phases, stages = PhaseClock(), StageTimes()
-    prepared = None
+    # The cell's own observers, after the stateless ones. In this order the stages are timed
+    # within the timing's lap, and the telemetry stops after the round trip's lap ends.
+    observers = (*OBSERVERS, StageTimes(), PhaseClock(), TimedWorkTelemetry())
+    run = Run(backend, inputs)
     try:
-        placed = place(backend, inputs, layout)
-        phases.lap("place")
-        prepared = set_up(backend, inputs, placed)
-        phases.lap("setup")
-        launch(backend, prepared)
-        phases.lap("launch")
-        timed = time_kernel(backend, inputs, placed, prepared, stages, phases)
-        verified = verify(backend, inputs, placed, prepared)
-        phases.lap("verify")
+        run.placed = observed("place", run, observers, lambda: place(backend, inputs, layout))
+        run.prepared = observed("setup", run, observers, lambda: set_up(backend, inputs, run.placed))
+        observed("launch", run, observers, lambda: launch(backend, run.prepared))
+        timing = observed("timing", run, observers, lambda: time_kernel(backend, inputs, run.prepared))
+        e2e_ms = observed("e2e", run, observers, lambda: round_trip(backend, inputs, run.placed, run.prepared, timing))
+        verified = observed("verify", run, observers, lambda: verify(backend, inputs, run.placed, run.prepared))
         copy_gbps = copy_bandwidth(backend, device["device"], bandwidth_path)
     except CellFailure as failure:
         # its setup's findings and stage times stay; a time or a verdict would be of a cell not run through
         failed = Outcome(failure.status, failure.reason[:2000])
-        return finish({**started, **failure.columns}, failed, Result(inputs.problem, prepared),
-                      (*OBSERVERS, stages, phases))
-    result = Result(inputs.problem, prepared, timed, verified, copy_gbps)
-    outcome = Outcome(verified.status, verified.verdict.reason)
-    return finish(started, outcome, result, (*OBSERVERS, timed.telemetry, stages, phases))
+        return finish({**started, **failure.columns}, failed, Result(inputs.problem, run.prepared), observers)
+    result = Result(inputs.problem, run.prepared, Timed(timing, e2e_ms), verified, copy_gbps)
+    return finish(started, Outcome(verified.status, verified.verdict.reason), result, observers)
+
+
+def observed(step: str, run: Run, observers: Iterable[Observer], work: Callable[[], Produced]) -> Produced:
+    """One step of the cell with its observers' hooks around it: before it, after it (under the
+    step's guard), or, where it fails, each observer's abandon()."""
+    try:
+        for observer in observers:
+            observer.before(step, run)
+        produced = work()
+        with run.backend.guard(step):
+            for observer in observers:
+                observer.after(step, run)
+    except CellFailure:
+        for observer in observers:
+            observer.abandon()
+        raise
+    return produced
 
 
 def measure_cell(inputs: CellInputs, bandwidth_path: str | Path | None = None,

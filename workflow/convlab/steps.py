@@ -16,8 +16,6 @@ import numpy as np
 from convlab.backends.base import Backend, KernelBuffers, PreparedKernel
 from convlab.cell import Cell
 from convlab.families import load_operands
-from convlab.measure.observers import Observer, StageTimes
-from convlab.measure.phases import PhaseClock
 from convlab.measure.problem import ConvProblem, GemmProblem
 from convlab.measure.timing import TimingResult, measure
 from convlab.measure.verify import Verdict, compare
@@ -61,7 +59,17 @@ class Prepared:
 class Timed:
     timing: TimingResult
     e2e_ms: float
-    telemetry: Observer  # the device while the repeats and the round trip ran (convlab.measure.telemetry)
+
+
+@dataclass
+class Run:
+    """A cell's run so far, as the observers' hooks see it: the backend, the inputs, and what
+    the steps have produced up to now."""
+
+    backend: Backend
+    inputs: CellInputs
+    placed: Placed | None = None
+    prepared: Prepared | None = None
 
 
 @dataclass(frozen=True)
@@ -123,22 +131,20 @@ def launch(backend: Backend, prepared: Prepared) -> None:
         backend.synchronize()
 
 
-def time_kernel(backend: Backend, inputs: CellInputs, placed: Placed, prepared: Prepared, stages: StageTimes,
-                phases: PhaseClock) -> Timed:
-    """Warm-up, then repeats until the median is stable or the budget ends; each stage alone; then
-    the round trip (copy in, compute, copy out). The telemetry watches all of it."""
-    settings, run = inputs.cell.timing, prepared.kernel.run
-    with backend.guard("timing"), backend.telemetry() as telemetry:
-        timing = measure(run, backend.time_batch, settings, backend.capture_graph)
-        stages.time(prepared.kernel.stages, backend.time_batch, settings, backend.capture_graph)
-        phases.lap("timing")
-        # the round trip is dominated by copies: a slow kernel or a large transfer needs one
-        # repeat, not five
-        small = timing.median_ms < 100 and inputs.problem.bytes_moved < E2E_SINGLE_REP_BYTES
-        reps = settings["e2e_reps"] if small else 1
-        e2e_ms = backend.end_to_end_ms(run, placed.host_inputs, placed.buffers, reps)
-        phases.lap("e2e")
-    return Timed(timing, e2e_ms, telemetry)
+def time_kernel(backend: Backend, inputs: CellInputs, prepared: Prepared) -> TimingResult:
+    """Warm-up, then repeats until the median is stable or the budget ends."""
+    with backend.guard("timing"):
+        return measure(prepared.kernel.run, backend.time_batch, inputs.cell.timing, backend.capture_graph)
+
+
+def round_trip(backend: Backend, inputs: CellInputs, placed: Placed, prepared: Prepared, timing: TimingResult) -> float:
+    """Copy in, compute, copy out (ms). Its failures read as the timing's, of which it is part."""
+    # the round trip is dominated by copies: a slow kernel or a large transfer needs one repeat,
+    # not five
+    small = timing.median_ms < 100 and inputs.problem.bytes_moved < E2E_SINGLE_REP_BYTES
+    reps = inputs.cell.timing["e2e_reps"] if small else 1
+    with backend.guard("timing"):
+        return backend.end_to_end_ms(prepared.kernel.run, placed.host_inputs, placed.buffers, reps)
 
 
 def tolerance(inputs: CellInputs) -> float:

@@ -1,32 +1,33 @@
 """What a cell's measurement reports, as observers (after Kernel Tuner's): each one reads or
 watches one part of the measurement and gives its row columns through one method.
 
-The runner asks each observer once, after the last step, with what the steps produced
+Every observer has a lifecycle around each step of the cell (place, setup, launch, timing, e2e,
+verify): ``before(step, run)`` as the step begins, ``after(step, run)`` once it succeeded (under
+the step's guard: a kernel failure there fails the step), ``abandon()`` when a step failed and
+the cell ends there. What happens during the timed work is watched between ``before("timing")``
+and ``after("e2e")``: the GPU telemetry (convlab.measure.telemetry) samples on a thread then.
+Last, the runner asks each observer for its columns, with what the steps produced
 (convlab.steps.Result); an observer whose part did not happen (a failed cell has no time) gives
 no columns. Besides those below, the phase clock (convlab.measure.phases) and the GPU telemetry
-(convlab.measure.telemetry) are observers too.
+are observers too.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from convlab.measure import metrics
+from convlab.measure.observer import Observer
 from convlab.measure.timing import Capture, TimeBatch, measure
 
 if TYPE_CHECKING:
-    from convlab.steps import Result
+    from convlab.steps import Result, Run
 
 INFO_COLUMNS = ("implementation", "engine", "engine_heuristic", "launch", "smem_limit_bytes")
 
 
-class Observer(Protocol):
-    def columns(self, result: Result) -> dict[str, Any]:
-        """This observer's row columns: empty where what it reports did not happen."""
-
-
-class SetupObserver:
+class SetupObserver(Observer):
     """What setup chose (implementation, cuDNN engines, launch geometry) and how long it took."""
 
     def columns(self, result: Result) -> dict[str, Any]:
@@ -36,7 +37,7 @@ class SetupObserver:
         return {"setup_ms": result.prepared.setup_ms, **{key: info.get(key) for key in INFO_COLUMNS}}
 
 
-class TimingObserver:
+class TimingObserver(Observer):
     """The repeats' statistics, the timing mode that took them, and the round trip's time."""
 
     def columns(self, result: Result) -> dict[str, Any]:
@@ -49,7 +50,7 @@ class TimingObserver:
                 "timing_fallback": timing.fallback or None, "e2e_ms": result.timed.e2e_ms}
 
 
-class ThroughputObserver:
+class ThroughputObserver(Observer):
     """GFLOPS, GB/s and the distance from the copy-bandwidth floor (convlab.measure.metrics)."""
 
     def columns(self, result: Result) -> dict[str, Any]:
@@ -59,7 +60,7 @@ class ThroughputObserver:
                 **metrics.throughput(result.problem, result.kernel_ms, result.copy_gbps)}
 
 
-class VerificationObserver:
+class VerificationObserver(Observer):
     """How far the output is from the float64 reference (the verdict itself is the row's status)."""
 
     def columns(self, result: Result) -> dict[str, Any]:
@@ -70,12 +71,18 @@ class VerificationObserver:
                 "tolerance": verdict.tolerance, "nonfinite": verdict.nonfinite}
 
 
-class StageTimes:
+class StageTimes(Observer):
     """Each stage of a multi-stage kernel timed alone (e.g. im2col=0.12;gemm=0.31). Kept apart
     from the cell's time: a cell that fails after its stages were timed still reports them."""
 
     def __init__(self) -> None:
         self.text = ""
+
+    def after(self, step: str, run: Run) -> None:
+        # right after the kernel's own repeats, with the same settings: its stages alone
+        if step == "timing" and run.prepared is not None:
+            backend = run.backend
+            self.time(run.prepared.kernel.stages, backend.time_batch, run.inputs.cell.timing, backend.capture_graph)
 
     def time(self, stages: list[tuple[str, Callable[[], None]]], time_batch: TimeBatch, settings: dict,
              capture: Capture | None = None) -> None:
@@ -86,5 +93,5 @@ class StageTimes:
         return {"stage_ms": self.text} if self.text else {}
 
 
-# Every cell's; the runner adds the cell's own stage times, phase clock and telemetry.
+# Every cell's, without state; the runner adds the cell's own stage times, phase clock and telemetry.
 OBSERVERS: tuple[Observer, ...] = (SetupObserver(), TimingObserver(), ThroughputObserver(), VerificationObserver())

@@ -7,8 +7,10 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from convlab.measure.observer import Observer
+
 if TYPE_CHECKING:
-    from convlab.steps import Result
+    from convlab.steps import Result, Run
 
 
 def process_age_s() -> float | None:
@@ -28,9 +30,10 @@ def format_phases(laps: Mapping[str, float]) -> str:
     return ";".join(f"{name}={ms:.4g}" for name, ms in laps.items())
 
 
-class PhaseClock:
+class PhaseClock(Observer):
     """Laps of wall-clock time: lap('place') records the time since the previous lap. An observer
-    of a cell's measurement (convlab.measure.observers): its column is the cell's phases."""
+    of a cell's measurement (convlab.measure.observers): each step that succeeds ends a lap of its
+    name, and its column is the cell's phases."""
 
     def __init__(self) -> None:
         self._last = time.perf_counter()
@@ -40,6 +43,9 @@ class PhaseClock:
         now = time.perf_counter()
         self.laps[name] = self.laps.get(name, 0.0) + (now - self._last) * 1e3
         self._last = now
+
+    def after(self, step: str, run: Run) -> None:
+        self.lap(step)
 
     def text(self) -> str:
         return format_phases(self.laps)

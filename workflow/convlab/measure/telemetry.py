@@ -14,8 +14,10 @@ import statistics
 import threading
 from typing import TYPE_CHECKING, Any
 
+from convlab.measure.observer import Observer
+
 if TYPE_CHECKING:
-    from convlab.steps import Result
+    from convlab.steps import Result, Run
 
 SAMPLE_INTERVAL_S = 0.005
 THROTTLED_CLOCK_SHARE = 0.75  # nvbench's cut-off for a sample taken at a reduced clock
@@ -28,7 +30,7 @@ SLOWING_REASONS = {0x4: "sw_power_cap", 0x8: "hw_slowdown", 0x20: "sw_thermal", 
 OTHER_REASONS = {0x1: "gpu_idle", 0x2: "applications_clocks", 0x10: "sync_boost", 0x100: "display_clocks"}
 
 
-class NullObserver:
+class NullObserver(Observer):
     """No telemetry here; ``unavailable`` says why."""
 
     def __init__(self, unavailable: str) -> None:
@@ -44,7 +46,7 @@ class NullObserver:
         return {}
 
 
-class NvmlObserver:
+class NvmlObserver(Observer):
     """Samples one GPU (by its NVML handle) from ``__enter__`` to ``__exit__``."""
 
     unavailable = ""
@@ -121,6 +123,37 @@ class NvmlObserver:
         if len(self._energy_mj) == 2:
             columns["energy_j"] = (self._energy_mj[1] - self._energy_mj[0]) / 1e3
         return columns
+
+
+class TimedWorkTelemetry(Observer):
+    """The device watched during the timed work, from the start of the repeats to the end of the
+    round trip: the backend's telemetry (an NVML sampler on a GPU, a null one elsewhere) entered
+    before the `timing` step and left after the `e2e` step. A cell that fails in between reports
+    none of it."""
+
+    FIRST, LAST = "timing", "e2e"
+
+    def __init__(self) -> None:
+        self._watch: Any = None
+        self._watched: Any = None
+
+    def before(self, step: str, run: Run) -> None:
+        if step == self.FIRST:
+            self._watch = run.backend.telemetry()
+            self._watch.__enter__()
+
+    def after(self, step: str, run: Run) -> None:
+        if step == self.LAST and self._watch is not None:
+            self._watch.__exit__(None, None, None)
+            self._watched, self._watch = self._watch, None
+
+    def abandon(self) -> None:
+        if self._watch is not None:
+            self._watch.__exit__(None, None, None)
+        self._watch = self._watched = None
+
+    def columns(self, result: Result) -> dict[str, Any]:
+        return self._watched.columns(result) if self._watched is not None else {}
 
 
 class GpuTelemetry:
