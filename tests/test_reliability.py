@@ -32,6 +32,7 @@ from workflow_helpers import (
     REPO,
     RESULTS,
     TINY,
+    VOLATILE,
     cell_rows,
     copy_repo,
     job_listing,
@@ -46,13 +47,6 @@ from convlab.config import ConfigError, validate_config
 from convlab.grid import build_cells
 from convlab.row import COLUMNS
 from convlab.status import STATUSES
-
-# Columns that differ between two runs of the same cells: times, and where/when they ran.
-TIMING_AND_PROVENANCE = ["kernel_ms", "kernel_ms_min", "kernel_ms_max", "kernel_ms_iqr", "reps", "timing_stop",
-                         "setup_ms", "e2e_ms", "gflops", "gbps", "copy_gbps", "floor_ms", "pct_of_floor",
-                         "stage_ms", "started_at", "finished_at", "host", "git_commit", "phase_ms", "job_ms", "service_ms",
-                         "row_check"]  # a hash over the row, times included
-
 
 # ---------------------------------------------------------------------------------------------
 # 1. The source image, converted or refused: data.import_source on small generated pictures
@@ -254,7 +248,7 @@ def test_kernel_sizes_must_be_positive():
 
 
 def comparable(summary: Path) -> pd.DataFrame:
-    return pd.read_csv(summary).drop(columns=TIMING_AND_PROVENANCE).reset_index(drop=True)
+    return pd.read_csv(summary).drop(columns=list(VOLATILE)).reset_index(drop=True)
 
 
 @pytest.mark.pipeline

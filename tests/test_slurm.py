@@ -202,7 +202,7 @@ def test_slurm_run_matches_a_local_run(slurm, tmp_path):
         print(" ", jobs.describe(job))
 
     def keep(frame: pd.DataFrame) -> pd.DataFrame:
-        return frame.drop(columns=VOLATILE).sort_values(ORDER).reset_index(drop=True)
+        return frame.drop(columns=list(VOLATILE)).sort_values(ORDER).reset_index(drop=True)
 
     on_slurm = pd.read_csv(cluster / f"results/{LABEL}/summary.csv")
     at_home = pd.read_csv(local / f"results/{LABEL}/summary.csv")
