@@ -125,7 +125,7 @@ def test_forcing_cuda_without_a_gpu_is_one_line(image):
 
 def test_missing_cudnn_is_one_clear_line(monkeypatch):
 
-    from convlab.backends import import_cudnn
+    from convlab.backends.cudnnimport import import_cudnn
     from convlab.status import KernelFailure
 
     monkeypatch.setitem(sys.modules, "cudnn", None)  # as if nvidia-cudnn-frontend were not installed

@@ -22,7 +22,7 @@ ROLES: dict[str, tuple[str, ...]] = {
                     "overrides.py", "pictures.py", "families/",
                     "fftsize.py", "status.py", "row.py", "celljob.py", "codeversion.py", "measure/",
                     "backends/__init__.py", "backends/base.py"),
-    "backend:cuda": ("backends/cuda.py", "backends/libraries.py", "backends/cudagraph.py", "backends/sharedmem.py"),
+    "backend:cuda": ("backends/cuda.py", "backends/libraries.py", "backends/librarykernel.py", "backends/cudnnimport.py", "backends/cudagraph.py", "backends/sharedmem.py"),
     "backend:cpu": ("backends/cpu.py", "cpu_twins/__init__.py"),
     # one kernel's wrapper or twin: a file of that kernel (KernelSpec.files)
     "kernel": ("backends/cudnn_conv.py", "backends/fft_conv.py", "backends/ndimage_conv.py", "cpu_twins/"),

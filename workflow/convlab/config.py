@@ -9,11 +9,7 @@ from typing import Any
 import yaml
 
 from convlab import SCHEMA_PATH
-from convlab.status import UserError
-
-
-class ConfigError(UserError, ValueError):
-    """A configuration mistake, reported with the key it concerns."""
+from convlab.status import ConfigError  # the status module's: the families raise it and never import this one
 
 
 def family_schema_path(family: str) -> Path:

@@ -51,5 +51,10 @@ class UserError(Exception):
     prints one `error:` line and exits 2, with no traceback."""
 
 
+class ConfigError(UserError, ValueError):
+    """A configuration mistake, reported with the key it concerns."""
+
+
+
 class BackendUnavailable(UserError, RuntimeError):
     """The requested backend cannot run here (e.g. cuda without a GPU): a user error, not a row."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from convlab.backends.base import Backend
-from convlab.status import BackendUnavailable, KernelFailure
+from convlab.status import BackendUnavailable
 
 
 def gpu_visible() -> bool:
@@ -56,16 +56,3 @@ def get_backend(name: str) -> Backend:
 
         return CudaBackend()
     raise BackendUnavailable(f"unknown backend {name!r} (use auto, cuda or cpu)")
-
-
-def import_cudnn():
-    """The cuDNN frontend module. Where it is missing, each cuDNN cell records one clear
-    error line (the other kernels of the sweep still run)."""
-    try:
-        import cudnn
-    except ImportError as error:
-        raise KernelFailure(
-            "cuDNN frontend not importable: pip install -r envs/requirements-cuda13.txt (or -cuda12.txt), "
-            f"which installs nvidia-cudnn-frontend and nvidia-cudnn-cuNN ({error})", "setup"
-        ) from error
-    return cudnn

@@ -14,9 +14,9 @@ from typing import Any
 import cupy
 import numpy as np
 
-from convlab.backends import import_cudnn
 from convlab.backends.base import Backend, KernelBuffers, PreparedKernel
-from convlab.backends.libraries import LibraryKernel
+from convlab.backends.cudnnimport import import_cudnn
+from convlab.backends.librarykernel import LibraryKernel
 from convlab.measure.problem import ConvProblem
 from convlab.registry import KernelSpec
 from convlab.status import UnsupportedCell

@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from convlab.backends.base import KernelBuffers, PreparedKernel
-from convlab.backends.libraries import ArrayKernel
+from convlab.backends.librarykernel import ArrayKernel
 from convlab.fftsize import fast_len
 from convlab.measure.problem import ConvProblem
 

@@ -16,7 +16,7 @@ from types import ModuleType
 from typing import Any
 
 from convlab.backends.base import KernelBuffers, PreparedKernel
-from convlab.backends.libraries import ArrayKernel
+from convlab.backends.librarykernel import ArrayKernel
 from convlab.measure.problem import ConvProblem
 
 LAYOUT = {"input": "chw", "weights": "oihw", "output": "chw"}

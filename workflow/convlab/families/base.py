@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from convlab.config import ConfigError
 from convlab.measure.problem import ConvProblem, GemmProblem
 from convlab.measure.weights import make_weights
 from convlab.operands import ConvOperands, Operands
 from convlab.pictures import load_image
+from convlab.status import ConfigError
 
 if TYPE_CHECKING:
     from convlab.cell import Cell

@@ -5,8 +5,8 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterator
 
-from convlab.config import ConfigError
 from convlab.families.base import PictureFamily, check_filters, image_path, resolve_padding
+from convlab.status import ConfigError
 
 
 def check_picture_sizes(section: dict, config: dict) -> None:
