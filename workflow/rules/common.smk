@@ -57,6 +57,10 @@ except UserError as error:
 # Every output of a device label lives here (the rules' {device} wildcard); other devices'
 # results beside it stay untouched.
 RESULTS = "results/{device}"
+# Each label's cell rows.
+CELL_PATHS = {
+    label: [cell.path for cell in CELLS if cell.device == label] for label in DEVICES
+}
 
 # The run's first lines: the backend and device, and any damaged row, which is moved aside so
 # that this run measures its cell again. Jobs that Snakemake starts on cluster nodes re-read
@@ -66,8 +70,7 @@ if workflow.is_main_process:
     # workflow.dryrun is not set yet while the Snakefile is read; the output settings already
     # hold the command line's dry run, which only says what the real run will do.
     DRY_RUN = workflow.output_settings.dryrun
-    for label in DEVICES:
-        paths = [cell.path for cell in CELLS if cell.device == label]
+    for label, paths in CELL_PATHS.items():
         for moved in move_damaged_rows(paths, f"results/{label}", DRY_RUN):
             print(moved.line(), file=sys.stderr)
     # A run killed with SIGKILL leaves Snakemake's lock behind; the next run removes it (never
@@ -96,9 +99,6 @@ CODE = {
 }
 
 CELLS_BY_PATH = {cell.path: cell for cell in CELLS}
-CELL_PATHS = {
-    label: [cell.path for cell in CELLS if cell.device == label] for label in DEVICES
-}
 KERNELS = load_registry()
 SIZES = image_sizes(CELLS)
 GALLERY_SIZE = gallery_size(config, CELLS)
