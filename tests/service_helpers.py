@@ -16,9 +16,9 @@ import cv2
 import numpy as np
 from workflow_helpers import VOLATILE, convlab
 
-from convlab.cell import Cell
-from convlab.config import validate_config
-from convlab.grid import build_cells
+from convlab.plan.cell import Cell
+from convlab.plan.config import validate_config
+from convlab.plan.grid import build_cells
 
 REPO = Path(__file__).resolve().parents[1]
 FAULT_KERNELS = REPO / "tests" / "kernels"
@@ -44,7 +44,7 @@ class ServiceSandbox:
         """One cell of ``kernel`` (on cuda, with this block edge where the kernel takes one)."""
         os.environ["CONVLAB_EXTRA_KERNELS"] = str(FAULT_KERNELS)
         try:
-            from convlab.registry import get_kernel
+            from convlab.plan.registry import get_kernel
 
             tunables = get_kernel(kernel).tunables
             overrides = {kernel: {"block": [block]}} if "block" in tunables else {}

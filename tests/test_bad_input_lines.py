@@ -21,10 +21,10 @@ import pytest
 import yaml
 from workflow_helpers import REPO, TINY, convlab, copy_repo, snakemake
 
-from convlab import data
-from convlab.compare import compare_paths
-from convlab.registry import DescriptionError, load_registry
-from convlab.row import COLUMNS
+from convlab.app import data
+from convlab.history.compare import compare_paths
+from convlab.measure.row import COLUMNS
+from convlab.plan.registry import DescriptionError, load_registry
 
 # What Snakemake prints before the Snakefile is read, and the project's backend line after it.
 SNAKEMAKE_PREAMBLE = ("Using workflow specific profile ", "Config file ")

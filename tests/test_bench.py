@@ -2,8 +2,8 @@
 
 import pytest
 
-from convlab.bench import check_targets, format_table
-from convlab.benchgemm import format_gemm_table, gemm_target
+from convlab.bench.floor import check_targets, format_table
+from convlab.bench.sgemm import format_gemm_table, gemm_target
 
 
 def row(size, stride, layout, ours_ms, copy_ms, cudnn_ms=1.0, empty_ms=0.0025, status="ok"):
@@ -163,8 +163,8 @@ def test_graph_target_names_the_copy_kernel_with_the_convs_multiply_adds():
 
 @pytest.mark.parametrize("stride,fmas", [(1, 26), (2, 10), (3, 5)])
 def test_the_copy_kernel_never_does_more_multiply_adds_than_the_conv(stride, fmas):
-    from convlab.bench import conv_fmas_per_float
-    from convlab.measure.problem import ConvProblem
+    from convlab.bench.floor import conv_fmas_per_float
+    from convlab.problem.geometry import ConvProblem
 
     problem = ConvProblem(height=128, width=128, in_channels=3, out_channels=3, filter_size=3, stride=stride, padding=1)
     floats_copied = problem.bytes_moved // 8  # what the copy of its bytes reads

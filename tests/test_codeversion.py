@@ -18,7 +18,8 @@ def test_every_module_has_exactly_one_role():
 
 def test_report_and_harness_code_is_not_measurement_code():
     measuring = {path.name for role in ("measurement", "backend:cuda", "backend:cpu") for path in role_files(role)}
-    assert not measuring & {"figures.py", "findings.py", "cli.py", "server.py", "aggregate.py"}
+    assert not measuring & {"figures.py", "findings.py", "cli.py", "server.py", "aggregate.py", "config.py",
+                             "inprocess.py", "devicelock.py"}
 
 
 def test_the_fingerprint_follows_names_and_bytes(tmp_path):

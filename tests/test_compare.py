@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from workflow_helpers import convlab
 
-from convlab.compare import (
+from convlab.history.compare import (
     DEFAULT_THRESHOLD,
     FASTER,
     MISSING,
@@ -22,7 +22,7 @@ from convlab.compare import (
     kernel_lines,
     verdict,
 )
-from convlab.row import COLUMNS
+from convlab.measure.row import COLUMNS
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -4,9 +4,9 @@ import pytest
 import yaml
 
 from convlab import DEFAULT_CONFIG
-from convlab.config import ConfigError, load_config, validate_config
-from convlab.grid import build_cells, gallery_size
-from convlab.registry import load_registry
+from convlab.plan.config import ConfigError, load_config, validate_config
+from convlab.plan.grid import build_cells, gallery_size
+from convlab.plan.registry import load_registry
 
 
 def test_defaults_fill_every_section():

@@ -5,10 +5,10 @@ import importlib
 import numpy as np
 import pytest
 
-from convlab.measure.problem import ConvProblem, GemmProblem
-from convlab.measure.reference import conv2d_reference, gemm_reference
-from convlab.measure.verify import compare
-from convlab.registry import load_registry
+from convlab.plan.registry import load_registry
+from convlab.problem.geometry import ConvProblem, GemmProblem
+from convlab.problem.reference import conv2d_reference, gemm_reference
+from convlab.problem.verify import compare
 from convlab.status import UnsupportedCell
 
 TWINS = sorted({spec.cpu_twin: spec for spec in load_registry().values()
@@ -21,7 +21,7 @@ GEMM_TWINS = sorted({spec.cpu_twin for spec in load_registry().values() if spec.
 @pytest.mark.parametrize("stride", [1, 2, 3])
 @pytest.mark.parametrize("k", [3, 5])
 def test_twin_matches_reference(twin_name, spec, height, width, stride, k):
-    twin = importlib.import_module(f"convlab.cpu_twins.{twin_name}")
+    twin = importlib.import_module(f"convlab.backends.cpu_twins.{twin_name}")
     rng = np.random.default_rng(stride * 7 + k)
     image = rng.random((height, width, 3), dtype=np.float32)
     weights = rng.uniform(-1, 1, (3, 3, k, k)).astype(np.float32)
@@ -40,7 +40,7 @@ def test_twin_matches_reference(twin_name, spec, height, width, stride, k):
 @pytest.mark.parametrize("twin_name", GEMM_TWINS)
 @pytest.mark.parametrize("m,n,k", [(257, 130, 31), (1, 1, 1), (64, 65, 66)])
 def test_gemm_twin_matches_float64(twin_name, m, n, k):
-    twin = importlib.import_module(f"convlab.cpu_twins.{twin_name}")
+    twin = importlib.import_module(f"convlab.backends.cpu_twins.{twin_name}")
     rng = np.random.default_rng(m + n + k)
     a = rng.uniform(-1, 1, (m, k)).astype(np.float32)
     b = rng.uniform(-1, 1, (k, n)).astype(np.float32)

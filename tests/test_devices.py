@@ -9,9 +9,9 @@ import sys
 import pytest
 from workflow_helpers import REPO, TINY
 
-from convlab import clusternodes
-from convlab.config import ConfigError, validate_config
-from convlab.devicelabel import Placement, choose_devices, unplaceable
+from convlab.app import clusternodes
+from convlab.plan.config import ConfigError, validate_config
+from convlab.plan.devicelabel import Placement, choose_devices, unplaceable
 
 
 def devices(value) -> tuple[list[Placement], str]:

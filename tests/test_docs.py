@@ -11,9 +11,9 @@ import pytest
 import yaml
 from conftest import REPO
 
-from convlab.config import load_config
-from convlab.grid import build_cells
-from convlab.sharedcount import HOPPER_OPTIN_BYTES, large_shared_cells
+from convlab.app.sharedcount import HOPPER_OPTIN_BYTES, large_shared_cells
+from convlab.plan.config import load_config
+from convlab.plan.grid import build_cells
 
 README = REPO / "README.md"
 DOCS = sorted((REPO / "docs").glob("*.md"))
@@ -230,8 +230,8 @@ def test_every_count_of_cells_is_checked(page):
 
 
 def test_slurm_page_several_models_command_is_a_valid_config():
-    from convlab.config import validate_config
-    from convlab.devicelabel import choose_devices
+    from convlab.plan.config import validate_config
+    from convlab.plan.devicelabel import choose_devices
 
     page = (REPO / "docs" / "slurm.md").read_text(encoding="utf-8")
     several = section(page, "## One GPU model, or several in one run")

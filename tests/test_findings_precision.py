@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from convlab.registry import load_registry
+from convlab.plan.registry import load_registry
 from convlab.report.findings import fastest, findings_html, reduced_precision_fastest
 from convlab.report.precision import STRICT, UNKNOWN, kernel_precision, row_precisions
 from convlab.report.seedcompare import compare

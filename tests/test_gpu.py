@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from convlab.backends import get_backend, gpu_visible
-from convlab.config import validate_config
-from convlab.grid import build_cells
-from convlab.runner import run_cell
+from convlab.plan.config import validate_config
+from convlab.plan.grid import build_cells
+from convlab.run.runner import run_cell
 from convlab.status import BackendUnavailable
 
 

@@ -9,12 +9,12 @@ import itertools
 import numpy as np
 import pytest
 
-from convlab.cell import Cell
-from convlab.measure.problem import ConvProblem, GemmProblem
-from convlab.measure.weights import make_weights
-from convlab.operands import ConvOperands, GemmOperands
-from convlab.registry import load_registry
-from convlab.runner import CellInputs, measure_cell
+from convlab.plan.cell import Cell
+from convlab.plan.operands import ConvOperands, GemmOperands
+from convlab.plan.registry import load_registry
+from convlab.problem.geometry import ConvProblem, GemmProblem
+from convlab.problem.weights import make_weights
+from convlab.run.runner import CellInputs, measure_cell
 
 TIMING = {"mode": "warm", "warmup": 1, "min_reps": 3, "max_reps": 6, "batch": 3, "stable_rel": 0.5,
           "budget_s": 0.01, "e2e_reps": 1}

@@ -8,7 +8,7 @@ import pytest
 from test_gpu import gpu_cells, write_image
 
 from convlab.measure.timing import GRAPH_MS, measure
-from convlab.runner import run_cell
+from convlab.run.runner import run_cell
 
 TIMING = {"mode": "warm", "warmup": 3, "min_reps": 20, "max_reps": 400, "batch": 20, "stable_rel": 0.01,
           "budget_s": 1.0, "e2e_reps": 1}
@@ -90,7 +90,7 @@ def test_the_benchs_copy_kernel_does_the_multiply_adds_it_is_given(backend):
     import cupy
     import numpy as np
 
-    from convlab import bench
+    from convlab.bench import floor as bench
 
     source = cupy.full(4 * 1000, 2.0, dtype=cupy.float32)
     for fmas, want in ((0, 2.0), (3, 2.0 * (0.5 + 0.51 + 0.52))):

@@ -9,13 +9,13 @@ opts in above the default 48 KiB); anything else must be ok.
 import numpy as np
 import pytest
 
-from convlab.cell import Cell
-from convlab.launch import dims, evaluate, holds, problem_names
-from convlab.measure.problem import ConvProblem
-from convlab.measure.weights import make_weights
-from convlab.operands import ConvOperands
-from convlab.registry import load_registry
-from convlab.runner import CellInputs, measure_cell
+from convlab.plan.cell import Cell
+from convlab.plan.launch import dims, evaluate, holds, problem_names
+from convlab.plan.operands import ConvOperands
+from convlab.plan.registry import load_registry
+from convlab.problem.geometry import ConvProblem
+from convlab.problem.weights import make_weights
+from convlab.run.runner import CellInputs, measure_cell
 
 MAX_THREADS = 1024
 TIMING = {"mode": "warm", "warmup": 1, "min_reps": 3, "max_reps": 6, "batch": 3, "stable_rel": 0.5,

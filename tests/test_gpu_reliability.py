@@ -3,12 +3,12 @@
 import numpy as np
 import pytest
 
-from convlab.cell import Cell
-from convlab.measure.problem import ConvProblem
-from convlab.measure.weights import make_weights
-from convlab.operands import ConvOperands
-from convlab.registry import get_kernel
-from convlab.runner import CellInputs, measure_cell
+from convlab.plan.cell import Cell
+from convlab.plan.operands import ConvOperands
+from convlab.plan.registry import get_kernel
+from convlab.problem.geometry import ConvProblem
+from convlab.problem.weights import make_weights
+from convlab.run.runner import CellInputs, measure_cell
 
 TIMING = {"mode": "warm", "warmup": 3, "min_reps": 10, "max_reps": 2000, "batch": 10, "stable_rel": 0.01,
           "budget_s": 1.0, "e2e_reps": 1}

@@ -7,16 +7,16 @@ import pytest
 from test_gpu_kernels import TIMING, VERIFY, make_cell
 
 from convlab import DEFAULT_CONFIG
+from convlab.app.sharedcount import cell_shared_bytes, large_shared_cells
 from convlab.backends.sharedmem import DEFAULT_SHARED_BYTES, kib
-from convlab.cell import Cell
-from convlab.config import load_config
-from convlab.grid import build_cells
-from convlab.measure.problem import ConvProblem, GemmProblem
-from convlab.measure.weights import make_weights
-from convlab.operands import ConvOperands, GemmOperands
-from convlab.registry import get_kernel
-from convlab.runner import CellInputs, measure_cell
-from convlab.sharedcount import cell_shared_bytes, large_shared_cells
+from convlab.plan.cell import Cell
+from convlab.plan.config import load_config
+from convlab.plan.grid import build_cells
+from convlab.plan.operands import ConvOperands, GemmOperands
+from convlab.plan.registry import get_kernel
+from convlab.problem.geometry import ConvProblem, GemmProblem
+from convlab.problem.weights import make_weights
+from convlab.run.runner import CellInputs, measure_cell
 
 
 def optin_limit(backend) -> int:

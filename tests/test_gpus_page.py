@@ -6,8 +6,8 @@ import json
 
 import pandas as pd
 
+from convlab.measure.row import COLUMNS
 from convlab.report.gpus import device_summaries, gpus_html, pair_table
-from convlab.row import COLUMNS
 
 
 def summary(folder, device: str, scale: float) -> None:

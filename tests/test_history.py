@@ -10,14 +10,14 @@ import pytest
 from workflow_helpers import TINY as TINY_CONFIG
 
 from convlab import REPO_ROOT
-from convlab.cli import main
-from convlab.config import load_config
-from convlab.grid import build_cells
+from convlab.app.cli import main
 from convlab.history import record as record_module
 from convlab.history import store
 from convlab.history.record import record
 from convlab.history.verdicts import MAX_KERNEL_LINES, NEW, judge, summary_lines
-from convlab.row import build_row, write_row_atomically
+from convlab.measure.row import build_row, write_row_atomically
+from convlab.plan.config import load_config
+from convlab.plan.grid import build_cells
 
 DEVICE = "testgpu"
 TINY = REPO_ROOT / TINY_CONFIG

@@ -12,7 +12,7 @@ import pytest
 import yaml
 from workflow_helpers import RESULTS, TINY, cell_rows, copy_repo, snakemake, snakemake_env
 
-from convlab.row import read_row_file
+from convlab.measure.row import read_row_file
 
 pytestmark = pytest.mark.pipeline
 

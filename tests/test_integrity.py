@@ -29,7 +29,7 @@ from workflow_helpers import (
 )
 
 from convlab.atomicfile import current_umask
-from convlab.row import COLUMNS, DamagedRow, OtherFormat, format_row, parse_row, write_row_atomically
+from convlab.measure.row import COLUMNS, DamagedRow, OtherFormat, format_row, parse_row, write_row_atomically
 
 REPORT_RULES = {"figures", "roofline", "seed_comparison", "findings", "seed_table", "seed_figure", "gpus", "history_page",
                 "all"}
@@ -333,8 +333,8 @@ def test_every_rule_with_a_log_shows_its_error_line_on_the_terminal():
 
 
 def test_the_issue_case_a_cpu_size_above_the_source_is_refused_naming_the_key():
-    from convlab.config import ConfigError, validate_config
-    from convlab.grid import build_cells
+    from convlab.plan.config import ConfigError, validate_config
+    from convlab.plan.grid import build_cells
 
     config = validate_config({"source_size": 4096, "cpu": {"sizes": [8192]}})
     with pytest.raises(ConfigError, match=r"^cpu\.sizes .*: 8192 larger than source_size 4096"):
@@ -342,8 +342,8 @@ def test_the_issue_case_a_cpu_size_above_the_source_is_refused_naming_the_key():
 
 
 def test_kernel_sizes_that_match_no_size_of_the_grid_are_refused():
-    from convlab.config import ConfigError, validate_config
-    from convlab.grid import build_cells
+    from convlab.plan.config import ConfigError, validate_config
+    from convlab.plan.grid import build_cells
 
     with pytest.raises(ConfigError, match=r"kernels\.direct\.sizes: none of 999 is a size the grid offers direct"):
         build_cells(validate_config({"kernels": {"direct": {"sizes": [999]}}}), "cuda")
@@ -355,7 +355,7 @@ def test_kernel_sizes_that_match_no_size_of_the_grid_are_refused():
 
 
 def test_a_cell_on_another_device_than_its_label_records_both_names(tmp_path):
-    from convlab.runner import foreign_device
+    from convlab.run.runner import foreign_device
 
     bandwidth = tmp_path / "cuda_copy_bandwidth.json"
     bandwidth.write_text('{"backend": "cuda", "device": "NVIDIA H200", "copy_gbps": 4000}')
@@ -366,8 +366,8 @@ def test_a_cell_on_another_device_than_its_label_records_both_names(tmp_path):
 
 
 def test_labels_come_from_the_config_or_the_model():
-    from convlab.config import ConfigError
-    from convlab.devicelabel import choose_label, slug
+    from convlab.plan.config import ConfigError
+    from convlab.plan.devicelabel import choose_label, slug
 
     assert slug("NVIDIA H100 80GB HBM3") == "h100-80gb-hbm3" and slug("NVIDIA H200") == "h200"
     assert slug("AMD EPYC 7B13 64-Core Processor") == "epyc-7b13"

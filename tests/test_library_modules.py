@@ -11,11 +11,11 @@ import pytest
 from convlab.backends.base import KernelBuffers
 from convlab.backends.fft_conv import FftConv
 from convlab.backends.ndimage_conv import NdimageConv
-from convlab.measure.problem import ConvProblem
-from convlab.measure.reference import conv2d_reference
-from convlab.measure.verify import compare
-from convlab.measure.weights import make_weights
-from convlab.registry import LIBRARIES, library_file, load_registry
+from convlab.plan.registry import LIBRARIES, library_file, load_registry
+from convlab.problem.geometry import ConvProblem
+from convlab.problem.reference import conv2d_reference
+from convlab.problem.verify import compare
+from convlab.problem.weights import make_weights
 
 
 class NumpyBackend:

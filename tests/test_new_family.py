@@ -11,16 +11,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import convlab.config as config_module
+import convlab.plan.config as config_module
 from convlab.backends.cpu import CpuBackend
-from convlab.cell import Cell
-from convlab.config import validate_config
-from convlab.families import FAMILIES
-from convlab.families.base import Family
-from convlab.grid import build_cells
-from convlab.measure.problem import GemmProblem
-from convlab.operands import GemmOperands
-from convlab.runner import run_cell
+from convlab.plan.cell import Cell
+from convlab.plan.config import validate_config
+from convlab.plan.families import FAMILIES
+from convlab.plan.families.base import Family
+from convlab.plan.grid import build_cells
+from convlab.plan.operands import GemmOperands
+from convlab.problem.geometry import GemmProblem
+from convlab.run.runner import run_cell
 
 
 class RectangularGemm(Family):

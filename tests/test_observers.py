@@ -14,7 +14,7 @@ from test_runner_status import cell_for
 from convlab.backends.cpu import CpuBackend
 from convlab.measure.observer import Observer
 from convlab.measure.telemetry import TimedWorkTelemetry
-from convlab.runner import observed, run_cell
+from convlab.run.runner import observed, run_cell
 from convlab.status import CellFailure
 
 image_path = test_runner_status.image_path  # the cpu status tests' picture fixture

@@ -9,7 +9,7 @@ import pytest
 from workflow_helpers import CELL_OUTPUT, RESULTS, copy_repo
 from workflow_helpers import snakemake as run_snakemake
 
-from convlab.row import COLUMNS
+from convlab.measure.row import COLUMNS
 
 pytestmark = pytest.mark.pipeline
 
@@ -123,9 +123,9 @@ def test_the_benchmark_depends_on_every_kernel_it_runs(built):
     """An edit to any kernel the benchmark runs (or to its own code, a param) re-runs it."""
     import re
 
-    from convlab.bench import CONTENDERS
-    from convlab.benchgemm import LIBRARY, OURS
-    from convlab.registry import get_kernel, relative
+    from convlab.bench.floor import CONTENDERS
+    from convlab.bench.sgemm import LIBRARY, OURS
+    from convlab.plan.registry import get_kernel, relative
 
     result = snakemake(built, "--dry-run", "benchmark", "--config", "backend=cuda", "device=h100")
     # the benchmark of the one device label (`benchmark` collects one per label)

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from convlab.measure.problem import ConvProblem
-from convlab.measure.reference import conv2d_reference
+from convlab.problem.geometry import ConvProblem
+from convlab.problem.reference import conv2d_reference
 
 
 def brute_force(image, weights, stride, padding):

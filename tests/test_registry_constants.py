@@ -3,7 +3,7 @@
 import pytest
 
 from convlab import KERNELS_DIR
-from convlab.registry import ConstantFill, RegistryError, load_registry
+from convlab.plan.registry import ConstantFill, RegistryError, load_registry
 
 DESCRIPTION = f"""name: const_probe
 source: {KERNELS_DIR / "direct_const.cu"}

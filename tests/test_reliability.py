@@ -42,10 +42,10 @@ from workflow_helpers import (
     snakemake_env,
 )
 
-from convlab import data
-from convlab.config import ConfigError, validate_config
-from convlab.grid import build_cells
-from convlab.row import COLUMNS
+from convlab.app import data
+from convlab.measure.row import COLUMNS
+from convlab.plan.config import ConfigError, validate_config
+from convlab.plan.grid import build_cells
 from convlab.status import STATUSES
 
 # ---------------------------------------------------------------------------------------------

@@ -19,7 +19,7 @@ from matplotlib.figure import Figure
 from PIL import Image
 from workflow_helpers import copy_repo, snakemake
 
-from convlab.cli import main
+from convlab.app.cli import main
 from convlab.report import figures, findings, roofline, seedcompare, seedfigures
 from convlab.report.figurenames import NAMES, file_name
 from convlab.report.findings import fastest

@@ -13,8 +13,8 @@ import pytest
 import yaml
 from workflow_helpers import copy_repo, snakemake
 
-from convlab.config import validate_config
-from convlab.hostinfo import cpu_name
+from convlab.measure.hostinfo import cpu_name
+from convlab.plan.config import validate_config
 
 REPO = Path(__file__).resolve().parents[1]
 FAMILIES = ("conv2d", "tiling", "winograd_layers", "gemm")

@@ -10,10 +10,10 @@ import pytest
 
 from convlab.backends.base import PreparedKernel
 from convlab.backends.cpu import CpuBackend
-from convlab.config import validate_config
-from convlab.grid import build_cells
-from convlab.row import COLUMNS, write_row_atomically
-from convlab.runner import run_cell
+from convlab.measure.row import COLUMNS, write_row_atomically
+from convlab.plan.config import validate_config
+from convlab.plan.grid import build_cells
+from convlab.run.runner import run_cell
 from convlab.status import DeviceOutOfMemory, LaunchConfigError, UnsupportedCell
 
 SIZE = 48

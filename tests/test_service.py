@@ -24,8 +24,8 @@ from service_helpers import (
     wait_for_exit,
 )
 
-from convlab.service.identity import Identity, code_fingerprint
-from convlab.service.workers import mixed_models
+from convlab.app.service.identity import Identity, code_fingerprint
+from convlab.app.service.workers import mixed_models
 
 
 @pytest.fixture
@@ -71,7 +71,7 @@ def test_the_cell_job_imports_neither_numpy_nor_cupy(sandbox, tmp_path):
     """The job is a thin client: the standard library and convlab's client modules only."""
     cell = sandbox.cell("direct")
     assert sandbox.run(cell, tmp_path / "warm.csv").returncode == 0  # the service is up
-    probe = ("import sys; from convlab.cli import main; code = main(sys.argv[1:]); "
+    probe = ("import sys; from convlab.app.cli import main; code = main(sys.argv[1:]); "
              "heavy = sorted(m for m in ('numpy', 'cupy', 'pandas', 'cv2', 'yaml', 'jsonschema') if m in sys.modules); "
              "print('HEAVY', heavy, code)")
     result = subprocess.run([sys.executable, "-c", probe, "cell", "--spec", cell.to_json(), "--image",
@@ -253,7 +253,7 @@ def test_gpus_of_different_models_are_one_line_asking_to_choose():
 
 
 def test_a_week_old_identity_leaves_no_files_behind(tmp_path):
-    from convlab.service.server import prune_runtime_dir
+    from convlab.app.service.server import prune_runtime_dir
 
     old, current = tmp_path / "aaaa.log", tmp_path / "bbbb.log"
     for path in (old, tmp_path / "aaaa.start.lock", current, tmp_path / "bbbb.start.lock", tmp_path / "notes.txt"):

@@ -7,15 +7,15 @@ import test_runner_status
 from test_runner_status import cell_for
 
 from convlab import DEFAULT_CONFIG
+from convlab.app.cli import main
+from convlab.app.sharedcount import cell_shared_bytes, large_shared_cells
 from convlab.backends.cpu import CpuBackend
 from convlab.backends.sharedmem import DEFAULT_SHARED_BYTES, shared_limit
-from convlab.cell import Cell
-from convlab.cli import main
-from convlab.config import load_config
-from convlab.grid import build_cells
-from convlab.registry import get_kernel
-from convlab.runner import run_cell
-from convlab.sharedcount import cell_shared_bytes, large_shared_cells
+from convlab.plan.cell import Cell
+from convlab.plan.config import load_config
+from convlab.plan.grid import build_cells
+from convlab.plan.registry import get_kernel
+from convlab.run.runner import run_cell
 from convlab.status import LaunchConfigError
 
 image_path = test_runner_status.image_path  # the cpu status tests' picture fixture

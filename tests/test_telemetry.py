@@ -8,8 +8,8 @@ from types import SimpleNamespace
 import pytest
 
 from convlab.backends.cpu import CpuBackend
+from convlab.measure.row import COLUMNS as ROW_COLUMNS
 from convlab.measure.telemetry import COLUMNS, NvmlObserver
-from convlab.row import COLUMNS as ROW_COLUMNS
 
 
 class FakeNvml:
@@ -42,7 +42,7 @@ class FakeNvml:
 
 
 def timed(kernel_ms: float, flops: float) -> SimpleNamespace:
-    """What an observer reads of a cell's result (convlab.steps.Result)."""
+    """What an observer reads of a cell's result (convlab.run.steps.Result)."""
     return SimpleNamespace(kernel_ms=kernel_ms, flops=flops)
 
 
@@ -80,7 +80,7 @@ def test_the_cpu_backend_has_empty_columns_and_says_why():
 def test_throttled_cells_are_said_in_the_summary_warning_and_the_findings():
     import pandas as pd
 
-    from convlab.aggregate import throttled_note
+    from convlab.report.aggregate import throttled_note
 
     summary = pd.DataFrame({"throttled": ["no", "yes", "yes", ""], "throttle_reasons": ["", "sw_power_cap", "", ""]})
     note = throttled_note(summary)

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 from matplotlib.colors import to_hex
 
-from convlab.registry import load_registry
+from convlab.plan.registry import load_registry
 from convlab.report import figures
 from convlab.report.plotting import NO_ROWS, NO_TIMED_CELLS
 from convlab.report.roofline import kernel_group

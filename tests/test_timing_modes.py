@@ -11,7 +11,7 @@ from test_runner_status import SabotagedBackend, cell_for
 from convlab.backends.base import Backend, PreparedKernel
 from convlab.backends.cpu import CpuBackend
 from convlab.measure.timing import GRAPH_MS
-from convlab.runner import run_cell
+from convlab.run.runner import run_cell
 
 image_path = test_runner_status.image_path  # the cpu status tests' picture fixture
 RUN_MS = 0.2

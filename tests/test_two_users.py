@@ -98,7 +98,7 @@ def as_user(user: str, command: list[str], tmp: Path, cwd: Path | None = None, u
 
 HOLD = """
 import sys, time
-from convlab.devicelock import exclusive_device, lock_path
+from convlab.backends.devicelock import exclusive_device, lock_path
 with exclusive_device(sys.argv[1]) as path:
     print(f"taken {time.time():.6f}", flush=True)
     time.sleep(float(sys.argv[2]))

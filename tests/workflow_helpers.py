@@ -9,8 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from convlab.devicelabel import choose_label  # noqa: E402
 from convlab.measure.telemetry import COLUMNS as TELEMETRY  # noqa: E402
+from convlab.plan.devicelabel import choose_label  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = "config/tiny-cpu.yaml"

@@ -5,7 +5,7 @@ import os
 import time
 from pathlib import Path
 
-from convlab.cpu_twins import direct_hwc
+from convlab.backends.cpu_twins import direct_hwc
 
 IMPLEMENTATION = "numpy sliding-window, first call delayed (a fault test)"
 FIRST_CALL_DELAY_S = 1.0

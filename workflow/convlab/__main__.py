@@ -1,5 +1,5 @@
 import sys
 
-from convlab.cli import main
+from convlab.app.cli import main
 
 sys.exit(main())

@@ -15,43 +15,55 @@ from pathlib import Path
 
 PACKAGE_DIR = Path(__file__).resolve().parent  # workflow/convlab
 
-# Paths relative to the package; a trailing "/" takes the folder's modules.
+# Paths relative to the package. A folder ("plan/") takes its modules, save those that another
+# role names one by one; a role names a module by file where it differs from its folder's role.
 ROLES: dict[str, tuple[str, ...]] = {
     # turns a cell's settings into a row, on either backend
-    "measurement": ("runner.py", "steps.py", "operands.py", "launch.py", "registry.py", "grid.py", "cell.py",
-                    "overrides.py", "pictures.py", "families/",
-                    "fftsize.py", "status.py", "row.py", "celljob.py", "codeversion.py", "measure/",
-                    "backends/__init__.py", "backends/base.py"),
-    "backend:cuda": ("backends/cuda.py", "backends/libraries.py", "backends/librarykernel.py", "backends/cudnnimport.py", "backends/cudagraph.py", "backends/sharedmem.py"),
-    "backend:cpu": ("backends/cpu.py", "cpu_twins/__init__.py"),
+    "measurement": ("status.py", "codeversion.py", "problem/", "measure/", "measure/row.py", "plan/",
+                    "plan/families/", "run/", "backends/"),
+    "backend:cuda": ("backends/cuda.py", "backends/libraries.py", "backends/librarykernel.py",
+                     "backends/cudnnimport.py", "backends/cudagraph.py", "backends/sharedmem.py"),
+    "backend:cpu": ("backends/cpu.py", "backends/cpu_twins/__init__.py"),
     # one kernel's wrapper or twin: a file of that kernel (KernelSpec.files)
-    "kernel": ("backends/cudnn_conv.py", "backends/fft_conv.py", "backends/ndimage_conv.py", "cpu_twins/"),
-    "data": ("data.py",),
-    "summary": ("aggregate.py", "row.py", "codeversion.py"),
-    # the results database, the verdicts and the history listing
+    "kernel": ("backends/cudnn_conv.py", "backends/fft_conv.py", "backends/ndimage_conv.py", "backends/cpu_twins/"),
+    "data": ("app/data.py",),
+    "summary": ("report/aggregate.py", "measure/row.py", "codeversion.py"),
+    # the results database, the verdicts, the history listing and the comparison rule
     "history": ("history/",),
-    "report": ("report/", "compare.py"),
-    "gallery": ("gallery.py",),
+    "report": ("report/",),
+    "gallery": ("report/gallery.py",),
     # the benchmark's own measurements (the copy kernels, the targets) around the cells' code
-    "benchmark": ("bench.py", "benchgemm.py"),
+    "benchmark": ("bench/",),
     # runs or serves the code above without changing what it computes
-    "harness": ("__init__.py", "__main__.py", "cli.py", "runargs.py", "config.py", "devicelock.py",
-                "inprocess.py", "sharedcount.py", "atomicfile.py", "damaged.py", "runlock.py", "devicelabel.py", "clusternodes.py", "hostinfo.py", "backends/choice.py", "service/"),
+    "harness": ("__init__.py", "__main__.py", "atomicfile.py", "app/", "app/service/", "plan/config.py",
+                "plan/devicelabel.py", "run/inprocess.py", "backends/choice.py", "backends/devicelock.py"),
 }
 # Roles that share a module on purpose: the row's format and this hash belong to both.
-SHARED = {"row.py", "codeversion.py"}
+SHARED = {"measure/row.py", "codeversion.py"}
+
+
+def _named_by_file() -> dict[str, set[str]]:
+    """Each module that a role names one by one, with the roles that name it."""
+    named: dict[str, set[str]] = {}
+    for role, entries in ROLES.items():
+        for entry in entries:
+            if not entry.endswith("/"):
+                named.setdefault(entry, set()).add(role)
+    return named
 
 
 def role_files(role: str) -> list[Path]:
     """The modules of one role, sorted."""
+    named = _named_by_file()
     files: set[Path] = set()
     for entry in ROLES[role]:
-        if entry.endswith("/"):
-            files.update(p for p in (PACKAGE_DIR / entry).glob("*.py"))
-        else:
+        if not entry.endswith("/"):
             files.add(PACKAGE_DIR / entry)
-    if role == "kernel":  # a folder of twins shares its package marker with the cpu backend
-        files.discard(PACKAGE_DIR / "cpu_twins" / "__init__.py")
+            continue
+        for path in (PACKAGE_DIR / entry).glob("*.py"):
+            owners = named.get(path.relative_to(PACKAGE_DIR).as_posix(), set())
+            if not owners or role in owners:
+                files.add(path)
     return sorted(files)
 
 

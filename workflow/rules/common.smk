@@ -20,24 +20,24 @@ from convlab.codeversion import (
     report_version,
     summary_version,
 )
-from convlab.bench import CONTENDERS as BENCH_CONTENDERS
-from convlab.benchgemm import LIBRARY as SGEMM_LIBRARY, OURS as SGEMM_OURS
-from convlab.config import validate_config
-from convlab.damaged import move_damaged_rows
-from convlab.clusternodes import node_offers
-from convlab.devicelabel import choose_devices, unplaceable
-from convlab.families import FAMILIES
-from convlab.grid import build_cells, gallery_size, image_sizes
-from convlab.cell import CELL_PATH, LOG_PATH
-from convlab.registry import load_registry, relative
-from convlab.row import row_format
-from convlab.runlock import release_stale_lock
-from convlab.service.client import export_service_settings
+from convlab.bench.floor import CONTENDERS as BENCH_CONTENDERS
+from convlab.bench.sgemm import LIBRARY as SGEMM_LIBRARY, OURS as SGEMM_OURS
+from convlab.plan.config import validate_config
+from convlab.app.damaged import move_damaged_rows
+from convlab.app.clusternodes import node_offers
+from convlab.plan.devicelabel import choose_devices, unplaceable
+from convlab.plan.families import FAMILIES
+from convlab.plan.grid import build_cells, gallery_size, image_sizes
+from convlab.plan.cell import CELL_PATH, LOG_PATH
+from convlab.plan.registry import load_registry, relative
+from convlab.measure.row import row_format
+from convlab.app.runlock import release_stale_lock
+from convlab.app.service.client import export_service_settings
 from convlab.status import UserError
 
 # Jobs run the package from this checkout, whatever else is on PYTHONPATH. The path is
 # relative to the working directory so that moving the checkout re-runs nothing. `-S`: a job is
-# a thin client of the measurement service and needs no site-packages (convlab.cli restarts
+# a thin client of the measurement service and needs no site-packages (convlab.app.cli restarts
 # with them where a command runs in the job's own process).
 RUNNER = (
     f"PYTHONPATH={os.path.relpath(Path(workflow.basedir) / 'workflow')}"

@@ -1,7 +1,7 @@
 # Paths and report helpers of the report stage's seed comparison (rules in report.smk), and what the
 # report's intro says of this run. The seeds, their report categories and their figures are the seed
 # table's, convlab.report.seeds.
-from convlab.hostinfo import cpu_name
+from convlab.measure.hostinfo import cpu_name
 from convlab.report.seeds import (
     SEEDS,
     figure_names,

@@ -10,9 +10,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from convlab.measure.timing import GraphRefused, Sampler
+from convlab.plan.operands import KernelBuffers
 
 if TYPE_CHECKING:  # the registry reads the families, whose operands place themselves through a backend
-    from convlab.registry import KernelSpec
+    from convlab.plan.registry import KernelSpec
 
 
 @dataclass
@@ -23,30 +24,6 @@ class PreparedKernel:
     info: dict[str, Any] = field(default_factory=dict)  # implementation, engine names, ...
     # (name, run) per stage when the kernel has several (im2col, gemm): each is also timed alone
     stages: list[tuple[str, Callable[[], None]]] = field(default_factory=list)
-
-
-@dataclass
-class KernelBuffers:
-    """Device-resident operands in the kernel's layouts, by the names launch descriptions use:
-    ``input`` and ``weights`` for convolutions, ``a`` and ``b`` for GEMM; and the output."""
-
-    inputs: dict[str, Any]
-    output: Any
-
-    @classmethod
-    def conv(cls, image: Any, weights: Any, output: Any) -> KernelBuffers:
-        return cls({"input": image, "weights": weights}, output)
-
-    @property
-    def image(self) -> Any:
-        return self.inputs["input"]
-
-    @property
-    def weights(self) -> Any:
-        return self.inputs["weights"]
-
-    def named(self) -> dict[str, Any]:
-        return {**self.inputs, "output": self.output}
 
 
 class Backend(ABC):
@@ -107,7 +84,7 @@ class Backend(ABC):
         """Create the device context and load the backend's own helpers, outside any timing."""
 
     def device_key(self) -> str:
-        """Names this device's lock (convlab.devicelock): one measurement on it at a time."""
+        """Names this device's lock (convlab.backends.devicelock): one measurement on it at a time."""
         return self.name
 
     def release_memory(self) -> None:  # noqa: B027 (an optional hook: the cpu frees as it goes)

@@ -15,7 +15,7 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 
-from convlab.hostinfo import NVIDIA_PROC, cpu_name, driver_gpus
+from convlab.measure.hostinfo import NVIDIA_PROC, cpu_name, driver_gpus
 from convlab.status import BackendUnavailable
 
 # CUDA 13 needs driver 580 or newer; CUDA 12 needs 525 or newer.

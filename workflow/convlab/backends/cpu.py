@@ -2,23 +2,42 @@
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import os
+import sys
 import time
 from collections.abc import Callable
 from contextlib import contextmanager
+from types import ModuleType
 from typing import Any
 
 import numpy as np
 
 from convlab.backends.base import Backend, KernelBuffers, PreparedKernel
-from convlab.hostinfo import cpu_name
-from convlab.measure.problem import ConvProblem, GemmProblem
+from convlab.measure.hostinfo import cpu_name
 from convlab.measure.timing import Sampler
-from convlab.registry import KernelSpec
+from convlab.plan.registry import CPU_TWINS_DIR, KernelSpec, RegistryError
+from convlab.problem.geometry import ConvProblem, GemmProblem
 from convlab.status import DeviceOutOfMemory, UnsupportedCell
 
 TWIN_LAYOUT = {"input": "hwc", "weights": "oihw", "output": "hwc"}
 FLUSH_BYTES = 64 << 20  # larger than any CPU's last-level cache we expect
+
+
+def load_twin(spec: KernelSpec) -> ModuleType:
+    """The cpu twin's module: one of convlab/backends/cpu_twins/, or a file beside the kernel's description."""
+    if spec.twin_path is None:
+        raise RegistryError(f"kernel {spec.name!r} has no cpu twin")
+    if spec.twin_path.parent == CPU_TWINS_DIR:
+        return importlib.import_module(f"convlab.backends.cpu_twins.{spec.cpu_twin}")
+    name = f"convlab_extra_twins.{spec.name}"
+    if name not in sys.modules:
+        loader_spec = importlib.util.spec_from_file_location(name, spec.twin_path)
+        module = importlib.util.module_from_spec(loader_spec)
+        loader_spec.loader.exec_module(module)
+        sys.modules[name] = module
+    return sys.modules[name]
 
 
 class CpuBackend(Backend):
@@ -64,7 +83,7 @@ class CpuBackend(Backend):
                 problem: ConvProblem | GemmProblem, buffers: KernelBuffers) -> PreparedKernel:
         if not spec.cpu_twin:
             raise UnsupportedCell(f"kernel {spec.name!r} has no cpu twin", "setup")
-        twin = spec.load_twin()
+        twin = load_twin(spec)
 
         if isinstance(problem, GemmProblem):
             def run() -> None:

@@ -18,9 +18,9 @@ from convlab.backends.base import Backend, KernelBuffers, PreparedKernel
 from convlab.backends.cudagraph import record_graph
 from convlab.backends.libraries import library_kernels
 from convlab.backends.sharedmem import shared_limit
-from convlab.launch import dims, evaluate, problem_names, stage_shared_bytes
 from convlab.measure.timing import Sampler
-from convlab.registry import KernelSpec
+from convlab.plan.launch import dims, evaluate, problem_names, stage_shared_bytes
+from convlab.plan.registry import KernelSpec
 from convlab.status import DeviceOutOfMemory, KernelFailure, LaunchConfigError
 
 # Occupies the GPU while the host enqueues a batch, so per-repeat event pairs time the

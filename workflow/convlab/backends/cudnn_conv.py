@@ -17,8 +17,8 @@ import numpy as np
 from convlab.backends.base import Backend, KernelBuffers, PreparedKernel
 from convlab.backends.cudnnimport import import_cudnn
 from convlab.backends.librarykernel import LibraryKernel
-from convlab.measure.problem import ConvProblem
-from convlab.registry import KernelSpec
+from convlab.plan.registry import KernelSpec
+from convlab.problem.geometry import ConvProblem
 from convlab.status import UnsupportedCell
 
 AUTOTUNE_REPS = 5

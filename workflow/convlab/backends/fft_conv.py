@@ -18,8 +18,8 @@ from typing import Any
 
 from convlab.backends.base import KernelBuffers, PreparedKernel
 from convlab.backends.librarykernel import ArrayKernel
-from convlab.fftsize import fast_len
-from convlab.measure.problem import ConvProblem
+from convlab.problem.fftsize import fast_len
+from convlab.problem.geometry import ConvProblem
 
 LAYOUT = {"input": "chw", "weights": "oihw", "output": "chw"}
 

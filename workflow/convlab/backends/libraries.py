@@ -2,7 +2,7 @@
 
 Their modules import CuPy (cudnn_conv as it loads), so they are imported here, when the cuda
 backend first asks for them, and never by the cpu backend or by the registry, which knows their
-names and files without them (convlab.registry.LIBRARIES).
+names and files without them (convlab.plan.registry.LIBRARIES).
 """
 
 from __future__ import annotations

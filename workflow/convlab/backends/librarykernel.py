@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from convlab.backends.base import Backend, KernelBuffers, PreparedKernel
-from convlab.registry import KernelSpec
+from convlab.plan.registry import KernelSpec
 
 
 class LibraryKernel(ABC):

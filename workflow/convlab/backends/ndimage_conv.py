@@ -17,7 +17,7 @@ from typing import Any
 
 from convlab.backends.base import KernelBuffers, PreparedKernel
 from convlab.backends.librarykernel import ArrayKernel
-from convlab.measure.problem import ConvProblem
+from convlab.problem.geometry import ConvProblem
 
 LAYOUT = {"input": "chw", "weights": "oihw", "output": "chw"}
 

@@ -25,12 +25,12 @@ from typing import Any
 
 from convlab import REPO_ROOT
 from convlab.atomicfile import write_text_atomically
-from convlab.cell import Cell
 from convlab.codeversion import fingerprint
 from convlab.history import store
 from convlab.history.verdicts import CSV_COLUMNS, CellVerdict, csv_records, judge, summary_lines
-from convlab.registry import load_registry
-from convlab.row import COLUMNS, DamagedRow, OtherFormat, read_row_file
+from convlab.measure.row import COLUMNS, DamagedRow, OtherFormat, read_row_file
+from convlab.plan.cell import Cell
+from convlab.plan.registry import load_registry
 
 VERDICTS_DIR = "verdicts"
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from convlab.compare import CompareError, ResultSet, load_set
 from convlab.history import store
+from convlab.history.compare import CompareError, ResultSet, load_set
 
 LATEST, PREVIOUS = "@latest", "@previous"
 COMMIT = re.compile(r"^[0-9a-f]{4,40}$")

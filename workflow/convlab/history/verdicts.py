@@ -1,7 +1,7 @@
 """The verdict on each re-measured cell against its previous measurement, and the few lines a
 run ends with.
 
-A cell's verdict is compare's rule (convlab.compare.verdict: SAME, FASTER, SLOWER or UNCLEAR,
+A cell's verdict is compare's rule (convlab.history.compare.verdict: SAME, FASTER, SLOWER or UNCLEAR,
 by the relative change against a floor and the two measurements' spreads) applied to its latest
 earlier ``ok`` measurement on the same device label; "new" where there is none, and the cell's
 status where the new measurement is not ``ok``.
@@ -14,7 +14,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from convlab.compare import FASTER, SAME, SLOWER, UNCLEAR, verdict
+from convlab.history.compare import FASTER, SAME, SLOWER, UNCLEAR, verdict
 from convlab.history.store import Measurement
 
 NEW = "new"

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from convlab.steps import Result, Run
+    from convlab.run.steps import Result, Run
 
 
 class Observer:

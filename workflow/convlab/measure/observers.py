@@ -7,7 +7,7 @@ the step's guard: a kernel failure there fails the step), ``abandon()`` when a s
 the cell ends there. What happens during the timed work is watched between ``before("timing")``
 and ``after("e2e")``: the GPU telemetry (convlab.measure.telemetry) samples on a thread then.
 Last, the runner asks each observer for its columns, with what the steps produced
-(convlab.steps.Result); an observer whose part did not happen (a failed cell has no time) gives
+(convlab.run.steps.Result); an observer whose part did not happen (a failed cell has no time) gives
 no columns. Besides those below, the phase clock (convlab.measure.phases) and the GPU telemetry
 are observers too.
 """
@@ -17,12 +17,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from convlab.measure import metrics
 from convlab.measure.observer import Observer
 from convlab.measure.timing import Capture, TimeBatch, measure
+from convlab.problem import metrics
 
 if TYPE_CHECKING:
-    from convlab.steps import Result, Run
+    from convlab.run.steps import Result, Run
 
 INFO_COLUMNS = ("implementation", "engine", "engine_heuristic", "launch", "smem_limit_bytes")
 
@@ -51,7 +51,7 @@ class TimingObserver(Observer):
 
 
 class ThroughputObserver(Observer):
-    """GFLOPS, GB/s and the distance from the copy-bandwidth floor (convlab.measure.metrics)."""
+    """GFLOPS, GB/s and the distance from the copy-bandwidth floor (convlab.problem.metrics)."""
 
     def columns(self, result: Result) -> dict[str, Any]:
         if result.kernel_ms is None or result.copy_gbps is None:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from convlab.measure.observer import Observer
 
 if TYPE_CHECKING:
-    from convlab.steps import Result, Run
+    from convlab.run.steps import Result, Run
 
 
 def process_age_s() -> float | None:

@@ -8,7 +8,7 @@ import subprocess
 from functools import lru_cache
 
 from convlab import REPO_ROOT, __version__
-from convlab.hostinfo import host_name
+from convlab.measure.hostinfo import host_name
 
 
 @lru_cache(maxsize=1)

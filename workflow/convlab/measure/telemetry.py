@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from convlab.measure.observer import Observer
 
 if TYPE_CHECKING:
-    from convlab.steps import Result, Run
+    from convlab.run.steps import Result, Run
 
 SAMPLE_INTERVAL_S = 0.005
 THROTTLED_CLOCK_SHARE = 0.75  # nvbench's cut-off for a sample taken at a reduced clock

@@ -12,7 +12,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from convlab.families import FAMILIES
+from convlab.plan.families import FAMILIES
 from convlab.report.codelabels import TWIN_BACKENDS, kernel_labels
 from convlab.report.figurenames import FIGURES, STATUS_TABLE, file_name
 from convlab.report.pages import html_page, write_page

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from convlab.aggregate import mixed_code_note, throttled_note
-from convlab.families import FAMILIES
+from convlab.plan.families import FAMILIES
+from convlab.report.aggregate import mixed_code_note, throttled_note
 from convlab.report.codelabels import TWIN_BACKENDS, code_identity, code_labels
 from convlab.report.pages import html_page, write_page
 from convlab.report.precision import STRICT, UNKNOWN, precision_name, row_precisions

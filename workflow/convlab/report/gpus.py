@@ -1,8 +1,8 @@
 """The report page that compares every device whose results are under results/ with each other
 and with the seeds' GPUs: results/gpus.html.
 
-Each device is a folder results/<label>/ with its summary.csv (see convlab.devicelabel). Pairs
-are compared cell by cell with convlab.compare's verdicts; the seeds' GPUs through each label's
+Each device is a folder results/<label>/ with its summary.csv (see convlab.plan.devicelabel). Pairs
+are compared cell by cell with convlab.history.compare's verdicts; the seeds' GPUs through each label's
 seed comparison (results/<label>/seeds/comparison.csv), where that label's report was built.
 """
 
@@ -16,7 +16,7 @@ from pathlib import Path
 import pandas as pd
 
 from convlab.atomicfile import write_text_atomically
-from convlab.compare import CompareError, compare_sets, geomean, kernel_lines
+from convlab.history.compare import CompareError, compare_sets, geomean, kernel_lines
 
 VERDICTS = ("FASTER", "SLOWER", "SAME", "UNCLEAR")
 

@@ -21,8 +21,8 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter, Locator, NullFormatter, NullLocator
 
-from convlab.aggregate import code_versions
 from convlab.atomicfile import write_bytes_atomically
+from convlab.report.aggregate import code_versions
 from convlab.report.codelabels import ran_labels
 from convlab.status import OK, WRONG
 

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 
 import pandas as pd
 
-from convlab.registry import KernelSpec, load_registry
+from convlab.plan.registry import KernelSpec, load_registry
 
 STRICT = "fp32"
 # A kernel the registry does not know (an older summary's, say): not assumed to be strict fp32.

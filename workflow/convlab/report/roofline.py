@@ -17,7 +17,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter
 
-from convlab.families import FAMILIES
+from convlab.plan.families import FAMILIES
 from convlab.report.codelabels import TWIN_BACKENDS, code_identity, code_labels
 from convlab.report.plotting import new_figure, note_figure_object, plain_tick, save_figure
 from convlab.report.seedcompare import load_summary

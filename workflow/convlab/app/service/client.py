@@ -1,0 +1,243 @@
+"""The cell job as a thin client of the measurement service (standard library only: no NumPy, no CuPy).
+
+Connect to this identity's service, starting it (detached, under a lock) if none answers; send
+the cell; wait; print the status line the service returns. The service writes the row.
+
+If the service dies during the cell, the cell is sent once more to a fresh service; if that one
+dies too, or the service stops answering past the cell's timeout, this process writes the
+``error`` row itself, so a run never hangs and never loses a row.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from convlab.app.service.identity import Identity, RuntimeDirError, ServicePaths, current_identity, runtime_dir
+from convlab.app.service.protocol import ProtocolError, receive_message, send_message
+from convlab.measure.row import failure_row, write_row_atomically
+
+DEFAULT_CELL_TIMEOUT_S = 300.0
+DEFAULT_IDLE_TIMEOUT_S = 60.0
+START_TIMEOUT_S = 60.0
+# past the cell's own timeout: the service needs a moment to kill a hung worker and write its row
+ANSWER_GRACE_S = 30.0
+PACKAGE_PARENT = Path(__file__).resolve().parents[3]
+
+
+class ServiceUnavailable(RuntimeError):
+    """No service could be started or reached; the text says why and where its log is."""
+
+
+def env_seconds(name: str, default: float) -> float:
+    try:
+        value = float(os.environ.get(name, default))
+    except ValueError:
+        return default
+    return value if value > 0 else default
+
+
+def export_service_settings(cell_timeout_s: float, idle_timeout_s: float) -> None:
+    """Hand the config's timeouts to the cell jobs this process starts (Snakemake's jobs inherit
+    its environment, on a cluster node too, where the workflow is read again)."""
+    os.environ["CONVLAB_CELL_TIMEOUT_S"] = f"{cell_timeout_s:g}"
+    os.environ["CONVLAB_SERVICE_IDLE_S"] = f"{idle_timeout_s:g}"
+
+
+def service_paths(identity: Identity | None = None) -> ServicePaths:
+    identity = identity or current_identity()
+    return ServicePaths.for_key(runtime_dir(), identity.key)
+
+
+def _connect(paths: ServicePaths) -> socket.socket | None:
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.connect(str(paths.socket))
+        return sock
+    except (FileNotFoundError, ConnectionRefusedError):
+        sock.close()
+        return None
+
+
+def _log_tail(path: Path, lines: int = 3) -> str:
+    try:
+        return " | ".join(path.read_text(errors="replace").strip().splitlines()[-lines:])
+    except OSError:
+        return ""
+
+
+def _spawn_service(paths: ServicePaths) -> subprocess.Popen:
+    """`python -m convlab serve` in its own session, detached from this job's terminal and pipes."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PACKAGE_PARENT), env.get("PYTHONPATH")]))
+    idle = env_seconds("CONVLAB_SERVICE_IDLE_S", DEFAULT_IDLE_TIMEOUT_S)
+    with open(paths.log, "ab") as log:
+        # the socket's name travels with it: the service must answer where this client looks
+        return subprocess.Popen([sys.executable, "-m", "convlab", "serve", "--spawned", paths.socket.stem,
+                                 "--idle-timeout", f"{idle:g}"],
+                                stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env,
+                                start_new_session=True, close_fds=True)
+
+
+def connect_or_start(paths: ServicePaths) -> socket.socket:
+    """A connection to the service, starting one if none answers. The start lock makes
+    concurrent first clients start exactly one service."""
+    sock = _connect(paths)
+    if sock is not None:
+        return sock
+    with open(paths.start_lock, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        sock = _connect(paths)  # another client may have started it while this one waited
+        if sock is not None:
+            return sock
+        process = _spawn_service(paths)
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            sock = _connect(paths) if paths.socket.exists() else None
+            if sock is not None:
+                return sock
+            if process.poll() is not None:
+                raise ServiceUnavailable(f"the measurement service exited at start ({_log_tail(paths.log)}); "
+                                         f"log: {paths.log}")
+            time.sleep(0.01)
+        process.kill()
+        raise ServiceUnavailable(f"the measurement service did not start within {START_TIMEOUT_S:g} s; "
+                                 f"log: {paths.log}")
+
+
+def ask(paths: ServicePaths, request: dict[str, Any], timeout_s: float | None, start: bool = True) -> dict[str, Any]:
+    """One request and its response. ConnectionError if the service goes away before answering,
+    TimeoutError if it does not answer in time."""
+    sock = connect_or_start(paths) if start else _connect(paths)
+    if sock is None:
+        raise ConnectionError("no measurement service is running")
+    with sock:
+        sock.settimeout(timeout_s)
+        send_message(sock, request)
+        return receive_message(sock)
+
+
+def _kill_unanswering_service(paths: ServicePaths) -> None:
+    try:
+        pid = int(json.loads(paths.info.read_text())["pid"])
+        os.kill(pid, 9)
+    except (OSError, ValueError, KeyError, json.JSONDecodeError):
+        pass
+
+
+def process_alive(pid: int) -> bool:
+    """True while any thread of ``pid`` runs. A zombie whose threads are all gone has closed its
+    sockets; a zombie leader whose other threads are still exiting may not have."""
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            state = handle.read().rsplit(")", 1)[1].split()[0]
+        return state not in ("Z", "X") or len(os.listdir(f"/proc/{pid}/task")) > 1
+    except (OSError, IndexError):
+        try:
+            os.kill(pid, 0)
+            return True
+        except OSError:
+            return False
+
+
+def _await_service_exit(paths: ServicePaths, seconds: float = 10.0) -> None:
+    """After a service broke off mid-cell: wait until its process is gone, so that the retry
+    starts a fresh one instead of reaching the dying one's socket."""
+    try:
+        pid = int(json.loads(paths.info.read_text())["pid"])
+    except (OSError, ValueError, KeyError, json.JSONDecodeError):
+        return
+    deadline = time.monotonic() + seconds
+    while process_alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
+def _write_own_row(spec_text: str, out: str, reason: str, started_at: float) -> str:
+    spec = json.loads(spec_text)
+    row = failure_row(spec, "error", reason, job_ms=(time.time() - started_at) * 1e3)
+    write_row_atomically(row, out)
+    return f"{out}: error {reason}"
+
+
+def measure_through_service(spec: str, out: str, image: str | None, bandwidth: str | None,
+                            started_at: float, startup_ms: float) -> int:
+    """The cell job: one status line on stdout and exit 0 once the row is written; one error line
+    on stderr and exit 2 when the cell could not be asked for (bad spec, no backend)."""
+    try:
+        json.loads(spec)
+        paths = service_paths()
+    except json.JSONDecodeError as error:
+        print(f"error: --spec is not JSON: {error}", file=sys.stderr)
+        return 2
+    except RuntimeDirError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    timeout_s = env_seconds("CONVLAB_CELL_TIMEOUT_S", DEFAULT_CELL_TIMEOUT_S)
+    absolute = {name: (os.path.abspath(value) if value else None)
+                for name, value in (("image", image), ("bandwidth", bandwidth), ("out", out))}
+    client = {"pid": os.getpid(), "started_at": started_at, "startup_ms": startup_ms}
+    for attempt in (1, 2):
+        request = {"op": "cell", "spec": spec, "timeout_s": timeout_s, **absolute,
+                   "client": {**client, "sent_at": time.time()}}
+        try:
+            response = ask(paths, request, timeout_s + ANSWER_GRACE_S)
+        except ServiceUnavailable as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 2
+        except TimeoutError:
+            _kill_unanswering_service(paths)
+            print(_write_own_row(spec, absolute["out"], f"timeout after {timeout_s:g} s (the measurement "
+                                 "service did not answer and was killed)", started_at))
+            return 0
+        except (ConnectionError, ProtocolError) as error:
+            if attempt == 1:
+                print(f"the measurement service went away during this cell ({error}); sending it to a fresh one",
+                      file=sys.stderr)
+                _await_service_exit(paths)
+                continue
+            print(_write_own_row(spec, absolute["out"], f"the measurement service died during this cell twice "
+                                 f"({error}); log: {paths.log}", started_at))
+            return 0
+        if not response.get("ok"):
+            print(f"error: {response.get('error')}", file=sys.stderr)
+            return 2
+        print(response["line"])
+        return 0
+    return 2  # not reached: the second attempt returns
+
+
+def run_through_service(argv: list[str], pool: str) -> int:
+    """`python -m convlab <argv>` run by a warm worker of ``pool``: its output printed here, its
+    exit code returned. If the service cannot be reached, one error line and exit 2."""
+    try:
+        paths = service_paths()
+    except RuntimeDirError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    request = {"op": "run", "argv": argv, "cwd": os.getcwd(), "pool": pool}
+    for attempt in (1, 2):
+        try:
+            response = ask(paths, request, timeout_s=None)
+            break
+        except ServiceUnavailable as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 2
+        except (ConnectionError, ProtocolError) as error:
+            if attempt == 2:
+                print(f"error: the measurement service died twice during this command ({error}); "
+                      f"log: {paths.log}", file=sys.stderr)
+                return 2
+            _await_service_exit(paths)
+    if not response.get("ok"):
+        print(f"error: {response.get('error')}", file=sys.stderr)
+        return 2
+    sys.stdout.write(response.get("stdout", ""))
+    sys.stderr.write(response.get("stderr", ""))
+    return int(response.get("exit_code", 1))

@@ -1,0 +1,101 @@
+"""Which measurement service a process may use, and where its socket lives (standard library only).
+
+A service is shared only by processes that agree on everything that could change a measurement
+or who may see it: the host, the user, the visible GPUs, the Slurm job, the checkout and the
+runner code. Their hash names the socket, so a process that differs in any of them never finds
+another's service: it starts its own, and the other idles out.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from convlab.measure.hostinfo import host_gpus, host_name
+
+PACKAGE_DIR = Path(__file__).resolve().parents[2]  # workflow/convlab
+# Environment that changes what a worker computes or which code it runs. The service's settings
+# (idle and cell timeouts) are not here: they do not change a measurement.
+# PYTHONPATH is not here: the interpreter, the checkout and the code's hash already say what runs.
+IDENTITY_ENV = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "SLURM_JOB_ID", "SLURM_STEP_ID", "CUPY_TF32",
+                "CUPY_CACHE_DIR", "CONVLAB_EXTRA_KERNELS", "CONVLAB_GIT_COMMIT")
+
+
+class RuntimeDirError(RuntimeError):
+    """The directory for the service's socket is missing, not ours, or open to others."""
+
+
+def code_fingerprint(package_dir: Path = PACKAGE_DIR) -> str:
+    """A hash of all the package's Python sources (convlab.codeversion's hash, over every role):
+    an edit anywhere makes a new service."""
+    from convlab.codeversion import fingerprint
+
+    return fingerprint(list(package_dir.rglob("*.py")), root=package_dir)
+
+
+@dataclass(frozen=True)
+class Identity:
+    host: str
+    uid: int
+    python: str
+    repo: str
+    code: str
+    gpus: tuple[str, ...]
+    env: tuple[tuple[str, str], ...]
+
+    @property
+    def key(self) -> str:
+        text = repr((self.host, self.uid, self.python, self.repo, self.code, self.gpus, self.env))
+        return hashlib.sha256(text.encode()).hexdigest()[:20]
+
+    def describe(self) -> dict:
+        return {"host": self.host, "uid": self.uid, "python": self.python, "repo": self.repo, "code": self.code,
+                "gpus": list(self.gpus), "env": dict(self.env)}
+
+
+def current_identity() -> Identity:
+    return Identity(
+        host=host_name(), uid=os.getuid(), python=sys.executable, repo=str(PACKAGE_DIR.parents[1]),
+        code=code_fingerprint(), gpus=tuple(host_gpus()),
+        env=tuple((name, os.environ[name]) for name in IDENTITY_ENV if name in os.environ),
+    )
+
+
+def runtime_dir() -> Path:
+    """A directory only this user can open (0700): CONVLAB_RUNTIME_DIR, else
+    $XDG_RUNTIME_DIR/convlab, else /tmp/convlab-<uid>. Refused if another user owns it or
+    others may enter it."""
+    chosen = os.environ.get("CONVLAB_RUNTIME_DIR")
+    if not chosen:
+        xdg = os.environ.get("XDG_RUNTIME_DIR")
+        chosen = os.path.join(xdg, "convlab") if xdg and os.path.isdir(xdg) else f"/tmp/convlab-{os.getuid()}"
+    path = Path(chosen)
+    try:
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        info = path.lstat()
+    except OSError as error:
+        raise RuntimeDirError(f"cannot make the service directory {path}: {error.strerror}") from error
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
+        raise RuntimeDirError(f"{path} is not a directory owned by uid {os.getuid()}; remove it or set "
+                              "CONVLAB_RUNTIME_DIR to a directory of your own")
+    if info.st_mode & 0o077:
+        raise RuntimeDirError(f"{path} is open to other users (mode {oct(info.st_mode & 0o777)}); "
+                              f"run: chmod 700 {path}")
+    return path
+
+
+@dataclass(frozen=True)
+class ServicePaths:
+    socket: Path
+    start_lock: Path
+    log: Path
+    info: Path
+
+    @classmethod
+    def for_key(cls, directory: Path, key: str) -> ServicePaths:
+        return cls(directory / f"{key}.sock", directory / f"{key}.start.lock", directory / f"{key}.log",
+                   directory / f"{key}.json")

@@ -1,0 +1,287 @@
+"""The measurement service: a Unix socket in a directory only its user can open, one connection
+per cell job, and a pool of workers per backend (convlab.app.service.workers).
+
+It refuses peers of another uid (SO_PEERCRED) and malformed requests (one line each, then it
+serves on), turns a worker that dies or hangs into an ``error`` row, and exits after its idle
+timeout or when asked to stop. Standard library only, apart from the row writer.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import struct
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import IO, Any
+
+from convlab.app.service.client import process_alive
+from convlab.app.service.identity import Identity, ServicePaths
+from convlab.app.service.protocol import (
+    POOLS,
+    ProtocolError,
+    check_request,
+    error_response,
+    receive_message,
+    send_message,
+)
+from convlab.app.service.workers import WorkerGone, WorkerPool, WorkerTimeout
+from convlab.measure.provenance import read_git_commit
+from convlab.measure.row import failure_row, write_row_atomically
+
+REQUEST_READ_TIMEOUT_S = 30.0
+TOOLS_WORKERS = min(4, os.cpu_count() or 1)  # report and data commands side by side
+COMMAND_TIMEOUT_S = 3600.0
+PEER_CREDENTIALS = struct.Struct("3i")  # pid, uid, gid
+
+
+STALE_AFTER_S = 7 * 24 * 3600
+
+
+def prune_runtime_dir(folder: Path, keep: str) -> None:
+    """Every code edit makes a new identity and leaves the old one's log and lock behind: drop
+    those untouched for a week."""
+    cutoff = time.time() - STALE_AFTER_S
+    for path in folder.glob("*"):
+        if path.name.startswith(keep) or path.suffix not in (".log", ".lock", ".json"):
+            continue
+        try:
+            if path.stat().st_mtime < cutoff:
+                path.unlink()
+        except OSError:
+            pass
+
+
+def peer_uid(connection: socket.socket) -> int:
+    raw = connection.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, PEER_CREDENTIALS.size)
+    return PEER_CREDENTIALS.unpack(raw)[1]
+
+
+def client_connected(connection: socket.socket) -> bool:
+    """False once the peer has closed or reset its end (it sends nothing while it waits)."""
+    try:
+        connection.setblocking(False)
+        return connection.recv(1, socket.MSG_PEEK) != b""
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    finally:
+        connection.setblocking(True)
+
+
+def now_utc() -> str:
+    import datetime as dt
+
+    return dt.datetime.now(dt.UTC).isoformat(timespec="microseconds")
+
+
+class MeasurementService:
+    def __init__(self, paths: ServicePaths, identity: Identity, idle_timeout_s: float) -> None:
+        self.paths, self.identity, self.idle_timeout_s = paths, identity, idle_timeout_s
+        self.pools = {name: WorkerPool(name, dict(os.environ), paths.log, tools_limit=TOOLS_WORKERS)
+                      for name in POOLS}
+        self._in_flight = 0
+        self._last_activity = time.monotonic()
+        self._state = threading.Condition()
+        self._stopping = threading.Event()
+        self._listener: socket.socket | None = None
+        self._socket_inode = 0
+        # inside a Slurm job the service lives no longer than the job's task
+        self._job_task = int(os.environ["SLURM_TASK_PID"]) if os.environ.get("SLURM_TASK_PID", "").isdigit() else 0
+
+    # -- lifetime -------------------------------------------------------------------------------
+    def bind(self) -> None:
+        self.paths.socket.unlink(missing_ok=True)  # a dead service's socket; the caller holds the start lock
+        prune_runtime_dir(self.paths.socket.parent, keep=self.paths.socket.stem)
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        listener.bind(str(self.paths.socket))
+        os.chmod(self.paths.socket, 0o600)
+        listener.listen(128)
+        listener.settimeout(1.0)
+        self._listener = listener
+        self._socket_inode = self.paths.socket.stat().st_ino
+        self.paths.info.write_text(json.dumps({"pid": os.getpid(), "started_at": now_utc(),
+                                               "idle_timeout_s": self.idle_timeout_s,
+                                               "identity": self.identity.describe()}, indent=2) + "\n")
+
+    def serve_forever(self) -> None:
+        assert self._listener is not None
+        print(f"{now_utc()} service {os.getpid()} listening on {self.paths.socket}", file=sys.stderr, flush=True)
+        while not self._stopping.is_set():
+            try:
+                connection, _ = self._listener.accept()
+            except TimeoutError:
+                if self._idle_for() > self.idle_timeout_s:
+                    print(f"{now_utc()} idle for {self.idle_timeout_s:g} s: leaving", file=sys.stderr, flush=True)
+                    break
+                if self._job_task and not process_alive(self._job_task):
+                    # where the cluster does not end a job's detached processes itself
+                    print(f"{now_utc()} Slurm job {os.environ.get('SLURM_JOB_ID')} ended: leaving",
+                          file=sys.stderr, flush=True)
+                    break
+                continue
+            with self._state:
+                self._in_flight += 1  # counted from accept, so an idle exit never races a new cell
+            threading.Thread(target=self._handle, args=(connection,), daemon=True).start()
+        self.shutdown()
+
+    def request_stop(self) -> None:
+        """Stop accepting cells: the socket goes at once, so the next client starts a new service;
+        the accept loop notices within a second and shuts down."""
+        self._stopping.set()
+        self._retire_socket()
+
+    def _retire_socket(self) -> None:
+        """Remove the socket and record, unless a newer service has already put its own there."""
+        try:
+            if self.paths.socket.stat().st_ino == self._socket_inode:
+                self.paths.socket.unlink()
+                self.paths.info.unlink(missing_ok=True)
+        except FileNotFoundError:
+            pass
+
+    def _idle_for(self) -> float:
+        with self._state:
+            return 0.0 if self._in_flight else time.monotonic() - self._last_activity
+
+    def shutdown(self) -> None:
+        """Take the socket away first (new clients start a new service), finish the cells in
+        flight, then stop the workers."""
+        self._stopping.set()
+        self._retire_socket()
+        if self._listener is not None:
+            self._listener.close()
+        with self._state:
+            self._state.wait_for(lambda: self._in_flight == 0)
+        for pool in self.pools.values():
+            pool.stop()
+
+    # -- one connection -------------------------------------------------------------------------
+    def _handle(self, connection: socket.socket) -> None:
+        try:
+            self._converse(connection)
+        finally:
+            with self._state:
+                self._in_flight -= 1
+                self._last_activity = time.monotonic()
+                self._state.notify_all()
+
+    def _converse(self, connection: socket.socket) -> None:
+        with connection:
+            connection.settimeout(REQUEST_READ_TIMEOUT_S)
+            try:
+                uid = peer_uid(connection)
+                if uid != os.getuid():
+                    send_message(connection, error_response(
+                        f"refused: this measurement service belongs to uid {os.getuid()}, not {uid}"))
+                    return
+                try:
+                    request = check_request(receive_message(connection))
+                except ProtocolError as error:
+                    send_message(connection, error_response(f"refused: {error}"))
+                    return
+                connection.settimeout(None)  # a cell may take as long as its own timeout allows
+                send_message(connection, self._answer(request, connection))
+            except (ConnectionError, TimeoutError, OSError):
+                return  # the client went away; a cell it asked for still wrote its row
+
+    def _answer(self, request: dict[str, Any], connection: socket.socket) -> dict[str, Any]:
+        op = request["op"]
+        if op == "ping":
+            return {"ok": True, "pid": os.getpid(), "identity": self.identity.describe(),
+                    "workers": [w for pool in self.pools.values() for w in pool.describe()]}
+        if op == "stop":
+            self.request_stop()
+            return {"ok": True, "pid": os.getpid()}
+        if op == "run":
+            return self._run_command(request)
+        return self._measure(request, connection)
+
+    def _run_command(self, request: dict[str, Any]) -> dict[str, Any]:
+        """Any other command a rule runs, in a warm worker: its exit code and output come back."""
+        pool = self.pools[request["pool"]]
+        pool.ensure_started()
+        worker = pool.acquire()
+        if worker is None:
+            return error_response(pool.error or f"no {request['pool']} worker could be started; see {self.paths.log}")
+        try:
+            return worker.run({"run": {"argv": request["argv"], "cwd": request["cwd"]}},
+                              float(request.get("timeout_s") or COMMAND_TIMEOUT_S))
+        except (WorkerGone, WorkerTimeout) as failure:
+            return {"ok": True, "exit_code": 1, "stdout": "",
+                    "stderr": f"error: python -m convlab {' '.join(request['argv'])}: {failure}; log: {self.paths.log}\n"}
+        finally:
+            pool.release(worker)
+
+    def _measure(self, request: dict[str, Any], connection: socket.socket) -> dict[str, Any]:
+        """Measure the cell in a free worker. The row is written beside its place and moved there
+        only while the job that asked is still connected: a job killed meanwhile (Ctrl-C, a
+        cluster's time limit) leaves no row, and Snakemake re-runs it."""
+        try:
+            spec = json.loads(request["spec"])
+            backend = spec["backend"]
+            pool = self.pools[backend]
+        except (json.JSONDecodeError, TypeError, KeyError):
+            return error_response("refused: spec is not a cell's JSON with a backend of cuda or cpu")
+        pool.ensure_started()
+        out = Path(request["out"])
+        pending = out.parent / f".{out.name}.{os.getpid()}.{threading.get_ident()}.pending"
+        # the commit is read per cell: a long-lived service outlives commits and kernel edits
+        job = {"request": request, "git_commit": read_git_commit(), "pending": str(pending)}
+        worker = pool.acquire()
+        if worker is None:
+            return error_response(pool.error or f"no {backend} worker could be started; see {self.paths.log}")
+        handed, started_at = time.time(), now_utc()
+        try:
+            reply = worker.run(job, float(request.get("timeout_s") or 300))
+            if reply.get("exit"):
+                worker.await_exit()  # it leaves after a sticky device error: never hand it another cell
+        except (WorkerGone, WorkerTimeout) as failure:
+            reply = self._failure_row(request, spec, job, worker, str(failure), handed, started_at)
+        finally:
+            pool.release(worker)
+        if pending.exists():
+            if client_connected(connection):
+                os.replace(pending, out)
+            else:
+                pending.unlink()
+                print(f"{now_utc()} {out}: the job that asked for it is gone; its row is discarded",
+                      file=sys.stderr, flush=True)
+        return reply
+
+    def _failure_row(self, request: dict[str, Any], spec: dict[str, Any], job: dict[str, Any], worker,
+                     reason: str, handed: float, started_at: str) -> dict[str, Any]:
+        """The row of a cell whose worker died or hung: written here, since the worker cannot."""
+        from convlab.plan.cell import Cell
+
+        client = request["client"]
+        finished = time.time()
+        row = failure_row(spec, "error", reason, git_commit=job["git_commit"], device=worker.hello.get("device"),
+                          gpu_index=worker.index if worker.backend == "cuda" else None,
+                          gpu_uuid=worker.hello.get("uuid") or None, host=self.identity.host,
+                          started_at=started_at, finished_at=now_utc(), service_ms=(finished - handed) * 1e3,
+                          job_ms=(finished - client.get("started_at", finished)) * 1e3)
+        write_row_atomically(row, job["pending"])
+        line = f"{Cell.from_json(request['spec']).path}: error {reason}"
+        print(f"{now_utc()} {line}", file=sys.stderr, flush=True)
+        return {"ok": True, "line": line, "status": "error", "exit": True}
+
+
+def serve(paths: ServicePaths, identity: Identity, idle_timeout_s: float, release: IO | None = None) -> int:
+    """Bind, then serve until idle or stopped. ``release``: the start lock held while binding,
+    let go once the socket answers."""
+    import fcntl
+    import signal
+
+    service = MeasurementService(paths, identity, idle_timeout_s)
+    service.bind()
+    if release is not None:
+        fcntl.flock(release, fcntl.LOCK_UN)
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(signum, lambda *_: service.request_stop())
+    service.serve_forever()
+    return 0

@@ -1,0 +1,220 @@
+"""A measurement worker: one long-lived process per GPU (or the cpu), started by the service;
+and tools workers, which run the pipeline's other commands (data, reports) warm.
+
+It keeps what a one-shot cell job rebuilt every time: the CUDA context, compiled modules, the
+cuDNN handle and plans, CuPy's float64 reference kernels and decoded pictures. It measures one
+cell at a time, writes the row, and frees the memory pools before the next cell.
+
+Talks to the service over its standard input (one JSON job per line) and a private copy of its
+standard output (one JSON reply per line); anything a library prints goes to the service log.
+A sticky device error ends the worker after its row is written: the service starts a fresh one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import threading
+import time
+import traceback
+from typing import Any, TextIO
+
+PARENT_POLL_S = 0.2
+PICTURES_KEPT = 8
+
+
+def _watch_parent(parent: int) -> None:
+    """Leave with the service: a worker orphaned mid-cell must not go on holding the GPU."""
+    while os.getppid() == parent:
+        time.sleep(PARENT_POLL_S)
+    os._exit(3)
+
+
+def _reply(channel: TextIO, message: dict[str, Any]) -> None:
+    channel.write(json.dumps(message) + "\n")
+    channel.flush()
+
+
+def _visible_devices() -> list[dict[str, Any]]:
+    import cupy
+
+    from convlab.backends.cuda import gpu_uuid
+
+    devices = []
+    for index in range(cupy.cuda.runtime.getDeviceCount()):
+        props = cupy.cuda.runtime.getDeviceProperties(index)
+        name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
+        devices.append({"index": index, "uuid": gpu_uuid(props), "name": name})
+    return devices
+
+
+def _user_errors() -> tuple[type[BaseException], ...]:
+    from convlab.status import UserError
+
+    return (UserError,)
+
+
+def _job_phases(job: dict[str, Any], taken_at: float) -> dict[str, float]:
+    """The client's start-up, its connection (with the service's start, if it had to), and the
+    wait for this worker (a free GPU), in ms."""
+    client = job["request"]["client"]
+    started, sent = client.get("started_at", taken_at), client.get("sent_at", taken_at)
+    startup = client.get("startup_ms", 0.0)
+    return {"startup": startup, "connect": max(0.0, (sent - started) * 1e3 - startup),
+            "queue": max(0.0, (taken_at - sent) * 1e3)}
+
+
+def run_command(argv: list[str], cwd: str) -> dict[str, Any]:
+    """`python -m convlab <argv>` in this process, from the client's directory: its exit code
+    and what it printed, tracebacks included, as a fresh process would have shown them."""
+    import contextlib
+    import io
+
+    from convlab.app.cli import main as cli_main
+
+    out, err = io.StringIO(), io.StringIO()
+    here = os.getcwd()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            os.chdir(cwd)
+            code = cli_main(argv, forward=False)
+        except SystemExit as leaving:
+            code = leaving.code if isinstance(leaving.code, int) else (0 if leaving.code is None else 1)
+            if not isinstance(leaving.code, (int, type(None))):
+                print(leaving.code, file=sys.stderr)
+        except BaseException:  # a bug in a command: its traceback, as a fresh process prints it
+            traceback.print_exc()
+            code = 1
+        finally:
+            os.chdir(here)
+    _reset_plotting()
+    return {"ok": True, "exit_code": int(code or 0), "stdout": out.getvalue(), "stderr": err.getvalue()}
+
+
+_PRISTINE_RC: dict[str, Any] = {}
+
+
+def _reset_plotting() -> None:
+    """Each report command starts from the same matplotlib state, as it would in a fresh process."""
+    if "matplotlib" not in sys.modules:
+        return
+    import matplotlib
+    import matplotlib.pyplot as plt
+
+    plt.close("all")
+    if _PRISTINE_RC:
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # deprecated keys are copied back as they were
+            matplotlib.rcParams.update(_PRISTINE_RC)
+
+
+def _open_tools() -> None:
+    """The tools worker renders figures: Agg, and a copy of the untouched settings to return to."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    _PRISTINE_RC.update(matplotlib.rcParams.copy())
+
+
+def _open_backend(backend_name: str, gpu_index: int):
+    from convlab.backends import get_backend
+    from convlab.plan import pictures
+
+    backend = get_backend(backend_name)
+    backend.open_context()
+    if backend_name == "cuda":
+        backend.gpu_index = gpu_index
+    pictures.PICTURES.capacity = PICTURES_KEPT
+    return backend
+
+
+def measure_one(job: dict[str, Any], backend, user_errors: tuple[type[BaseException], ...]) -> dict[str, Any]:
+    """One cell: its row written to the job's pending path, and the reply for the service."""
+    from convlab.run.celljob import CellJob, run_job, status_line
+    from convlab.status import ERROR
+
+    taken_at = time.time()
+    request = job["request"]
+    cell_job = CellJob(spec=request["spec"], out=request["out"], image=request.get("image"),
+                       bandwidth=request.get("bandwidth"))
+    faults: list[str | None] = []
+
+    def settle(status: str) -> None:
+        """A sticky device error ends this worker; otherwise free the cell's device memory."""
+        faults.append(backend.fault() if status == ERROR else None)
+        if faults[-1] is None:
+            backend.release_memory()
+
+    try:
+        path = cell_job.cell.path
+        row = run_job(cell_job, backend, backend.device_key(), _job_phases(job, taken_at),
+                      job_started=request["client"].get("started_at", taken_at), service_started=taken_at,
+                      extra={"git_commit": job.get("git_commit")} if job.get("git_commit") else None,
+                      write_to=job["pending"], settle=settle)
+    except user_errors as error:
+        return {"ok": False, "error": str(error)}
+    except (TypeError, ValueError, KeyError) as error:
+        return {"ok": False, "error": f"not a valid cell: {type(error).__name__}: {error}"}
+    except Exception as error:  # a pipeline bug: the traceback goes to the service log
+        traceback.print_exc()
+        return {"ok": False, "error": f"internal error in the measurement worker: {type(error).__name__}: {error}"}
+    fault = faults[0] if faults else None
+    if fault is not None:
+        print(f"device unusable after {path}: {fault}; this worker leaves", file=sys.stderr)
+    return {"ok": True, "line": status_line(row, path), "status": row["status"],
+            "service_ms": row.get("service_ms"), "exit": fault is not None, "fault": fault}
+
+
+def serve_jobs(backend_name: str, gpu_index: int, jobs: TextIO, replies: TextIO) -> int:
+    from convlab.codeversion import measurement_version
+
+    if backend_name != "tools":
+        measurement_version(backend_name)  # rows name the code this worker loaded, not a later edit
+    backend = None
+    try:
+        if backend_name == "tools":
+            _open_tools()
+            info, devices = {"device": "host"}, []
+        else:
+            backend = _open_backend(backend_name, gpu_index)
+            info = backend.device_info()
+            devices = _visible_devices() if backend_name == "cuda" else []
+    except Exception as error:  # the backend cannot run here: one line for every cell that asks
+        _reply(replies, {"ok": False, "error": str(error).splitlines()[0] if str(error) else repr(error)})
+        return 2
+    _reply(replies, {"ok": True, "pid": os.getpid(), "device": info["device"], "uuid": info.get("gpu_uuid", ""),
+                     "devices": devices})
+    user_errors = _user_errors()
+    for line in jobs:
+        job = json.loads(line)
+        if "run" in job:
+            _reply(replies, run_command(job["run"]["argv"], job["run"]["cwd"]))
+            if backend is not None:
+                backend.release_memory()
+        elif backend is None:
+            _reply(replies, {"ok": False, "error": "the tools worker measures no cells"})
+        else:
+            reply = measure_one(job, backend, user_errors)
+            _reply(replies, reply)
+            if reply.get("exit"):
+                return 0
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m convlab.app.service.worker")
+    parser.add_argument("--backend", required=True, choices=["cuda", "cpu", "tools"])
+    parser.add_argument("--index", type=int, default=0)
+    args = parser.parse_args(argv)
+    replies = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)  # stray prints (libraries, warnings) go to the log, not into the protocol
+    threading.Thread(target=_watch_parent, args=(os.getppid(),), daemon=True).start()
+    return serve_jobs(args.backend, args.index, sys.stdin, replies)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,227 @@
+"""The service's side of its workers: start one per GPU (or one for the cpu), hand each a cell,
+wait with a deadline, and replace a worker that died, hung or hit a sticky device error.
+Standard library only: the service itself never touches the GPU.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import select
+import signal
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+PACKAGE_PARENT = Path(__file__).resolve().parents[3]  # workflow/, so `-m convlab...` finds this checkout
+HELLO_TIMEOUT_S = 300.0  # a cold CUDA context and cuDNN load take seconds, not minutes
+
+
+class WorkerGone(RuntimeError):
+    """The worker exited or was killed while it had a cell; the text says how."""
+
+
+class WorkerTimeout(RuntimeError):
+    """The worker did not answer within the cell's timeout and was killed."""
+
+
+def _exit_text(code: int | None) -> str:
+    if code is None:
+        return "still running"
+    if code < 0:
+        try:
+            return f"killed by signal {-code} ({signal.Signals(-code).name})"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit code {code}"
+
+
+class Worker:
+    """One worker process and its two pipes."""
+
+    def __init__(self, backend: str, index: int, env: dict[str, str], log: Path) -> None:
+        self.backend, self.index, self.log = backend, index, log
+        environment = dict(env)
+        environment["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PACKAGE_PARENT), env.get("PYTHONPATH")]))
+        with open(log, "ab") as log_handle:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "convlab.app.service.worker", "--backend", backend, "--index", str(index)],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log_handle, env=environment)
+        self._buffer = b""
+        self.hello: dict[str, Any] = {}
+
+    def _read_line(self, timeout_s: float) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout_s
+        fd = self.process.stdout.fileno()
+        while b"\n" not in self._buffer:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError
+            ready, _, _ = select.select([fd], [], [], remaining)
+            if not ready:
+                continue
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                self.process.wait()
+                raise WorkerGone(f"the measurement worker died ({_exit_text(self.process.returncode)})")
+            self._buffer += chunk
+        line, self._buffer = self._buffer.split(b"\n", 1)
+        return json.loads(line)
+
+    def start(self) -> dict[str, Any]:
+        """Wait for the worker's hello: its device, or why the backend cannot run here."""
+        try:
+            self.hello = self._read_line(HELLO_TIMEOUT_S)
+        except TimeoutError:
+            self.kill()
+            self.hello = {"ok": False, "error": f"the {self.backend} worker did not start within {HELLO_TIMEOUT_S:.0f} s"}
+        except WorkerGone as gone:
+            self.hello = {"ok": False, "error": f"the {self.backend} worker failed to start ({gone}); "
+                          f"see {self.log}"}
+        return self.hello
+
+    def run(self, job: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+        try:
+            self.process.stdin.write((json.dumps(job) + "\n").encode())
+            self.process.stdin.flush()
+        except (BrokenPipeError, OSError) as error:
+            self.process.wait()
+            raise WorkerGone(f"the measurement worker died ({_exit_text(self.process.returncode)})") from error
+        try:
+            return self._read_line(timeout_s)
+        except TimeoutError as error:
+            self.kill()
+            raise WorkerTimeout(f"timeout after {timeout_s:g} s") from error
+
+    def await_exit(self, seconds: float = 30.0) -> None:
+        """Wait for a worker that said it is leaving; kill it if it lingers."""
+        try:
+            self.process.wait(timeout=seconds)
+        except subprocess.TimeoutExpired:
+            self.kill()
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def kill(self) -> None:
+        if self.alive():
+            self.process.kill()
+        self.process.wait()
+
+    def stop(self) -> None:
+        """End of service: close its input so it leaves after the cell in hand, else kill it."""
+        try:
+            self.process.stdin.close()
+            self.process.wait(timeout=10)
+        except (OSError, subprocess.TimeoutExpired):
+            self.kill()
+
+
+def mixed_models(devices: list[dict[str, Any]]) -> str | None:
+    """One line asking the user to choose, when the visible GPUs are not all one model."""
+    names = sorted({device["name"] for device in devices})
+    if len(names) <= 1:
+        return None
+    listing = ", ".join(f"{d['index']}: {d['name']}" for d in devices)
+    same = ",".join(str(d["index"]) for d in devices if d["name"] == devices[0]["name"])
+    return (f"the visible GPUs are of different models ({listing}); results are not keyed by GPU model, so "
+            f"measure one model per run: set CUDA_VISIBLE_DEVICES, e.g. CUDA_VISIBLE_DEVICES={same}")
+
+
+class WorkerPool:
+    """The workers of one pool: every visible GPU for cuda, one for the cpu, and up to
+    ``tools_limit`` for the other commands (reports, data). A job takes any free worker; with none
+    free it waits, so each device measures one cell at a time."""
+
+    def __init__(self, backend: str, env: dict[str, str], log: Path, tools_limit: int = 1) -> None:
+        self.backend, self.env, self.log = backend, env, log
+        self.limit = tools_limit if backend == "tools" else 0  # 0: as many as there are devices
+        self.error: str | None = None
+        self.devices: list[dict[str, Any]] = []
+        self._free: queue.Queue[Worker] = queue.Queue()
+        self._workers: dict[int, Worker] = {}
+        self._started = False
+        self._lock = threading.Lock()
+
+    def _environment(self, index: int) -> dict[str, str]:
+        env = dict(self.env)
+        if self.backend == "cuda" and self.devices:
+            env["CUDA_VISIBLE_DEVICES"] = self.devices[index]["uuid"] or str(index)
+        return env
+
+    def _spawn(self, index: int) -> Worker | None:
+        worker = Worker(self.backend, index, self._environment(index), self.log)
+        hello = worker.start()
+        if not hello.get("ok"):
+            self.error = hello.get("error") or f"the {self.backend} worker failed to start; see {self.log}"
+            worker.kill()
+            return None
+        self._workers[index] = worker
+        return worker
+
+    def ensure_started(self) -> None:
+        """Start the workers on first use: the first one tells how many GPUs are visible."""
+        with self._lock:
+            if self._started:
+                return
+            self._started = True
+            if self.backend == "tools":
+                return  # started one at a time as jobs need them (_grow)
+            first = self._spawn(0)
+            if first is None:
+                return
+            self.devices = first.hello.get("devices") or []
+            self.error = mixed_models(self.devices)
+            if self.error:
+                first.kill()
+                return
+            self._free.put(first)
+            with ThreadPoolExecutor(max_workers=max(1, len(self.devices) - 1)) as pool:
+                for worker in pool.map(self._spawn, range(1, len(self.devices))):
+                    if worker is not None:
+                        self._free.put(worker)
+            if len(self._workers) == max(1, len(self.devices)):
+                self.error = None  # a later worker's failure must not hide the ones that run
+
+    def acquire(self) -> Worker | None:
+        """A free worker, waiting while all are busy; None once no worker is left (self.error says why)."""
+        while True:
+            try:
+                return self._free.get(timeout=0.5 if self._workers else 0.01)
+            except queue.Empty:
+                grown = self._grow()
+                if grown is not None:
+                    return grown
+                if not self._workers:
+                    return None
+
+    def _grow(self) -> Worker | None:
+        """One more tools worker while all are busy and the limit allows."""
+        with self._lock:
+            if self.error or len(self._workers) >= self.limit:
+                return None
+            index = next(i for i in range(self.limit) if i not in self._workers)
+            return self._spawn(index)
+
+    def release(self, worker: Worker) -> None:
+        """Back to the pool, or replaced by a fresh worker on the same device if it is gone."""
+        if not worker.alive():
+            self._workers.pop(worker.index, None)
+            replacement = self._spawn(worker.index)
+            if replacement is None:
+                return  # self.error says why; cells that wait for this device are answered with it
+            worker = replacement
+        self._free.put(worker)
+
+    def stop(self) -> None:
+        for worker in list(self._workers.values()):
+            worker.stop()
+
+    def describe(self) -> list[dict[str, Any]]:
+        return [{"backend": self.backend, "index": w.index, "pid": w.process.pid, "alive": w.alive(),
+                 "device": w.hello.get("device"), "uuid": w.hello.get("uuid")} for w in self._workers.values()]

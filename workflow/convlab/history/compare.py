@@ -1,0 +1,454 @@
+"""Compare two result sets cell by cell: two GPUs, two commits, or a rerun of the same code.
+
+``python -m convlab compare A B`` reads two summaries (a summary CSV, or a folder holding
+``summary.csv``), matches their cells on what was measured (experiment, kernel, variant and the
+problem: size, batch, H, W, C_in, C_out, filter_size, stride, padding, gemm_m/n/k; not the
+backend, so that a GPU can be compared with another GPU or with the cpu twins), and gives each
+cell the ratio B/A of its median time ``kernel_ms`` and a verdict.
+
+The verdict rule
+----------------
+Each row records the median of its timed repeats and their interquartile range (IQR). Per cell:
+
+    spread   = kernel_ms_iqr / kernel_ms             of A and of B (relative IQR)
+    noise    = sqrt(spread_A**2 + spread_B**2)      the spread of a difference of the two
+    change   = max(r, 1/r) - 1,  r = B/A             symmetric: 2x slower and 2x faster are both 1.0
+    floor    = --threshold (default 8 %), at least 15 % where either median is under 0.02 ms
+
+    SAME     change <= floor                         too small to tell from run-to-run drift
+             or change <= noise <= 20 %              within the measurements' own spread
+    UNCLEAR  otherwise, where change <= 2 * noise    beyond the floor, but not clear of the spread
+    FASTER   B's median is lower  } beyond the floor and beyond twice the noise
+    SLOWER   B's median is higher }
+
+This follows nvbench's ``nvbench_compare`` (a difference within the measurements' noise is SAME)
+and asv's change detection (a change must exceed a relative threshold and the noise). Two runs of
+the same code on one GPU differ by a few percent (clocks, temperature, the other tenants of the
+host) while each run's own spread can be far smaller, so the floor, not the spread, keeps a rerun
+SAME; kernels that take a few microseconds are dominated by the launch and move by up to about
+13 % between runs, hence their wider floor. A wide spread (over 20 % combined) never makes a
+change SAME beyond the floor: such a cell is UNCLEAR unless the change is clear of twice the noise.
+
+The min and max of the repeats are not used: one repeat preempted by the host sets the max
+(summaries show maxima 30 times the median), so overlapping ranges would call almost any
+change UNCLEAR.
+
+Cells in one set only are MISSING; cells that are not ``ok`` in both sets get their statuses as
+the verdict (e.g. ``ok/wrong``), never a ratio.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import html
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from convlab.atomicfile import write_text_atomically
+from convlab.status import UserError
+
+# The columns that say which cell a row measured, whatever the backend that measured it.
+KEY_COLUMNS = ("experiment", "kernel", "variant", "size", "batch", "H", "W", "C_in", "C_out", "filter_size",
+               "stride", "padding", "gemm_m", "gemm_n", "gemm_k")
+# What a file must have to be read as a summary.
+NEEDED_COLUMNS = ("experiment", "kernel", "variant", "status", "kernel_ms")
+
+# Run-to-run drift of one kernel on one GPU is a few percent; 8 % sits above it with margin and
+# below asv's default 10 %, so a steady kernel's 10 % regression is still reported.
+DEFAULT_THRESHOLD = 0.08
+# Kernels this short are dominated by the launch and by the timer's resolution...
+LAUNCH_BOUND_MS = 0.02
+# ...and move by up to about 13 % between runs of the same code.
+LAUNCH_BOUND_THRESHOLD = 0.15
+# A combined spread wider than this cannot show that a change beyond the floor is noise.
+WIDE_NOISE = 0.20
+# A change must clear the noise by this factor to be called FASTER or SLOWER.
+CLEAR_FACTOR = 2.0
+
+SAME, FASTER, SLOWER, UNCLEAR, MISSING = "SAME", "FASTER", "SLOWER", "UNCLEAR", "MISSING"
+TIMED_VERDICTS = (FASTER, SLOWER, SAME, UNCLEAR)
+# Up to this many cells the whole table is printed; above it only the cells that are not SAME,
+# at most MAX_PRINTED of them (every cell is in the CSV).
+PRINT_ALL_UP_TO = 30
+MAX_PRINTED = 60
+
+
+class CompareError(UserError, ValueError):
+    """An input that cannot be compared: not a summary, or no cell in common."""
+
+
+@dataclass(frozen=True)
+class ResultSet:
+    """One side of a comparison: its label, the summary file it came from, and its rows."""
+
+    label: str
+    path: Path
+    rows: pd.DataFrame
+
+
+def summary_path(path: str | Path) -> Path:
+    """The summary CSV that ``path`` names: the file itself, or a folder's summary.csv."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / "summary.csv"
+        if not path.is_file():
+            raise CompareError(f"{path.parent} holds no summary.csv")
+    elif not path.exists():
+        raise CompareError(f"{path}: no such file or folder")
+    return path
+
+
+def set_label(path: Path) -> str:
+    """A short name for a summary: its folder's name for summary.csv (results/<label>/), else the file's."""
+    path = path.resolve()
+    return path.parent.name if path.name == "summary.csv" else path.stem
+
+
+def load_set(path: str | Path) -> ResultSet:
+    """Read one side. Raises CompareError for a missing file or one that is not a summary."""
+    file = summary_path(path)
+    try:
+        rows = pd.read_csv(file, low_memory=False)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, OSError) as error:
+        raise CompareError(f"{file} is not a summary CSV ({str(error).splitlines()[0] if str(error) else error})") \
+            from None
+    lacking = [name for name in NEEDED_COLUMNS if name not in rows.columns]
+    if lacking:
+        raise CompareError(f"{file} is not a summary CSV (no column {', '.join(lacking)})")
+    if rows.empty:
+        raise CompareError(f"{file} has no rows")
+    return ResultSet(set_label(file), file, rows)
+
+
+def _key_text(value: object) -> str:
+    """One key value as text, so that 64, 64.0 and '64' match and empty matches NaN."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    text = str(value).strip()
+    try:
+        number = float(text)
+    except ValueError:
+        return text
+    return str(int(number)) if number.is_integer() else text
+
+
+def _keyed(rows: pd.DataFrame, keys: list[str], label: str) -> pd.DataFrame:
+    keyed = rows.copy()
+    for column in keys:
+        keyed[column] = keyed[column].map(_key_text) if column in keyed else ""
+    repeated = keyed[keyed.duplicated(keys, keep=False)]
+    if not repeated.empty:
+        first = repeated.iloc[0]
+        cell = " ".join(f"{k}={first[k]}" for k in keys if first[k] != "")
+        raise CompareError(f"{label} has {len(repeated)} rows for {repeated.groupby(keys).ngroups} cells measured "
+                           f"more than once (e.g. {cell}); compare one backend's summary at a time")
+    return keyed
+
+
+def _number(value: object) -> float:
+    try:
+        number = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return math.nan
+    return number
+
+
+def verdict(a_ms: float, a_iqr: float, b_ms: float, b_iqr: float,
+            threshold: float = DEFAULT_THRESHOLD) -> tuple[str, float, float, float]:
+    """The verdict on one cell timed in both sets (see the module docstring), with the ratio B/A,
+    the floor applied and the combined noise (inf where a spread is unknown)."""
+    ratio = b_ms / a_ms
+    floor = max(threshold, LAUNCH_BOUND_THRESHOLD) if min(a_ms, b_ms) < LAUNCH_BOUND_MS else threshold
+    spreads = [iqr / ms for iqr, ms in ((a_iqr, a_ms), (b_iqr, b_ms))]
+    noise = math.hypot(*spreads) if all(math.isfinite(s) and s >= 0 for s in spreads) else math.inf
+    change = max(ratio, 1 / ratio) - 1
+    # a hair of slack, so that a change of exactly the floor (1.08 against 1.00) is not lost to rounding
+    if change <= floor + 1e-9 or (change <= noise and noise <= WIDE_NOISE):
+        return SAME, ratio, floor, noise
+    if change <= CLEAR_FACTOR * noise:
+        return UNCLEAR, ratio, floor, noise
+    return (FASTER if ratio < 1 else SLOWER), ratio, floor, noise
+
+
+def _timed(row: pd.Series, side: str) -> bool:
+    ms = _number(row[f"kernel_ms_{side}"])
+    return row[f"status_{side}"] == "ok" and math.isfinite(ms) and ms > 0
+
+
+def compare_sets(a: pd.DataFrame, b: pd.DataFrame, threshold: float = DEFAULT_THRESHOLD,
+                 labels: tuple[str, str] = ("A", "B")) -> pd.DataFrame:
+    """One row per cell of either set: the key, both statuses and times, the ratio B/A and the
+    verdict. Raises CompareError when the sets have no cell in common."""
+    if not 0 < threshold < 1:
+        raise CompareError(f"--threshold {threshold:g}: give a fraction between 0 and 1 (e.g. 0.08 for 8 %)")
+    keys = [k for k in KEY_COLUMNS if k in a.columns and k in b.columns]  # an older summary may lack some
+    values = ["status", "kernel_ms", "kernel_ms_iqr", "reps"]
+    sides = []
+    for rows, label in ((a, labels[0]), (b, labels[1])):
+        keyed = _keyed(rows, keys, label)
+        for column in values:
+            if column not in keyed:
+                keyed[column] = math.nan
+        sides.append(keyed[keys + values])
+    table = sides[0].merge(sides[1], on=keys, how="outer", suffixes=("_a", "_b"), indicator=True)
+    if not (table["_merge"] == "both").any():
+        raise CompareError(f"{labels[0]} ({len(a)} rows) and {labels[1]} ({len(b)} rows) have no cell in common")
+    results = []
+    for _, row in table.iterrows():
+        if row["_merge"] != "both":
+            results.append((MISSING, math.nan, math.nan, math.nan,
+                            f"only in {labels[0] if row['_merge'] == 'left_only' else labels[1]}"))
+        elif _timed(row, "a") and _timed(row, "b"):
+            word, ratio, floor, noise = verdict(_number(row["kernel_ms_a"]), _number(row["kernel_ms_iqr_a"]),
+                                                _number(row["kernel_ms_b"]), _number(row["kernel_ms_iqr_b"]), threshold)
+            results.append((word, ratio, floor, noise, ""))
+        else:
+            statuses = [str(row[f"status_{s}"]) if _timed(row, s) or row[f"status_{s}"] != "ok" else "ok without a time"
+                        for s in ("a", "b")]
+            results.append(("/".join(statuses), math.nan, math.nan, math.nan, "not timed in both"))
+    table[["verdict", "ratio", "floor", "noise", "note"]] = pd.DataFrame(results, index=table.index)
+    table = table.drop(columns="_merge")
+    for side in ("a", "b"):
+        table[f"reps_{side}"] = pd.to_numeric(table[f"reps_{side}"], errors="coerce").round().astype("Int64")
+        table[f"spread_{side}"] = table[f"kernel_ms_iqr_{side}"].map(_number) / table[f"kernel_ms_{side}"].map(_number)
+    order = keys + ["status_a", "status_b", "kernel_ms_a", "kernel_ms_b", "spread_a", "spread_b", "reps_a", "reps_b",
+                    "ratio", "floor", "noise", "verdict", "note"]
+    return table[order].sort_values(keys, kind="stable", key=_natural).reset_index(drop=True)
+
+
+def _natural(column: pd.Series) -> pd.Series:
+    """Numbers sort as numbers (size 96 before 128), text as text."""
+    numbers = pd.to_numeric(column.replace("", math.nan), errors="coerce")
+    return numbers if numbers.notna().any() or (column == "").all() else column
+
+
+def geomean(ratios: pd.Series) -> float:
+    ratios = ratios[ratios.notna() & (ratios > 0)]
+    return math.exp(sum(math.log(r) for r in ratios) / len(ratios)) if len(ratios) else math.nan
+
+
+def _counts_text(cells: pd.DataFrame, name: str) -> str:
+    timed = cells[cells["ratio"].notna()]
+    counts = cells["verdict"].value_counts()
+    mean = geomean(timed["ratio"])
+    text = (f"{name}: geomean B/A {mean:.2f} over {len(timed)} cells; "
+            if len(timed) else f"{name}: no cell timed in both; ")
+    text += ", ".join(f"{int(counts.get(word, 0))} {word}" for word in TIMED_VERDICTS)
+    missing = int(counts.get(MISSING, 0))
+    not_ok = len(cells) - len(timed) - missing
+    extra = [f"{missing} MISSING"] * bool(missing) + [f"{not_ok} not ok"] * bool(not_ok)
+    return text + ("; " + ", ".join(extra) if extra else "")
+
+
+def kernel_lines(table: pd.DataFrame) -> list[str]:
+    """One line per kernel, grouped by experiment, then one for every cell."""
+    lines = [_counts_text(cells, f"{experiment} {kernel}")
+             for (experiment, kernel), cells in table.groupby(["experiment", "kernel"], sort=True)]
+    return lines + [_counts_text(table, "overall")]
+
+
+def _values(rows: pd.DataFrame, column: str) -> str:
+    """A column's values in one set, most rows first (mixed sets name every value)."""
+    if column not in rows:
+        return "(not recorded)"
+    counts = rows[column].fillna("unknown").astype(str).value_counts()
+    if len(counts) == 1:
+        return str(counts.index[0])
+    return ", ".join(f"{value} ({n} rows)" for value, n in counts.items())
+
+
+def describe(result_set: ResultSet, name: str) -> list[str]:
+    """Header lines naming one set: where it came from, and the device, backend and code it ran."""
+    rows = result_set.rows
+    return [f"{name} = {result_set.label}: {result_set.path} ({len(rows)} rows)",
+            f"    device {_values(rows, 'device')}; backend {_values(rows, 'backend')}",
+            f"    git_commit {_values(rows, 'git_commit')}; code_version {_values(rows, 'code_version')}"]
+
+
+def _boards(rows: pd.DataFrame) -> set[str]:
+    if "gpu_uuid" not in rows:
+        return set()
+    return {str(u) for u in rows["gpu_uuid"].dropna() if str(u).strip()}
+
+
+def boards_line(a: ResultSet, b: ResultSet) -> list[str]:
+    """Whether A and B ran on the same GPU boards. Two boards of one model can differ by more
+    than the noise (cooling, clocks, memory parts), so a rerun on another node of a partition is
+    not a rerun on the same GPU."""
+    a_boards, b_boards = _boards(a.rows), _boards(b.rows)
+    if not a_boards or not b_boards:
+        return []
+    if a_boards == b_boards:
+        return [f"A and B ran on the same GPU board{'s' if len(a_boards) > 1 else ''}: {', '.join(sorted(a_boards))}"]
+    if a_boards.isdisjoint(b_boards):
+        return [f"A and B ran on different GPU boards ({', '.join(sorted(a_boards))} vs {', '.join(sorted(b_boards))}): "
+                "a difference may be the boards', not the code's"]
+    return [f"A and B share some GPU boards, not all: A {', '.join(sorted(a_boards))}; B {', '.join(sorted(b_boards))}"]
+
+
+def cell_names(table: pd.DataFrame) -> pd.Series:
+    """Each cell as short text: experiment, kernel, variant and the problem columns that vary
+    within its experiment (those that do not add nothing to tell cells apart)."""
+    names = pd.Series("", index=table.index)
+    problem = [k for k in KEY_COLUMNS[3:] if k in table]
+    for _, cells in table.groupby("experiment", sort=False):
+        varying: list[str] = []
+        for k in problem:  # H and W repeat size on square problems, gemm_m does on gemm: name it once
+            if cells[k].nunique() > 1 and not any(cells[k].equals(cells[shown]) for shown in varying):
+                varying.append(k)
+        varying = varying or [k for k in ("size",) if k in cells]
+        for index, row in cells.iterrows():
+            parts = [row["experiment"], row["kernel"], row["variant"]]
+            parts += [f"{k}={row[k]}" for k in varying if row[k] != ""]
+            names[index] = " ".join(parts)
+    return names
+
+
+def _ms(value: float) -> str:
+    return "" if not math.isfinite(_number(value)) else f"{_number(value):.4g}"
+
+
+def _pct(value: float) -> str:
+    return "" if not math.isfinite(_number(value)) else f"{100 * _number(value):.0f}%"
+
+
+def cell_table_lines(table: pd.DataFrame, labels: tuple[str, str]) -> list[str]:
+    """The per-cell table as text: every cell when there are few, else those that are not SAME."""
+    shown = table if len(table) <= PRINT_ALL_UP_TO else table[table["verdict"] != SAME]
+    names = cell_names(table)
+    header = ("verdict", "B/A", f"A ms ({labels[0]})", "spread", f"B ms ({labels[1]})", "spread", "cell")
+    rows = [(row["verdict"], "" if math.isnan(row["ratio"]) else f"{row['ratio']:.3f}", _ms(row["kernel_ms_a"]),
+             _pct(row["spread_a"]), _ms(row["kernel_ms_b"]), _pct(row["spread_b"]), names[index])
+            for index, row in shown.head(MAX_PRINTED).iterrows()]
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header) - 1)]
+    lines = ["  ".join(str(v).ljust(w) for v, w in zip(r, widths)) + "  " + r[-1] for r in [header, *rows]]
+    hidden_same = len(table) - len(shown)
+    if len(shown) > MAX_PRINTED:
+        lines.append(f"... and {len(shown) - MAX_PRINTED} more cells that are not SAME")
+    if hidden_same:
+        lines.append(f"({hidden_same} SAME cells not shown)")
+    return lines
+
+
+def render_html(table: pd.DataFrame, header: list[str], summary: list[str], title: str) -> str:
+    """A standalone page: the two sets, the summary lines, and every cell with its verdict."""
+    colours = {SAME: "#eef5ee", FASTER: "#cfe8cf", SLOWER: "#f6cccc", UNCLEAR: "#fff2c2", MISSING: "#e4e4e4"}
+    names = cell_names(table)
+    head = ("cell", "status A", "status B", "A ms", "spread A", "B ms", "spread B", "B/A", "floor", "noise", "verdict")
+    body = []
+    for index, row in table.iterrows():
+        values = (names[index], row["status_a"], row["status_b"], _ms(row["kernel_ms_a"]), _pct(row["spread_a"]),
+                  _ms(row["kernel_ms_b"]), _pct(row["spread_b"]),
+                  "" if math.isnan(row["ratio"]) else f"{row['ratio']:.3f}", _pct(row["floor"]),
+                  _pct(row["noise"]), row["verdict"])
+        colour = colours.get(row["verdict"], "#e4e4e4")
+        body.append(f'<tr style="background:{colour}">'
+                    + "".join(f"<td>{html.escape('' if pd.isna(v) else str(v))}</td>" for v in values) + "</tr>")
+    return ("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\">"
+            f"<title>{html.escape(title)}</title>\n<style>"
+            "body{font-family:sans-serif;margin:1.5em}table{border-collapse:collapse}"
+            "th,td{border:1px solid #ccc;padding:4px 8px;text-align:left}th{background:#f0f0f0}"
+            "pre{background:#f7f7f7;padding:0.6em}"
+            "</style></head>\n<body>\n"
+            f"<h2>{html.escape(title)}</h2>\n<pre>{html.escape(chr(10).join(header))}</pre>\n"
+            f"<h3>By kernel</h3>\n<pre>{html.escape(chr(10).join(summary))}</pre>\n"
+            "<h3>Every cell</h3>\n<p>Verdict rule: see <code>convlab/history/compare.py</code>; the floor and the noise "
+            "are relative to the median time.</p>\n<table>\n<tr>"
+            + "".join(f"<th>{html.escape(h)}</th>" for h in head) + "</tr>\n" + "\n".join(body)
+            + "\n</table>\n</body></html>\n")
+
+
+def default_out(a: ResultSet, b: ResultSet) -> Path:
+    """compare_<A>_vs_<B>.csv beside A's summary (for a side read from the results database,
+    in results/<device>/compare/)."""
+    first, second = side_names(a, b)
+    folder = a.path.parent / "compare" if a.path.suffix == ".sqlite" else a.path.parent
+    return folder / f"compare_{safe_name(first)}_vs_{safe_name(second)}.csv"
+
+
+def _label_folders(side: ResultSet) -> list[str]:
+    """The folder names above a side's label, nearest first: results_a for
+    results_a/h200/summary.csv (labelled h200), run2 for run2/old.csv (labelled old)."""
+    path = side.path.resolve()
+    above = path.parent.parent if path.name == "summary.csv" else path.parent
+    return [part.name for part in (above, *above.parents) if part.name]
+
+
+def side_names(a: ResultSet, b: ResultSet) -> tuple[str, str]:
+    """Names for the two sides in the output's file name, so that comparing other folders writes
+    other files: their labels (h100, a100) where the sides sit in one folder; else each label
+    prefixed with the nearest folder above it whose name differs between the sides
+    (results_a-h200, results_b-h200; x-h100, y-a100). Where nothing tells two sides of one label
+    apart, a short hash of both paths does."""
+    for mine, theirs in zip(_label_folders(a), _label_folders(b)):
+        if mine != theirs:
+            return f"{mine}-{a.label}", f"{theirs}-{b.label}"
+    if a.label != b.label:
+        return a.label, b.label
+    digest = hashlib.sha256(f"{a.path.resolve()}\n{b.path.resolve()}".encode()).hexdigest()[:8]
+    return f"{a.label}-a", f"{b.label}-b-{digest}"
+
+
+def safe_name(label: str) -> str:
+    """A label as a file-name part: '@previous (run 2026...)' -> 'previous-run-2026...'."""
+    return "-".join(filter(None, re.split(r"[^A-Za-z0-9._~-]+", label))) or "set"
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """What compare printed and wrote, and its per-cell table."""
+
+    text: str
+    table: pd.DataFrame
+
+    @property
+    def slower(self) -> int:
+        return int((self.table["verdict"] == SLOWER).sum())
+
+
+def same_measurements(a: pd.DataFrame, b: pd.DataFrame) -> set[str]:
+    """Row checks present on both sides: one measurement, not two to compare."""
+    if "row_check" not in a or "row_check" not in b:
+        return set()
+    return set(a["row_check"].dropna().astype(str)) & set(b["row_check"].dropna().astype(str))
+
+
+def compare_result_sets(a: ResultSet, b: ResultSet, out: str | Path | None = None,
+                        html_out: str | Path | None = None, threshold: float | None = None) -> Comparison:
+    """Compare two result sets, write the CSV and the HTML page, and return what to print
+    (``threshold`` None: DEFAULT_THRESHOLD). A cell whose row is the same measurement on both
+    sides (two states of the results database) is left out and counted."""
+    threshold = DEFAULT_THRESHOLD if threshold is None else threshold
+    labels = (a.label, b.label) if a.label != b.label else (f"A ({a.label})", f"B ({b.label})")
+    shared = same_measurements(a.rows, b.rows)
+    a_rows = a.rows[~a.rows["row_check"].astype(str).isin(shared)] if shared else a.rows
+    b_rows = b.rows[~b.rows["row_check"].astype(str).isin(shared)] if shared else b.rows
+    if shared and (a_rows.empty or b_rows.empty):
+        raise CompareError(f"{a.label} and {b.label} are the same measurements of every cell they share "
+                           f"({len(shared)} rows): nothing was re-measured between them")
+    table = compare_sets(a_rows, b_rows, threshold, labels)
+    out = Path(out) if out else default_out(a, b)
+    html_out = Path(html_out) if html_out else out.with_suffix(".html")
+    header = [*describe(a, "A"), *describe(b, "B"), *boards_line(a, b),
+              f"ratio B/A of kernel_ms (median); floor {threshold:.0%}, at least {LAUNCH_BOUND_THRESHOLD:.0%} under "
+              f"{LAUNCH_BOUND_MS:g} ms; {len(table)} cells"]
+    if shared:
+        header.append(f"{len(shared)} cells are the same measurement on both sides and are left out")
+    summary = kernel_lines(table)
+    write_text_atomically(out, table.to_csv(index=False))
+    title = f"convlab compare: {a.label} vs {b.label}"
+    write_text_atomically(html_out, render_html(table, header, summary, title))
+    text = "\n".join([*header, "", *cell_table_lines(table, labels), "", *summary, "", f"wrote {out} and {html_out}"])
+    return Comparison(text, table)
+
+
+def compare_paths(a_path: str | Path, b_path: str | Path, out: str | Path | None = None,
+                  html_out: str | Path | None = None, threshold: float | None = None) -> str:
+    """Compare two summaries (files or folders) and return the printed report."""
+    return compare_result_sets(load_set(a_path), load_set(b_path), out, html_out, threshold).text

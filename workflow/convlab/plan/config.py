@@ -1,0 +1,102 @@
+"""Load and validate the pipeline configuration (JSON schema with defaults)."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from convlab import SCHEMA_PATH
+from convlab.status import ConfigError  # the status module's: the families raise it and never import this one
+
+
+def family_schema_path(family: str) -> Path:
+    """Where an experiment family's config section is specified."""
+    return SCHEMA_PATH.parent / "families" / f"{family}.schema.yaml"
+
+
+def load_schema(path: Path = SCHEMA_PATH) -> dict:
+    """The config schema: the file's own keys, and each experiment family's section (and its
+    cpu overrides) from the family's schema file, so that a new family brings its own."""
+    from convlab.plan.families import FAMILIES  # here: a cell job reads its settings and never validates
+
+    with open(path) as handle:
+        schema = yaml.safe_load(handle)
+    for family in FAMILIES:
+        with open(family_schema_path(family)) as handle:
+            fragment = yaml.safe_load(handle)
+        schema["properties"][family] = fragment["section"]
+        if "cpu" in fragment:
+            schema["properties"]["cpu"]["properties"][family] = fragment["cpu"]
+    return schema
+
+
+def _fill_defaults(instance: Any, schema: dict) -> None:
+    """Insert schema defaults for missing keys, depth first, without sharing objects."""
+    if not isinstance(instance, dict):
+        return
+    for key, subschema in schema.get("properties", {}).items():
+        if key not in instance and "default" in subschema:
+            instance[key] = copy.deepcopy(subschema["default"])
+        if key in instance:
+            _fill_defaults(instance[key], subschema)
+
+
+def _allows_string(schema: dict) -> bool:
+    kinds = schema.get("type", "string")
+    return "string" in (kinds if isinstance(kinds, list) else [kinds]) or "enum" in schema
+
+
+def _parse_command_line_values(instance: Any, schema: dict) -> None:
+    """Snakemake's --config passes a list or mapping (devices=[h100,h200]) as its text: read
+    such text as YAML where the key takes no strings, so that it validates as written."""
+    if not isinstance(instance, dict):
+        return
+    for key, subschema in schema.get("properties", {}).items():
+        value = instance.get(key)
+        if isinstance(value, str) and not _allows_string(subschema):
+            try:
+                instance[key] = yaml.safe_load(value)
+            except yaml.YAMLError:
+                pass  # left as written: validation names the key
+        _parse_command_line_values(instance.get(key), subschema)
+
+
+def _key_path(error) -> str:  # a jsonschema.ValidationError
+    return ".".join(str(part) for part in error.absolute_path) or "(top level)"
+
+
+def validate_config(config: dict, source: str = "config", schema: dict | None = None) -> dict:
+    """Return a validated copy of ``config`` with every default filled in.
+
+    Raises ConfigError naming the offending key (and the file) on the first problem.
+    """
+    import jsonschema  # here, not at the top: a cell job reads its settings as JSON and never validates
+
+    schema = schema or load_schema()
+    filled = copy.deepcopy(config) if config else {}
+    _parse_command_line_values(filled, schema)
+    _fill_defaults(filled, schema)
+    validator = jsonschema.Draft202012Validator(schema)
+    errors = sorted(validator.iter_errors(filled), key=lambda e: list(e.absolute_path))
+    if errors:
+        # one line: the first problem with its key, then how many more (each named)
+        problems = [f"{_key_path(e)}: {e.message}" for e in errors]
+        more = f" (and {len(problems) - 1} more: {'; '.join(problems[1:])})" if len(problems) > 1 else ""
+        raise ConfigError(f"{source}: {problems[0]}{more}")
+    return filled
+
+
+def load_config(path: str | Path, overrides: dict | None = None) -> dict:
+    """Read a YAML config file, apply overrides (top-level merge), validate."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"config file not found: {path}")
+    with open(path) as handle:
+        raw = yaml.safe_load(handle) or {}
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: the top level must be a mapping of keys to values")
+    raw.update(overrides or {})
+    return validate_config(raw, source=str(path))

@@ -1,0 +1,170 @@
+"""The steps of one cell (convlab.run.runner runs them in order), each returning what it produced.
+
+Every device step runs under ``backend.guard(step)``, which turns the kernel's own failures into
+CellFailure for that step; anything else raises.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from convlab.backends.base import Backend, KernelBuffers, PreparedKernel
+from convlab.measure.timing import TimingResult, measure
+from convlab.plan.cell import Cell
+from convlab.plan.families import load_operands
+from convlab.plan.operands import Operands
+from convlab.plan.registry import KernelSpec, get_kernel
+from convlab.problem.geometry import ConvProblem, GemmProblem
+from convlab.problem.verify import Verdict, compare
+from convlab.status import OK, WRONG
+
+E2E_SINGLE_REP_BYTES = 256 << 20
+HOST_REFERENCE_FLOPS = 1e8
+
+
+@dataclass(frozen=True)
+class CellInputs:
+    """What a cell needs before it touches the device: its kernel and host-side operands."""
+
+    cell: Cell
+    spec: KernelSpec
+    operands: Operands
+
+    @property
+    def problem(self) -> ConvProblem | GemmProblem:
+        return self.operands.problem
+
+
+@dataclass(frozen=True)
+class Placed:
+    """The operands on the device in the kernel's layouts, and the host arrays the round trip copies in."""
+
+    layout: dict[str, str]
+    host_inputs: dict[str, np.ndarray]
+    buffers: KernelBuffers
+
+
+@dataclass(frozen=True)
+class Prepared:
+    kernel: PreparedKernel
+    setup_ms: float
+
+
+@dataclass(frozen=True)
+class Timed:
+    timing: TimingResult
+    e2e_ms: float
+
+
+@dataclass
+class Run:
+    """A cell's run so far, as the observers' hooks see it: the backend, the inputs, and what
+    the steps have produced up to now."""
+
+    backend: Backend
+    inputs: CellInputs
+    placed: Placed | None = None
+    prepared: Prepared | None = None
+
+
+@dataclass(frozen=True)
+class Verified:
+    verdict: Verdict
+
+    @property
+    def status(self) -> str:
+        return OK if self.verdict.passed else WRONG
+
+
+@dataclass(frozen=True)
+class Result:
+    """What the steps produced, for the observers. A failed cell keeps what its setup found but
+    has no time and no verdict: its time would be that of a kernel that did not finish the cell."""
+
+    problem: ConvProblem | GemmProblem
+    prepared: Prepared | None = None
+    timed: Timed | None = None
+    verified: Verified | None = None
+    copy_gbps: float | None = None
+
+    @property
+    def kernel_ms(self) -> float | None:
+        return self.timed.timing.median_ms if self.timed else None
+
+    @property
+    def flops(self) -> int:
+        return self.problem.flops
+
+
+def load_inputs(cell: Cell, image_path: str | Path | None = None) -> CellInputs:
+    """Host only: the picture (or random data) and the filter weights."""
+    return CellInputs(cell, get_kernel(cell.kernel), load_operands(cell, image_path))
+
+
+def place(backend: Backend, inputs: CellInputs, layout: dict[str, str]) -> Placed:
+    """The operands on the device, in the layouts the kernel declares, and a NaN-filled output."""
+    with backend.guard("place"):
+        host_inputs, buffers = inputs.operands.place(backend, layout)
+        backend.synchronize()
+    return Placed(layout, host_inputs, buffers)
+
+
+def set_up(backend: Backend, inputs: CellInputs, placed: Placed) -> Prepared:
+    """Compile, build plans, autotune: timed apart from the kernel."""
+    cell = inputs.cell
+    started = time.perf_counter()
+    with backend.guard("setup"):
+        kernel = backend.prepare(inputs.spec, cell.tunables, cell.settings, inputs.problem, placed.buffers)
+        backend.synchronize()
+    return Prepared(kernel, (time.perf_counter() - started) * 1e3)
+
+
+def launch(backend: Backend, prepared: Prepared) -> None:
+    """One launch on its own: a refused launch is invalid_config, never a time."""
+    with backend.guard("launch"):
+        prepared.kernel.run()
+        backend.synchronize()
+
+
+def time_kernel(backend: Backend, inputs: CellInputs, prepared: Prepared) -> TimingResult:
+    """Warm-up, then repeats until the median is stable or the budget ends."""
+    with backend.guard("timing"):
+        return measure(prepared.kernel.run, backend.time_batch, inputs.cell.timing, backend.capture_graph)
+
+
+def round_trip(backend: Backend, inputs: CellInputs, placed: Placed, prepared: Prepared, timing: TimingResult) -> float:
+    """Copy in, compute, copy out (ms). Its failures read as the timing's, of which it is part."""
+    # the round trip is dominated by copies: a slow kernel or a large transfer needs one repeat,
+    # not five
+    small = timing.median_ms < 100 and inputs.problem.bytes_moved < E2E_SINGLE_REP_BYTES
+    reps = inputs.cell.timing["e2e_reps"] if small else 1
+    with backend.guard("timing"):
+        return backend.end_to_end_ms(prepared.kernel.run, placed.host_inputs, placed.buffers, reps)
+
+
+def tolerance(inputs: CellInputs) -> float:
+    precision = "tf32" if inputs.cell.settings.get("math") == "tf32" else inputs.spec.precision
+    return inputs.cell.verify["tolerance"][precision]
+
+
+def verify(backend: Backend, inputs: CellInputs, placed: Placed, prepared: Prepared) -> Verified:
+    """NaN-poisoned output, one run, compared with the float64 reference."""
+    operands, output = inputs.operands, placed.buffers.output
+    with backend.guard("verify"):
+        output.fill(np.nan)
+        prepared.kernel.run()
+        backend.synchronize()
+        comparable: Any = operands.comparable_output(output, placed.layout)
+        # a small problem is checked on the host: NumPy takes a few ms where the GPU path
+        # spends ~0.1 s loading its float64 kernels into a fresh process
+        xp = np if inputs.problem.flops <= HOST_REFERENCE_FLOPS else backend.xp
+        if xp is np:
+            comparable = backend.to_host(comparable)
+        verdict = compare(comparable, operands.reference(xp), tolerance(inputs), xp)
+        backend.synchronize()
+    return Verified(verdict)
