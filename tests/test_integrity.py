@@ -195,10 +195,10 @@ def last_lines(logs: Path) -> set[str]:
 
 @pytest.mark.pipeline
 @pytest.mark.parametrize("module, function, kept", [
-    ("data.py", "downscale", []),
+    ("app/data.py", "downscale", []),
     ("backends/cpu.py", "copy_bandwidth_gbps", []),
-    ("celljob.py", "run_job", []),
-    ("aggregate.py", "aggregate", [f"{RESULTS}/summary.csv", f"{RESULTS}/findings.html"]),
+    ("run/celljob.py", "measure_job", []),
+    ("report/aggregate.py", "aggregate", [f"{RESULTS}/summary.csv", f"{RESULTS}/findings.html"]),
     ("report/figures.py", "render_figures", [f"{RESULTS}/figures/time_vs_size.png", f"{RESULTS}/figures/status.png"]),
     ("report/findings.py", "write_findings", [f"{RESULTS}/findings.html"]),
 ])

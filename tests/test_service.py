@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import struct
@@ -23,6 +24,7 @@ from service_helpers import (
     stable_part,
     wait_for_exit,
 )
+from workflow_helpers import convlab
 
 from convlab.app.service.identity import Identity, code_fingerprint
 from convlab.app.service.workers import mixed_models
@@ -263,3 +265,44 @@ def test_a_week_old_identity_leaves_no_files_behind(tmp_path):
         os.utime(path, (week_ago, week_ago))
     prune_runtime_dir(tmp_path, keep="bbbb")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bbbb.log", "bbbb.start.lock", "notes.txt"]
+
+
+def test_a_report_command_runs_in_a_tools_worker_for_the_jobs_directory(sandbox, tmp_path):
+    """A report command goes to a warm tools worker, which never leaves its own directory: its files
+    land where the job's relative paths say (its defaults too), and it prints what the job's own
+    process would."""
+    job = tmp_path / "job"
+    rows = job / "results" / "local" / "cells"
+    rows.mkdir(parents=True)
+    made = sandbox.run(sandbox.cell("direct"), rows / "direct.csv", CONVLAB_SERVICE="off")
+    assert made.returncode == 0, made.stderr
+
+    def run(cwd: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
+        return convlab(*args, cwd=cwd, service=None, timeout=120, **{**sandbox.env, **env})
+
+    summary = run(job, "aggregate", "--out", "results/local/summary.csv", "results/local/cells/direct.csv")
+    assert summary.stdout == "results/local/summary.csv: 1 rows; by status: {'ok': 1}\n", summary.stderr
+    served = run(job, "gpus", "--out", "gpus.html")  # the first job starts the service, in its own directory
+    alone = run(job, "gpus", "--out", "alone.html", CONVLAB_SERVICE="off")
+    assert served.returncode == alone.returncode == 0, served.stderr + alone.stderr
+    assert (served.stdout, alone.stdout) == ("gpus.html\n", "alone.html\n")
+    assert (job / "gpus.html").read_text() == (job / "alone.html").read_text()
+    assert [w["backend"] for w in sandbox.status()["workers"]] == ["tools"]
+    # a job elsewhere: its relative paths, --results' default among them, are its own, not the worker's
+    elsewhere = tmp_path / "elsewhere"
+    shutil.copytree(job / "results", elsewhere / "results")
+    moved = run(elsewhere, "gpus", "--out", "gpus.html")
+    assert moved.returncode == 0, moved.stderr
+    assert moved.stdout == f"{elsewhere / 'gpus.html'}\n"
+    assert (elsewhere / "gpus.html").read_text() == (job / "gpus.html").read_text()
+
+
+def test_a_spec_that_is_no_cell_is_the_same_one_line_in_the_service_and_in_process(sandbox, tmp_path):
+    spec = json.dumps({"backend": "cpu", "kernel": "direct"})
+    command = [sys.executable, "-S", "-m", "convlab", "cell", "--spec", spec, "--out", str(tmp_path / "row.csv")]
+    served, alone = (subprocess.run(command, env={**sandbox.env, **env}, cwd=REPO, capture_output=True, text=True,
+                                    timeout=120) for env in ({}, {"CONVLAB_SERVICE": "off"}))
+    assert served.returncode == alone.returncode == 2
+    assert served.stderr == alone.stderr
+    assert served.stderr.startswith("error: not a valid cell: TypeError: ") and len(served.stderr.splitlines()) == 1
+    assert not (tmp_path / "row.csv").exists()

@@ -35,8 +35,9 @@ ROLES: dict[str, tuple[str, ...]] = {
     # the benchmark's own measurements (the copy kernels, the targets) around the cells' code
     "benchmark": ("bench/",),
     # runs or serves the code above without changing what it computes
-    "harness": ("__init__.py", "__main__.py", "atomicfile.py", "app/", "app/service/", "plan/config.py",
-                "plan/devicelabel.py", "run/inprocess.py", "backends/choice.py", "backends/devicelock.py"),
+    "harness": ("__init__.py", "__main__.py", "atomicfile.py", "app/", "app/handlers/", "app/service/",
+                "plan/config.py", "plan/devicelabel.py", "run/inprocess.py", "backends/choice.py",
+                "backends/devicelock.py"),
 }
 # Roles that share a module on purpose: the row's format and this hash belong to both.
 SHARED = {"measure/row.py", "codeversion.py"}

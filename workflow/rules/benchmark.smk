@@ -12,7 +12,7 @@ rule benchmark:
 
 rule benchmark_device:
     input:
-        images=[f"data/input_{size}.png" for size in config["conv2d"]["sizes"]],
+        images=[f"data/input_{size}.png" for size in config[BENCH_FAMILY]["sizes"]],
         kernels=bench_kernel_files(),
     output:
         table=f"{RESULTS}/benchmark/floor_cuda.csv",
@@ -29,8 +29,8 @@ rule benchmark_device:
     params:
         code=CODE["benchmark"],
         runner=RUNNER,
-        sizes=" ".join(str(size) for size in config["conv2d"]["sizes"]),
-        strides=" ".join(str(stride) for stride in config["conv2d"]["strides"]),
+        sizes=" ".join(str(size) for size in config[BENCH_FAMILY]["sizes"]),
+        strides=" ".join(str(stride) for stride in config[BENCH_FAMILY]["strides"]),
     shell:
         logged(
             "{params.runner} bench --sizes {params.sizes} --strides {params.strides} "

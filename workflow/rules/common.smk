@@ -20,13 +20,13 @@ from convlab.codeversion import (
     report_version,
     summary_version,
 )
-from convlab.bench.floor import CONTENDERS as BENCH_CONTENDERS
+from convlab.bench.floor import CONTENDERS as BENCH_CONTENDERS, FAMILY as BENCH_FAMILY
 from convlab.bench.sgemm import LIBRARY as SGEMM_LIBRARY, OURS as SGEMM_OURS
 from convlab.plan.config import validate_config
 from convlab.app.damaged import move_damaged_rows
 from convlab.app.clusternodes import node_offers
 from convlab.plan.devicelabel import choose_devices, unplaceable
-from convlab.plan.families import FAMILIES
+from convlab.plan.families import FAMILIES, GALLERY_FAMILY, SIZE_FIGURE_FAMILY
 from convlab.plan.grid import build_cells, gallery_size, image_sizes
 from convlab.plan.cell import CELL_PATH, LOG_PATH
 from convlab.plan.registry import load_registry, relative
@@ -187,8 +187,8 @@ def gallery_kernel_files(wildcards):
 
 
 def figure(path, labels):
-    """The file of one figures job, ``path`` with {file} for it: a conv2d figure (<name>.png,
-    ``labels`` gives its report label) under conv2d / Figures, or the table of failed cells
+    """The file of one figures job, ``path`` with {file} for it: a figure (<name>.png, ``labels``
+    gives its report label) under <the size figures' family> / Figures, or the table of failed cells
     under Summary. Captioned by figure.rst, which shows workflow/report/<name>.rst from the
     job's params (one caption file serves them all). Marked update(): a failed re-render
     restores the previous file instead of deleting it."""
@@ -196,7 +196,11 @@ def figure(path, labels):
     def filed(wildcards):
         name = os.path.splitext(wildcards.file)[0]
         if name in labels:
-            return "conv2d", "Figures", {"figure": labels[name], "backend": BACKEND}
+            return (
+                SIZE_FIGURE_FAMILY.name,
+                "Figures",
+                {"figure": labels[name], "backend": BACKEND},
+            )
         return "Summary", None, {"table": "failed cells"}
 
     return report(
@@ -209,12 +213,13 @@ def figure(path, labels):
 
 
 def gallery_cells(device):
-    """One conv2d cell per kernel at the gallery size, stride 1: the edge maps a person looks at."""
+    """One cell of the gallery's family per kernel at the gallery size, stride 1: the edge maps a
+    person looks at."""
     chosen = {}
     for cell in CELLS:
         if (
             cell.device == device
-            and cell.experiment == "conv2d"
+            and cell.experiment == GALLERY_FAMILY.name
             and cell.size == GALLERY_SIZE
             and cell.stride == 1
         ):

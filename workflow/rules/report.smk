@@ -2,7 +2,7 @@
 # `snakemake --report results/report.html`.
 from convlab.report.figurenames import NAMES as FIGURE_NAMES, file_name, name_of
 
-# The report label of each conv2d figure (convlab.report.figurenames names them).
+# The report label of each figure against size (convlab.report.figurenames names them).
 FIGURE_LABELS = {
     "time_vs_size": "time vs size",
     "gflops_vs_size": "GFLOPS vs size",
@@ -48,7 +48,7 @@ rule gallery_input:
         image=report(
             update(f"{RESULTS}/gallery/input_{{size}}.png"),
             caption="../report/input.rst",
-            category="conv2d",
+            category=GALLERY_FAMILY.name,
             subcategory="Gallery",
             labels={"kernel": "input image", "size": "{size}"},
         ),
@@ -69,7 +69,7 @@ rule gallery:
         edges=report(
             update(f"{RESULTS}/gallery/{{kernel}}_{{size}}.png"),
             caption="../report/gallery.rst",
-            category="conv2d",
+            category=GALLERY_FAMILY.name,
             subcategory="Gallery",
             labels={"kernel": "{kernel}", "size": "{size}"},
         ),

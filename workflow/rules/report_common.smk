@@ -1,7 +1,8 @@
 # Paths and report helpers of the report stage's seed comparison (rules in report.smk), and what the
-# report's intro says of this run. The seeds, their report categories and their figures are the seed
-# table's, convlab.report.seeds.
+# report's intro says of this run. The seeds and their figures are the seed table's,
+# convlab.report.seeds; their report category is the family that reproduces them.
 from convlab.measure.hostinfo import cpu_name
+from convlab.plan.families import seed_family
 from convlab.report.seeds import (
     SEEDS,
     figure_names,
@@ -9,7 +10,6 @@ from convlab.report.seeds import (
     figure_stems,
     report_labels,
     seed_figure,
-    seeds_of,
     table_stem,
 )
 
@@ -24,8 +24,8 @@ SEED_TABLE = f"{SEED_DIR}/{table_stem('{seed}')}.html"
 
 
 def seed_experiment(wildcards) -> str:
-    """A seed's report category: the experiment that reproduces it."""
-    return SEEDS[wildcards.seed].experiment
+    """A seed's report category: the family that reproduces it."""
+    return seed_family(wildcards.seed).name
 
 
 def seed_figure_labels(wildcards) -> dict[str, str]:
@@ -61,7 +61,7 @@ def report_intro() -> dict:
                 {
                     "name": name,
                     "label": family.label,
-                    "seeds": ", ".join(seeds_of(name)),
+                    "seeds": ", ".join(family.seeds),
                     "kernels": ", ".join(sorted({cell.kernel for cell in cells})),
                     "cells": len(cells),
                 }

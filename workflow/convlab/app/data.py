@@ -17,6 +17,7 @@ import struct
 import sys
 import tempfile
 import zlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -185,10 +186,16 @@ def to_square_rgb8(pixels: np.ndarray) -> tuple[np.ndarray, list[str]]:
     return np.ascontiguousarray(pixels), conversions
 
 
-def import_source(user_image: str | Path, out: str | Path, size: int) -> dict[str, Any]:
+def warn_on_stderr(line: str) -> None:
+    print(line, file=sys.stderr)
+
+
+def import_source(user_image: str | Path, out: str | Path, size: int,
+                  warn: Callable[[str], None] = warn_on_stderr) -> dict[str, Any]:
     """Bring the user's picture to a square 8-bit RGB PNG of ``size`` pixels.
 
-    Returns the provenance record, which is also written to ``sidecar_path(out)``.
+    Returns the provenance record, which is also written to ``sidecar_path(out)``. Each conversion
+    is also one ``warning:`` line, given to ``warn`` (the command's console).
     """
     import cv2
 
@@ -227,7 +234,7 @@ def import_source(user_image: str | Path, out: str | Path, size: int) -> dict[st
     # warning: lines reach the terminal (the source rule copies them from its log): the picture
     # measured is not quite the one given
     for conversion in conversions:
-        print(f"warning: config source_image: {user_image}: {conversion}", file=sys.stderr)
+        warn(f"warning: config source_image: {user_image}: {conversion}")
     return record
 
 

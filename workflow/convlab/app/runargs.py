@@ -15,12 +15,13 @@ from typing import Any
 
 from convlab import REPO_ROOT, SCHEMA_PATH
 from convlab.plan.config import ConfigError, family_schema_path, load_schema
-from convlab.plan.families import FAMILIES
+from convlab.plan.families import DEFAULT_FAMILY, FAMILIES
 from convlab.plan.overrides import check_tunable_values
 from convlab.plan.registry import KernelSpec, RegistryError, load_registry
 
-# `run` builds cells of this family only (the others are switched off in cli.matching_cells).
-FAMILY = "conv2d"
+# `run` builds cells of this family only (convlab.app.handlers.cells.matching_cells switches the
+# others off).
+FAMILY = DEFAULT_FAMILY
 
 
 def schema_range(section: str, key: str, schema: dict | None = None) -> tuple[int, int]:

@@ -35,6 +35,7 @@ from convlab.measure.timing import TimingResult, measure
 from convlab.plan.cell import Cell
 from convlab.plan.families import load_operands
 from convlab.plan.families.base import conv_problem
+from convlab.plan.families.conv2d import Conv2d
 from convlab.plan.registry import KernelSpec, get_kernel
 from convlab.problem.geometry import ConvProblem
 from convlab.run.runner import CellInputs, measure_cell
@@ -43,6 +44,9 @@ TIMING = {"mode": "warm", "warmup": 3, "min_reps": 20, "max_reps": 400, "batch":
           "budget_s": 1.0, "e2e_reps": 1}
 GRAPH_TIMING = {**TIMING, "mode": "graph"}
 VERIFY = {"seed": 0, "tolerance": {"fp32": 1e-5, "tf32": 5e-3}}
+# The family whose problems it measures: its cells are that family's, and the workflow passes it the sizes
+# and strides of that family's config section (workflow/rules/benchmark.smk).
+FAMILY = Conv2d.name
 # (role, layout, kernel): our kernel, cuDNN's best plan and the naive kernel, per layout
 CONTENDERS = [
     ("ours", "hwc", "conv_floor_hwc"), ("cudnn", "hwc", "cudnn"), ("naive", "hwc", "direct"),
@@ -87,7 +91,7 @@ def _variants(kernel: str, role: str) -> list[dict]:
 
 
 def _cell(kernel: str, size: int, stride: int, tunables: dict, timing: dict = TIMING) -> Cell:
-    return Cell(experiment="conv2d", backend="cuda", kernel=kernel, size=size, stride=stride, filter_size=3,
+    return Cell(experiment=FAMILY, backend="cuda", kernel=kernel, size=size, stride=stride, filter_size=3,
                 padding=1, in_channels=3, out_channels=3, filter="laplacian", tunables=tunables,
                 settings=dict(get_kernel(kernel).settings), timing=timing, verify=VERIFY,
                 image=f"data/input_{size}.png")

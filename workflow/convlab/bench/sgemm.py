@@ -10,19 +10,21 @@ from convlab.backends.base import Backend
 from convlab.bench.floor import VERIFY, fastest_ok, tunable_variants
 from convlab.plan.cell import Cell
 from convlab.plan.families import load_operands
+from convlab.plan.families.gemm import Gemm
 from convlab.plan.registry import get_kernel
 from convlab.run.runner import measure_cell
 from convlab.run.steps import CellInputs
 
 OURS = ("sgemm_vectorized", "sgemm_register", "sgemm_pipelined")  # the tiled kernels; the best ok variant is ours
 LIBRARY = "cublas"
+FAMILY = Gemm.name  # the family whose problems it measures
 GEMM_TARGET = 0.90  # ours / cuBLAS in GFLOP/s, i.e. cuBLAS ms / ours ms
 TIMING = {"mode": "warm", "warmup": 3, "min_reps": 10, "max_reps": 100, "batch": 5, "stable_rel": 0.005,
           "budget_s": 2.0, "e2e_reps": 1}
 
 
 def _cell(kernel: str, size: int, tunables: dict) -> Cell:
-    return Cell(experiment="gemm", backend="cuda", kernel=kernel, size=size, stride=0, filter_size=0, padding=0,
+    return Cell(experiment=FAMILY, backend="cuda", kernel=kernel, size=size, stride=0, filter_size=0, padding=0,
                 in_channels=0, out_channels=0, filter="random", tunables=tunables,
                 settings=dict(get_kernel(kernel).settings), timing=TIMING, verify=VERIFY)
 

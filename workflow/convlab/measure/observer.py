@@ -4,24 +4,47 @@ runner calls them."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from convlab.run.steps import Result, Run
+
+class RunView(Protocol):
+    """What the hooks see of a cell's run so far (convlab.run.steps.Run is one): the backend, the
+    inputs, and the prepared kernel once set up. A protocol, so measurement never imports the runner."""
+
+    backend: Any
+    inputs: Any
+    prepared: Any
+
+
+class ResultView(Protocol):
+    """What the steps produced, as columns() reads it (convlab.run.steps.Result is one). A failed
+    cell has no timing and no verdict."""
+
+    problem: Any
+    prepared: Any
+    timed: Any
+    verified: Any
+    copy_gbps: float | None
+
+    @property
+    def kernel_ms(self) -> float | None: ...
+
+    @property
+    def flops(self) -> int: ...
 
 
 class Observer:
     """The hooks an observer may take part in; each does nothing unless the observer overrides it."""
 
-    def before(self, step: str, run: Run) -> None:
+    def before(self, step: str, run: RunView) -> None:
         """As ``step`` begins."""
 
-    def after(self, step: str, run: Run) -> None:
+    def after(self, step: str, run: RunView) -> None:
         """Once ``step`` succeeded, still under its guard."""
 
     def abandon(self) -> None:
         """A step failed: the cell ends; let go of what the observer holds."""
 
-    def columns(self, result: Result) -> dict[str, Any]:
+    def columns(self, result: ResultView) -> dict[str, Any]:
         """This observer's row columns: empty where what it reports did not happen."""
         return {}

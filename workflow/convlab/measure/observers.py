@@ -15,14 +15,11 @@ are observers too.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from convlab.measure.observer import Observer
+from convlab.measure.observer import Observer, ResultView, RunView
 from convlab.measure.timing import Capture, TimeBatch, measure
 from convlab.problem import metrics
-
-if TYPE_CHECKING:
-    from convlab.run.steps import Result, Run
 
 INFO_COLUMNS = ("implementation", "engine", "engine_heuristic", "launch", "smem_limit_bytes")
 
@@ -30,7 +27,7 @@ INFO_COLUMNS = ("implementation", "engine", "engine_heuristic", "launch", "smem_
 class SetupObserver(Observer):
     """What setup chose (implementation, cuDNN engines, launch geometry) and how long it took."""
 
-    def columns(self, result: Result) -> dict[str, Any]:
+    def columns(self, result: ResultView) -> dict[str, Any]:
         if result.prepared is None:
             return {}
         info = result.prepared.kernel.info
@@ -40,7 +37,7 @@ class SetupObserver(Observer):
 class TimingObserver(Observer):
     """The repeats' statistics, the timing mode that took them, and the round trip's time."""
 
-    def columns(self, result: Result) -> dict[str, Any]:
+    def columns(self, result: ResultView) -> dict[str, Any]:
         if result.timed is None:
             return {}
         timing = result.timed.timing
@@ -53,7 +50,7 @@ class TimingObserver(Observer):
 class ThroughputObserver(Observer):
     """GFLOPS, GB/s and the distance from the copy-bandwidth floor (convlab.problem.metrics)."""
 
-    def columns(self, result: Result) -> dict[str, Any]:
+    def columns(self, result: ResultView) -> dict[str, Any]:
         if result.kernel_ms is None or result.copy_gbps is None:
             return {}
         return {"copy_gbps": result.copy_gbps,
@@ -63,7 +60,7 @@ class ThroughputObserver(Observer):
 class VerificationObserver(Observer):
     """How far the output is from the float64 reference (the verdict itself is the row's status)."""
 
-    def columns(self, result: Result) -> dict[str, Any]:
+    def columns(self, result: ResultView) -> dict[str, Any]:
         if result.verified is None:
             return {}
         verdict = result.verified.verdict
@@ -78,7 +75,7 @@ class StageTimes(Observer):
     def __init__(self) -> None:
         self.text = ""
 
-    def after(self, step: str, run: Run) -> None:
+    def after(self, step: str, run: RunView) -> None:
         # right after the kernel's own repeats, with the same settings: its stages alone
         if step == "timing" and run.prepared is not None:
             backend = run.backend
@@ -89,7 +86,7 @@ class StageTimes(Observer):
         self.text = ";".join(f"{name}={measure(run, time_batch, settings, capture).median_ms:.6g}"
                              for name, run in stages)
 
-    def columns(self, result: Result) -> dict[str, Any]:
+    def columns(self, result: ResultView) -> dict[str, Any]:
         return {"stage_ms": self.text} if self.text else {}
 
 

@@ -5,12 +5,9 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from convlab.measure.observer import Observer
-
-if TYPE_CHECKING:
-    from convlab.run.steps import Result, Run
+from convlab.measure.observer import Observer, ResultView, RunView
 
 
 def process_age_s() -> float | None:
@@ -44,11 +41,11 @@ class PhaseClock(Observer):
         self.laps[name] = self.laps.get(name, 0.0) + (now - self._last) * 1e3
         self._last = now
 
-    def after(self, step: str, run: Run) -> None:
+    def after(self, step: str, run: RunView) -> None:
         self.lap(step)
 
     def text(self) -> str:
         return format_phases(self.laps)
 
-    def columns(self, result: Result) -> dict[str, Any]:
+    def columns(self, result: ResultView) -> dict[str, Any]:
         return {"phase_ms": self.text()}

@@ -12,12 +12,9 @@ from __future__ import annotations
 
 import statistics
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from convlab.measure.observer import Observer
-
-if TYPE_CHECKING:
-    from convlab.run.steps import Result, Run
+from convlab.measure.observer import Observer, ResultView, RunView
 
 SAMPLE_INTERVAL_S = 0.005
 THROTTLED_CLOCK_SHARE = 0.75  # nvbench's cut-off for a sample taken at a reduced clock
@@ -42,7 +39,7 @@ class NullObserver(Observer):
     def __exit__(self, *exc: object) -> None:
         return None
 
-    def columns(self, result: Result) -> dict[str, Any]:
+    def columns(self, result: ResultView) -> dict[str, Any]:
         return {}
 
 
@@ -97,7 +94,7 @@ class NvmlObserver(Observer):
         if self._energy_mj and end is not None:
             self._energy_mj.append(end)
 
-    def columns(self, result: Result) -> dict[str, Any]:
+    def columns(self, result: ResultView) -> dict[str, Any]:
         """The row's telemetry columns. Energy per repeat is the median power times the median
         kernel time: the energy counter's steps are too coarse for one sub-millisecond launch."""
         if not self.samples:
@@ -137,12 +134,12 @@ class TimedWorkTelemetry(Observer):
         self._watch: Any = None
         self._watched: Any = None
 
-    def before(self, step: str, run: Run) -> None:
+    def before(self, step: str, run: RunView) -> None:
         if step == self.FIRST:
             self._watch = run.backend.telemetry()
             self._watch.__enter__()
 
-    def after(self, step: str, run: Run) -> None:
+    def after(self, step: str, run: RunView) -> None:
         if step == self.LAST and self._watch is not None:
             self._watch.__exit__(None, None, None)
             self._watched, self._watch = self._watch, None
@@ -152,7 +149,7 @@ class TimedWorkTelemetry(Observer):
             self._watch.__exit__(None, None, None)
         self._watch = self._watched = None
 
-    def columns(self, result: Result) -> dict[str, Any]:
+    def columns(self, result: ResultView) -> dict[str, Any]:
         return self._watched.columns(result) if self._watched is not None else {}
 
 

@@ -128,8 +128,9 @@ def image_sizes(cells: list[Cell]) -> list[int]:
 
 
 def gallery_size(config: dict, cells: list[Cell]) -> int | None:
-    """The configured gallery size if conv2d has it, else the largest conv2d size below it."""
-    sizes = sorted({cell.size for cell in cells if cell.experiment == "conv2d"})
+    """The configured gallery size if the gallery's family has it, else the largest of its sizes below
+    it (the smallest where none is)."""
+    sizes = sorted({cell.size for cell in cells if FAMILIES[cell.experiment].gallery})
     if not sizes:
         return None
     below = [s for s in sizes if s <= config["gallery"]["size"]]

@@ -14,7 +14,7 @@ from typing import Any
 import yaml
 
 from convlab import KERNELS_DIR, REPO_ROOT
-from convlab.plan.families import FAMILIES
+from convlab.plan.families import DEFAULT_FAMILY, FAMILIES
 from convlab.plan.launch import evaluate, holds
 from convlab.status import UserError
 
@@ -122,7 +122,7 @@ class KernelSpec:
     library: str | None = None  # cudnn, cupy_fft, ndimage
     cpu_twin: str | None = None
     twin_path: Path | None = None  # the twin's module: convlab/backends/cpu_twins/, or beside the description
-    experiments: tuple[str, ...] = ("conv2d",)  # the families whose grids include this kernel
+    experiments: tuple[str, ...] = (DEFAULT_FAMILY,)  # the families whose grids include this kernel
     # conditions on the problem and tunables (e.g. 'block >= S'); a cell that fails one is
     # an invalid configuration of this kernel, recorded with the condition
     requires: tuple[str, ...] = ()
@@ -236,7 +236,7 @@ def _parse(name: str, path: Path) -> KernelSpec:
         raise RegistryError(f"{where}: a .cu kernel needs 'stages' (see kernels/README.md)")
     for index, stage in enumerate(stages):
         _check_stage(path, index, stage)
-    experiments = tuple(raw.get("experiments") or ("conv2d",))
+    experiments = tuple(raw.get("experiments") or (DEFAULT_FAMILY,))
     if set(experiments) - set(FAMILIES):
         raise RegistryError(f"{where}: experiments must be among {tuple(FAMILIES)}, got {list(experiments)}")
     for experiment in experiments:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import csv
 import io
-import sys
 from pathlib import Path
 
 import pandas as pd
@@ -52,9 +51,10 @@ def mixed_code_note(summary: pd.DataFrame) -> str | None:
             "their numbers may not be comparable")
 
 
-def aggregate(cell_csvs: list[str | Path], out: str | Path) -> pd.DataFrame:
+def aggregate(cell_csvs: list[str | Path], out: str | Path) -> tuple[pd.DataFrame, list[str]]:
     """The summary of ``cell_csvs``, written to ``out`` in one step (a refused row leaves the
-    previous summary as it was)."""
+    previous summary as it was), and its warnings (mixed code versions, a throttled GPU) for the
+    caller to show wherever the command's output goes."""
     text = io.StringIO()
     writer = csv.writer(text, lineterminator="\n")
     writer.writerow(COLUMNS)
@@ -63,10 +63,8 @@ def aggregate(cell_csvs: list[str | Path], out: str | Path) -> pd.DataFrame:
     summary = pd.read_csv(text)
     summary = summary.sort_values(["experiment", "kernel", "variant", "H", "stride", "filter_size"], kind="stable")
     write_text_atomically(out, summary.to_csv(index=False))
-    for note in (mixed_code_note(summary), throttled_note(summary)):
-        if note:
-            print(f"warning: {out}: {note}", file=sys.stderr)
-    return summary
+    notes = [note for note in (mixed_code_note(summary), throttled_note(summary)) if note]
+    return summary, [f"warning: {out}: {note}" for note in notes]
 
 
 def throttled_note(summary: pd.DataFrame) -> str | None:

@@ -12,7 +12,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from convlab.plan.families import FAMILIES
+from convlab.plan.families import DEFAULT_FAMILY, FAMILIES, SIZE_FIGURE_FAMILY
 from convlab.report.codelabels import TWIN_BACKENDS, kernel_labels
 from convlab.report.figurenames import FIGURES, STATUS_TABLE, file_name
 from convlab.report.pages import html_page, write_page
@@ -193,7 +193,7 @@ def status_figure(frame: pd.DataFrame) -> Figure:
     what = "Outcome of every cell"
     if frame.empty:
         return note_figure_object(what, NO_ROWS)
-    frame = frame.assign(experiment=frame["experiment"] if "experiment" in frame.columns else "conv2d")
+    frame = frame.assign(experiment=frame["experiment"] if "experiment" in frame.columns else DEFAULT_FAMILY)
     counts = frame.groupby(["experiment", "kernel", "status"]).size().unstack("status", fill_value=0)
     order = [s for s in STATUSES if s in counts.columns]
     order += sorted(set(counts.columns) - set(order))  # an unexpected status still shows up
@@ -233,7 +233,8 @@ def render_figures(summary_csv: str | Path, outdir: str | Path, names: Iterable[
     """Write the report's PNGs named ``names`` (default: all five, convlab.report.figurenames) into ``outdir`` and
     return their paths. The report renders each in a job of its own, side by side.
 
-    The four kernel figures draw the conv2d experiment's rows; status.png counts every cell of the summary.
+    The four kernel figures draw the rows of the family that has them (SIZE_FIGURE_FAMILY); status.png counts
+    every cell of the summary.
     Works on any summary, including a header-only one or one where every cell failed.
     """
     unknown = [name for name in names if name not in FIGURES]
@@ -242,7 +243,7 @@ def render_figures(summary_csv: str | Path, outdir: str | Path, names: Iterable[
     everything = _load(summary_csv)
     frame = everything
     if "experiment" in frame.columns:  # the other families have figures of their own (seedfigures, roofline)
-        frame = frame[frame["experiment"] == "conv2d"]
+        frame = frame[frame["experiment"] == SIZE_FIGURE_FAMILY.name]
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
     drawings = {
@@ -253,7 +254,7 @@ def render_figures(summary_csv: str | Path, outdir: str | Path, names: Iterable[
                                                         "% of memory-bandwidth floor\n(100 = at floor)", logy=False,
                                                         floor_line=True),
         "variants": lambda path: save_figure(variants_figure(frame), path),
-        "status": lambda path: save_figure(status_figure(everything), path),  # every cell, not conv2d alone
+        "status": lambda path: save_figure(status_figure(everything), path),  # every cell, not one family's
     }
     # Scoped style instead of sns.set_theme(): rendering leaves matplotlib's global state alone.
     with sns.axes_style("whitegrid"), sns.plotting_context("notebook"):

@@ -21,14 +21,13 @@ from convlab.report.codelabels import TWIN_BACKENDS, code_identity, code_labels
 from convlab.report.pages import html_page, write_page
 from convlab.report.precision import STRICT, UNKNOWN, precision_name, row_precisions
 from convlab.report.roofline import load_device, roof_notes, roofline_points
-from convlab.report.seedcompare import NEVER_RAN, load_summary, ratio_text, read_comparison, seed_ratios
-from convlab.report.seeds import seeds_of
+from convlab.report.seedcompare import NEVER_RAN, load_summary, problem_sizes, ratio_text, read_comparison, seed_ratios
 from convlab.status import OK
 
 
 def _title(experiment: str) -> str:
-    """The experiment's heading, with the seeds it reproduces (the seed table's)."""
-    name, seeds = FAMILIES[experiment].label, seeds_of(experiment)
+    """The experiment's heading, with the seeds it reproduces."""
+    name, seeds = FAMILIES[experiment].label, FAMILIES[experiment].seeds
     if not seeds:
         return name
     return f"{name} (seed{'s' if len(seeds) > 1 else ''} {', '.join(seeds)})"
@@ -50,8 +49,7 @@ def fastest(summary: pd.DataFrame, experiment: str, precision: str = STRICT) -> 
     keys, libraries = list(FAMILIES[experiment].problem_columns), list(FAMILIES[experiment].library_kernels)
     rows = summary[(summary["experiment"] == experiment) & (summary["status"] == OK) & summary["kernel_ms"].notna()]
     rows = rows[row_precisions(rows) == precision]
-    if experiment == "gemm":
-        rows = rows.assign(size=rows["gemm_m"].where(rows["gemm_m"].notna(), rows["size"]))
+    rows = rows.assign(size=problem_sizes(rows, experiment))
     rows = rows.assign(_code=code_identity(rows))
     labels = code_labels(rows)  # over the whole experiment: a code reads the same in every problem
     out = []
@@ -167,8 +165,9 @@ def _sentences(table: pd.DataFrame, experiment: str, shared: list[str]) -> list[
                  f"{wins.iloc[0]} of {len(table)} problems"
                  + (f"; also fastest: {', '.join(f'{html.escape(k)} ({n})' for k, n in wins.iloc[1:].items())}."
                     if len(wins) > 1 else "."))
-    largest = table.iloc[-1] if experiment != "conv2d" else table.sort_values(["size", "stride"], ascending=[False, True]
-                                                                              ).iloc[0]
+    order = dict(FAMILIES[experiment].headline_order)
+    largest = (table.sort_values(list(order), ascending=list(order.values())).iloc[0] if order
+               else table.iloc[-1])
     text = (f"At {_problem_text(largest, keys)}, among {precision_name(STRICT)} kernels the fastest is "
             f"<b>{html.escape(largest['fastest'])}</b> "
             f"({html.escape(largest['variant'])}) at {_num(largest['fastest_ms'], 4)} ms")

@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
+from convlab.plan.families import DEFAULT_FAMILY, FAMILIES
 from convlab.report.codelabels import kernel_labels, ran_label, shared_code
 from convlab.status import OK
 
@@ -48,7 +49,7 @@ def load_summary(summary_csv: str | Path) -> pd.DataFrame:
     """The summary with numbers as numbers; older summaries (no experiment/size/batch) still load."""
     frame = pd.read_csv(summary_csv, dtype=str, keep_default_na=False)
     if "experiment" not in frame.columns:
-        frame["experiment"] = "conv2d"
+        frame["experiment"] = DEFAULT_FAMILY
     for column in ("size", "batch", "gemm_m"):
         if column not in frame.columns:
             frame[column] = ""
@@ -118,13 +119,18 @@ def _num(text: str) -> float:
     return float(text) if text not in ("", None) else math.nan
 
 
+def problem_sizes(rows: pd.DataFrame, experiment: str) -> pd.Series:
+    """Each row's problem size as its family names it: the family's size column where filled, else size."""
+    column = FAMILIES[experiment].size_column
+    return rows[column].where(rows[column].notna(), rows["size"])
+
+
 def _problem(rows: pd.DataFrame, experiment: str, seed_row: pd.Series) -> pd.DataFrame:
-    """This run's cells of the seed row's problem (size, stride, filter), whatever their variant."""
-    size = _num(seed_row["size"])
-    if experiment == "gemm":
-        column = rows["gemm_m"].where(rows["gemm_m"].notna(), rows["size"])
-        return rows[column == size]
-    rows = rows[rows["size"] == size]
+    """This run's cells of the seed row's problem (size, and a convolution's stride and filter), whatever
+    their variant."""
+    rows = rows[problem_sizes(rows, experiment) == _num(seed_row["size"])]
+    if not FAMILIES[experiment].convolves:
+        return rows
     stride = _num(seed_row["stride"])
     rows = rows[rows["stride"] == (1.0 if math.isnan(stride) else stride)]
     filter_size = _num(seed_row["filter_size"])
@@ -175,10 +181,9 @@ def _speedup(summary: pd.DataFrame, entry: dict) -> tuple[float, str, str]:
     return value, OK, f"geometric mean over {len(table)} layer x batch cells"
 
 
-def layer_speedups(summary: pd.DataFrame, kernel: str, baseline: str,
-                   experiment: str = "winograd_layers") -> pd.DataFrame:
-    """baseline_ms / kernel_ms per layer (C_in, H, W, C_out) and batch, fastest ok variant of each; empty
-    where the two kernels ran the same code (the ratio would be timing noise)."""
+def layer_speedups(summary: pd.DataFrame, kernel: str, baseline: str, experiment: str) -> pd.DataFrame:
+    """baseline_ms / kernel_ms per layer (C_in, H, W, C_out) and batch of ``experiment``, fastest ok variant of
+    each; empty where the two kernels ran the same code (the ratio would be timing noise)."""
     rows = summary[(summary["experiment"] == experiment) & (summary["status"] == OK) & summary["kernel_ms"].notna()]
     keys = ["C_in", "H", "W", "C_out", "batch"]
     best = rows.groupby(["kernel", *keys])["kernel_ms"].min()

@@ -18,6 +18,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
+from convlab.plan.families import seed_family
 from convlab.report.codelabels import ran_labels
 from convlab.report.plotting import log_y_axis, natural_order, new_figure, palette_colors, save_figure
 from convlab.report.seedcompare import (
@@ -190,7 +191,7 @@ def _tiling_figure(comparison: pd.DataFrame, summary: pd.DataFrame, seed: str, e
     ax.grid(axis="x", visible=False)
     # This run's own tiling sweep, whatever sizes and filters it used.
     ax = axes[0][1]
-    rows = summary[(summary["experiment"] == "tiling") & (summary["status"] == OK)]
+    rows = summary[(summary["experiment"] == seed_family(seed).name) & (summary["status"] == OK)]
     if rows.empty:
         ax.text(0.5, 0.5, NOT_RUN_TEXT.replace(": ", ":\n"), transform=ax.transAxes, ha="center", color="0.35")
         ax.set_axis_off()
@@ -216,7 +217,7 @@ def _layer_speedup_figure(comparison: pd.DataFrame, summary: pd.DataFrame, seed:
     row = part.iloc[0]
     seed_gpu, this_gpu = gpu_names(part)
     kernel, baseline = [k.strip() for k in row["kernel"].split("/")]
-    table = layer_speedups(summary, kernel, baseline)
+    table = layer_speedups(summary, kernel, baseline, seed_family(seed).name)
     figure, axes = new_figure(1, 1, width=max(6.0, 0.55 * len(table) + 3), height=4.2)
     ax = axes[0][0]
     if table.empty:

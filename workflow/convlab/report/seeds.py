@@ -1,9 +1,11 @@
-"""The seed table: every seed the report compares this run with, the experiment that reproduces it, the
-figures it draws and the labels of its report entries. The report rules, the seed figures and the command
-line all read it, so a seed or a figure is added here and nowhere else (its numbers aside:
-config/seeds/seed_tables.csv and method_map.yaml).
+"""The seed table: every seed the report compares this run with, what its table page covers, the figures
+it draws and the labels of its report entries. The report rules, the seed figures and the command line all
+read it, so a seed or a figure is added here (its numbers aside: config/seeds/seed_tables.csv and
+method_map.yaml) and claimed by the family that reproduces it (``seeds`` of convlab.plan.families.base.Family,
+which also files its report entries).
 
-Standard library only: the command line reads it before it has site-packages.
+Standard library only: the command line reads it before it has site-packages (so it names no family: the
+families are read with NumPy).
 """
 
 from __future__ import annotations
@@ -48,17 +50,15 @@ class SeedFigure:
 
 @dataclass(frozen=True)
 class Seed:
-    """A seed: its id, the experiment (report category) that reproduces it, what its table page covers and
-    its figures."""
+    """A seed: its id, what its table page covers and its figures."""
 
     id: str
-    experiment: str
     covers: Covers
     figures: tuple[SeedFigure, ...]
 
 
 SEEDS: dict[str, Seed] = {seed.id: seed for seed in (
-    Seed("000", "conv2d", Covers("direct, im2col_gemm_shared, cudnn", "1, 2, 3", "128-2048"), (
+    Seed("000", Covers("direct, im2col_gemm_shared, cudnn", "1, 2, 3", "128-2048"), (
         SeedFigure("gflops", "GFLOPS by size x stride x method", "Seed 000: GFLOPS by size, stride and method",
                    tables=("stride1", "stride2", "stride3"), panel="table", series="method",
                    caption="""\
@@ -69,7 +69,7 @@ numbers without a known defect, the same reading as the findings page: where eve
 seed number it says "nothing comparable". Red diamonds mark seed numbers with a known defect: every cuDNN number
 includes the algorithm search, and the direct kernel used the same weights for every output channel."""),
     )),
-    Seed("001", "conv2d", Covers("direct, im2col_gemm_*, cudnn_nchw", "1, 2, 3", "256-4096"), (
+    Seed("001", Covers("direct, im2col_gemm_*, cudnn_nchw", "1, 2, 3", "256-4096"), (
         SeedFigure("methods", "tables 1, 2, 5: direct, im2col, cuDNN by size x stride",
                    "Seed 001 tables 1, 2, 5: direct, im2col + GEMM and cuDNN by size and stride",
                    covers=Covers("direct, im2col_gemm_shared, cudnn_nchw", "1, 2, 3", "256-4096"),
@@ -93,7 +93,7 @@ Seed 001's table 4: the three ways of partitioning im2col + GEMM (one thread per
 block of the output) at blocks 16, 32 and 64. The seed's ~0.003 ms for the 64x64 block (4096 threads) is a launch
 that never ran (red diamonds); the box in the panel says what this run recorded for those cells instead."""),
     )),
-    Seed("002", "tiling", Covers("direct, direct_const, tiled_input, tiled_cached", "1", "16384"), (
+    Seed("002", Covers("direct, direct_const, tiled_input, tiled_cached", "1", "16384"), (
         SeedFigure("tiling", "four tiling strategies", "Seed 002: four tiling strategies, 9x9 filter",
                    tables=("test",), drawing=TILING_BARS,
                    caption="""\
@@ -102,7 +102,7 @@ this run's time for the same problem (blue), with the ratio in the title. Where 
 its empty bar slot says "not run" and the title says why. The right panel shows this run's own tiling sweep
 (fastest variant of each kernel, every size and filter it ran); a family not configured says so."""),
     )),
-    Seed("003", "gemm", Covers("sgemm_naive, cublas", "-", "512-8192"), (
+    Seed("003", Covers("sgemm_naive, cublas", "-", "512-8192"), (
         SeedFigure("gemm", "GEMM vs cuBLAS", "Seed 003: GEMM vs cuBLAS",
                    tables=("1-gemm", "2-cublas"), panel="method", series="block", size_label="GEMM edge M = N = K",
                    caption="""\
@@ -113,7 +113,7 @@ numbers to compare. A cell of this run without the block tunable (the cpu twin r
 a colour of its own, never in a seed block's colour; on the cpu backend the panel titles name the twin that ran
 (cuBLAS is numpy's BLAS matmul there)."""),
     )),
-    Seed("004", "winograd_layers", Covers("winograd_batched, conv_naive_batched", "1", "CNN layers"), (
+    Seed("004", Covers("winograd_batched, conv_naive_batched", "1", "CNN layers"), (
         SeedFigure("winograd", "Winograd speed-up per layer", "Seed 004: Winograd speed-up over the naive convolution",
                    tables=("text",), drawing=LAYER_SPEEDUPS,
                    caption="""\
@@ -159,8 +159,3 @@ def report_labels(seed: str, figure: str | None = None) -> dict[str, str]:
         drawn = seed_figure(seed, figure)
         label, covers = drawn.label, drawn.covers or covers
     return {"figure": label, "seed": seed, "kernel": covers.kernel, "stride": covers.stride, "size": covers.size}
-
-
-def seeds_of(experiment: str) -> list[str]:
-    """The seeds an experiment reproduces."""
-    return [seed.id for seed in SEEDS.values() if seed.experiment == experiment]

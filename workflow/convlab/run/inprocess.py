@@ -1,29 +1,25 @@
-"""A cell job measured in its own process (CONVLAB_SERVICE=off): the same steps as a service
-worker, with a cold start. For debugging, and to compare with the service."""
+"""A cell job measured in its own process (CONVLAB_SERVICE=off): the same measure_job as a
+service worker's, after a cold start (the backend's context opened here). For debugging, and to
+compare with the service."""
 
 from __future__ import annotations
 
-import sys
+from collections.abc import Mapping
 
+from convlab.backends import get_backend
 from convlab.measure.phases import PhaseClock
+from convlab.run.celljob import CellJob, JobContext, measure_job, status_line
 
 
-def measure_in_process(spec: str, out: str, image: str | None, bandwidth: str | None, started_at: float,
-                       startup_ms: float) -> int:
+def measure_here(spec: str, out: str, image: str | None, bandwidth: str | None, phases: Mapping[str, float],
+                 started_at: float) -> str:
+    """Measure the cell and write its row; its status line. ``phases``: this process's before it
+    (its start-up and imports), ``started_at``: the epoch second it started."""
     clock = PhaseClock()
-    from convlab.backends import get_backend
-    from convlab.run.celljob import CellJob, run_job, status_line
-
-    clock.lap("imports")
     job = CellJob(spec=spec, out=out, image=image, bandwidth=bandwidth)
-    try:
-        cell = job.cell
-    except (TypeError, ValueError) as error:
-        print(f"error: not a valid cell: {type(error).__name__}: {error}", file=sys.stderr)
-        return 2
+    cell = job.cell
     backend = get_backend(cell.backend)
     backend.open_context()
     clock.lap("context")
-    row = run_job(job, backend, backend.device_key(), {"startup": startup_ms, **clock.laps}, started_at)
-    print(status_line(row, cell.path))
-    return 0
+    row = measure_job(job, backend, JobContext({**phases, **clock.laps}, started_at))
+    return status_line(row, cell.path)

@@ -7,6 +7,8 @@ thin clients of it, in the manner of Bazel's persistent workers.
 - client: the cell job's side (standard library only);
 - server: the socket, peer checks, dispatch and idle exit;
 - workers: starting, timing out and replacing worker processes;
-- worker: the worker process, which keeps the CUDA context, modules, plans and pictures;
+- worker: the worker process, which keeps the CUDA context, modules, plans and pictures, measures
+  cells (convlab.run.celljob.measure_job) and runs the other commands through the command table
+  (convlab.app.commands);
 - control: `python -m convlab serve` (run, --status, --stop).
 """

@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from convlab.app.console import Console
 from convlab.app.service.identity import Identity, RuntimeDirError, ServicePaths, current_identity, runtime_dir
 from convlab.app.service.protocol import ProtocolError, receive_message, send_message
 from convlab.measure.row import failure_row, write_row_atomically
@@ -167,17 +168,17 @@ def _write_own_row(spec_text: str, out: str, reason: str, started_at: float) -> 
 
 
 def measure_through_service(spec: str, out: str, image: str | None, bandwidth: str | None,
-                            started_at: float, startup_ms: float) -> int:
+                            started_at: float, startup_ms: float, console: Console) -> int:
     """The cell job: one status line on stdout and exit 0 once the row is written; one error line
     on stderr and exit 2 when the cell could not be asked for (bad spec, no backend)."""
     try:
         json.loads(spec)
         paths = service_paths()
     except json.JSONDecodeError as error:
-        print(f"error: --spec is not JSON: {error}", file=sys.stderr)
+        console.warn(f"error: --spec is not JSON: {error}")
         return 2
     except RuntimeDirError as error:
-        print(f"error: {error}", file=sys.stderr)
+        console.warn(f"error: {error}")
         return 2
     timeout_s = env_seconds("CONVLAB_CELL_TIMEOUT_S", DEFAULT_CELL_TIMEOUT_S)
     absolute = {name: (os.path.abspath(value) if value else None)
@@ -189,37 +190,36 @@ def measure_through_service(spec: str, out: str, image: str | None, bandwidth: s
         try:
             response = ask(paths, request, timeout_s + ANSWER_GRACE_S)
         except ServiceUnavailable as error:
-            print(f"error: {error}", file=sys.stderr)
+            console.warn(f"error: {error}")
             return 2
         except TimeoutError:
             _kill_unanswering_service(paths)
-            print(_write_own_row(spec, absolute["out"], f"timeout after {timeout_s:g} s (the measurement "
-                                 "service did not answer and was killed)", started_at))
+            console.say(_write_own_row(spec, absolute["out"], f"timeout after {timeout_s:g} s (the measurement "
+                                       "service did not answer and was killed)", started_at))
             return 0
         except (ConnectionError, ProtocolError) as error:
             if attempt == 1:
-                print(f"the measurement service went away during this cell ({error}); sending it to a fresh one",
-                      file=sys.stderr)
+                console.warn(f"the measurement service went away during this cell ({error}); sending it to a fresh one")
                 _await_service_exit(paths)
                 continue
-            print(_write_own_row(spec, absolute["out"], f"the measurement service died during this cell twice "
-                                 f"({error}); log: {paths.log}", started_at))
+            console.say(_write_own_row(spec, absolute["out"], f"the measurement service died during this cell twice "
+                                       f"({error}); log: {paths.log}", started_at))
             return 0
         if not response.get("ok"):
-            print(f"error: {response.get('error')}", file=sys.stderr)
+            console.warn(f"error: {response.get('error')}")
             return 2
-        print(response["line"])
+        console.say(response["line"])
         return 0
     return 2  # not reached: the second attempt returns
 
 
-def run_through_service(argv: list[str], pool: str) -> int:
-    """`python -m convlab <argv>` run by a warm worker of ``pool``: its output printed here, its
-    exit code returned. If the service cannot be reached, one error line and exit 2."""
+def run_through_service(argv: list[str], pool: str, console: Console) -> int:
+    """`python -m convlab <argv>` run by a warm worker of ``pool``, for this directory: its output
+    relayed here, its exit code returned. If the service cannot be reached, one error line and exit 2."""
     try:
         paths = service_paths()
     except RuntimeDirError as error:
-        print(f"error: {error}", file=sys.stderr)
+        console.warn(f"error: {error}")
         return 2
     request = {"op": "run", "argv": argv, "cwd": os.getcwd(), "pool": pool}
     for attempt in (1, 2):
@@ -227,17 +227,16 @@ def run_through_service(argv: list[str], pool: str) -> int:
             response = ask(paths, request, timeout_s=None)
             break
         except ServiceUnavailable as error:
-            print(f"error: {error}", file=sys.stderr)
+            console.warn(f"error: {error}")
             return 2
         except (ConnectionError, ProtocolError) as error:
             if attempt == 2:
-                print(f"error: the measurement service died twice during this command ({error}); "
-                      f"log: {paths.log}", file=sys.stderr)
+                console.warn(f"error: the measurement service died twice during this command ({error}); "
+                             f"log: {paths.log}")
                 return 2
             _await_service_exit(paths)
     if not response.get("ok"):
-        print(f"error: {response.get('error')}", file=sys.stderr)
+        console.warn(f"error: {response.get('error')}")
         return 2
-    sys.stdout.write(response.get("stdout", ""))
-    sys.stderr.write(response.get("stderr", ""))
+    console.relay(response.get("stdout", ""), response.get("stderr", ""))
     return int(response.get("exit_code", 1))

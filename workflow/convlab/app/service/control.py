@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import fcntl
 import json
-import sys
 import time
 from contextlib import nullcontext
 
+from convlab.app.console import Console
 from convlab.app.service.client import ask, process_alive, service_paths
 from convlab.app.service.identity import RuntimeDirError, ServicePaths, current_identity, runtime_dir
 from convlab.app.service.protocol import ProtocolError
@@ -16,7 +16,8 @@ from convlab.app.service.server import serve
 
 STOP_WAIT_S = 60.0  # cells in flight finish first
 
-def run(idle_timeout_s: float, spawned: str | None = None) -> int:
+
+def run(console: Console, idle_timeout_s: float, spawned: str | None = None) -> int:
     """Serve until idle or stopped. A cell job that starts the service already holds the start
     lock and names the socket (``spawned``); by hand the lock is taken here, so that a cell job
     cannot start a second service meanwhile."""
@@ -24,15 +25,15 @@ def run(idle_timeout_s: float, spawned: str | None = None) -> int:
     try:
         paths = ServicePaths.for_key(runtime_dir(), spawned) if spawned else service_paths(identity)
     except RuntimeDirError as error:
-        print(f"error: {error}", file=sys.stderr)
+        console.warn(f"error: {error}")
         return 2
     with nullcontext() if spawned else open(paths.start_lock, "a") as lock:
         if lock is not None:
             fcntl.flock(lock, fcntl.LOCK_EX)
         try:
             running = ask(paths, {"op": "ping"}, timeout_s=10, start=False)
-            print(f"error: a measurement service for this checkout is already running (pid {running.get('pid')}); "
-                  "stop it with: python -m convlab serve --stop", file=sys.stderr)
+            console.warn(f"error: a measurement service for this checkout is already running (pid {running.get('pid')}); "
+                         "stop it with: python -m convlab serve --stop")
             return 1
         except (ConnectionError, OSError, ProtocolError):
             pass
@@ -40,33 +41,33 @@ def run(idle_timeout_s: float, spawned: str | None = None) -> int:
     return service
 
 
-def status() -> int:
+def status(console: Console) -> int:
     try:
         answer = ask(service_paths(), {"op": "ping"}, timeout_s=10, start=False)
     except (ConnectionError, OSError, ProtocolError, RuntimeDirError) as error:
-        print(f"no measurement service is running for this checkout and environment ({error})")
+        console.say(f"no measurement service is running for this checkout and environment ({error})")
         return 1
-    print(json.dumps(answer, indent=2))
+    console.say(json.dumps(answer, indent=2))
     return 0
 
 
-def stop(quiet: bool = False) -> int:
+def stop(console: Console, quiet: bool = False) -> int:
     """Ask the running service to stop; quietly (the end of a run) says nothing when none runs."""
     try:
         answer = ask(service_paths(), {"op": "stop"}, timeout_s=10, start=False)
     except RuntimeDirError as error:
         if not quiet:
-            print(f"error: {error}")
+            console.say(f"error: {error}")
         return 0 if quiet else 1
     except (ConnectionError, OSError, ProtocolError):
         if not quiet:
-            print("no measurement service is running for this checkout and environment")
+            console.say("no measurement service is running for this checkout and environment")
         return 0
     pid = int(answer.get("pid", 0))
     deadline = time.monotonic() + STOP_WAIT_S
     while pid and process_alive(pid) and time.monotonic() < deadline:
         time.sleep(0.05)
     state = "still finishing its cells" if pid and process_alive(pid) else "stopped"
-    print(f"measurement service {pid} {state}")
+    console.say(f"measurement service {pid} {state}")
     return 0
 

@@ -15,6 +15,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from convlab.codeversion import fingerprint
 from convlab.measure.hostinfo import host_gpus, host_name
 
 PACKAGE_DIR = Path(__file__).resolve().parents[2]  # workflow/convlab
@@ -32,8 +33,6 @@ class RuntimeDirError(RuntimeError):
 def code_fingerprint(package_dir: Path = PACKAGE_DIR) -> str:
     """A hash of all the package's Python sources (convlab.codeversion's hash, over every role):
     an edit anywhere makes a new service."""
-    from convlab.codeversion import fingerprint
-
     return fingerprint(list(package_dir.rglob("*.py")), root=package_dir)
 
 

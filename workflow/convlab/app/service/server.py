@@ -8,8 +8,11 @@ timeout or when asked to stop. Standard library only, apart from the row writer.
 
 from __future__ import annotations
 
+import datetime as dt
+import fcntl
 import json
 import os
+import signal
 import socket
 import struct
 import sys
@@ -74,8 +77,6 @@ def client_connected(connection: socket.socket) -> bool:
 
 
 def now_utc() -> str:
-    import datetime as dt
-
     return dt.datetime.now(dt.UTC).isoformat(timespec="microseconds")
 
 
@@ -256,6 +257,7 @@ class MeasurementService:
     def _failure_row(self, request: dict[str, Any], spec: dict[str, Any], job: dict[str, Any], worker,
                      reason: str, handed: float, started_at: str) -> dict[str, Any]:
         """The row of a cell whose worker died or hung: written here, since the worker cannot."""
+        # only here: a cell's path needs the families (NumPy), and `serve --stop` runs without site-packages
         from convlab.plan.cell import Cell
 
         client = request["client"]
@@ -274,9 +276,6 @@ class MeasurementService:
 def serve(paths: ServicePaths, identity: Identity, idle_timeout_s: float, release: IO | None = None) -> int:
     """Bind, then serve until idle or stopped. ``release``: the start lock held while binding,
     let go once the socket answers."""
-    import fcntl
-    import signal
-
     service = MeasurementService(paths, identity, idle_timeout_s)
     service.bind()
     if release is not None:

@@ -3,7 +3,12 @@ and tools workers, which run the pipeline's other commands (data, reports) warm.
 
 It keeps what a one-shot cell job rebuilt every time: the CUDA context, compiled modules, the
 cuDNN handle and plans, CuPy's float64 reference kernels and decoded pictures. It measures one
-cell at a time, writes the row, and frees the memory pools before the next cell.
+cell at a time (convlab.run.celljob.measure_job, as a job measuring in its own process does),
+writes the row, and frees the memory pools before the next cell.
+
+Any other command (``run`` jobs) it parses with the command table and calls its handler with a
+console that collects what it says: the reply carries its exit code and output. It never changes
+its directory: the command's path arguments are taken relative to the job's (in_directory).
 
 Talks to the service over its standard input (one JSON job per line) and a private copy of its
 standard output (one JSON reply per line); anything a library prints goes to the service log.
@@ -20,6 +25,16 @@ import threading
 import time
 import traceback
 from typing import Any, TextIO
+
+from convlab.app.command import call, in_directory
+from convlab.app.commands import parse
+from convlab.app.console import Console
+from convlab.backends import get_backend
+from convlab.backends.base import Backend
+from convlab.codeversion import measurement_version
+from convlab.plan import pictures
+from convlab.run.celljob import CellJob, JobContext, measure_job, status_line
+from convlab.status import ERROR, UserError
 
 PARENT_POLL_S = 0.2
 PICTURES_KEPT = 8
@@ -38,6 +53,7 @@ def _reply(channel: TextIO, message: dict[str, Any]) -> None:
 
 
 def _visible_devices() -> list[dict[str, Any]]:
+    # a cuda worker's only: CuPy, and the cuda backend that imports it, are not installed everywhere
     import cupy
 
     from convlab.backends.cuda import gpu_uuid
@@ -48,12 +64,6 @@ def _visible_devices() -> list[dict[str, Any]]:
         name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
         devices.append({"index": index, "uuid": gpu_uuid(props), "name": name})
     return devices
-
-
-def _user_errors() -> tuple[type[BaseException], ...]:
-    from convlab.status import UserError
-
-    return (UserError,)
 
 
 def _job_phases(job: dict[str, Any], taken_at: float) -> dict[str, float]:
@@ -67,63 +77,30 @@ def _job_phases(job: dict[str, Any], taken_at: float) -> dict[str, float]:
 
 
 def run_command(argv: list[str], cwd: str) -> dict[str, Any]:
-    """`python -m convlab <argv>` in this process, from the client's directory: its exit code
-    and what it printed, tracebacks included, as a fresh process would have shown them."""
-    import contextlib
-    import io
-
-    from convlab.app.cli import main as cli_main
-
-    out, err = io.StringIO(), io.StringIO()
-    here = os.getcwd()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            os.chdir(cwd)
-            code = cli_main(argv, forward=False)
-        except SystemExit as leaving:
-            code = leaving.code if isinstance(leaving.code, int) else (0 if leaving.code is None else 1)
-            if not isinstance(leaving.code, (int, type(None))):
-                print(leaving.code, file=sys.stderr)
-        except BaseException:  # a bug in a command: its traceback, as a fresh process prints it
-            traceback.print_exc()
-            code = 1
-        finally:
-            os.chdir(here)
-    _reset_plotting()
-    return {"ok": True, "exit_code": int(code or 0), "stdout": out.getvalue(), "stderr": err.getvalue()}
-
-
-_PRISTINE_RC: dict[str, Any] = {}
-
-
-def _reset_plotting() -> None:
-    """Each report command starts from the same matplotlib state, as it would in a fresh process."""
-    if "matplotlib" not in sys.modules:
-        return
-    import matplotlib
-    import matplotlib.pyplot as plt
-
-    plt.close("all")
-    if _PRISTINE_RC:
-        import warnings
-
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # deprecated keys are copied back as they were
-            matplotlib.rcParams.update(_PRISTINE_RC)
+    """`python -m convlab <argv>` for a job in ``cwd``, in this process: its exit code and what it
+    said, tracebacks included, as a fresh process would have shown them."""
+    console = Console.collecting()
+    try:
+        command, args = parse(argv)
+    except SystemExit as leaving:  # the job parsed this very line already: not expected
+        code = leaving.code if isinstance(leaving.code, int) else 2
+        console.warn(f"error: python -m convlab {' '.join(argv)}: not a command line this worker reads "
+                     "(argparse's message is in the service log)")
+    else:
+        code = call(command, in_directory(command, args, cwd), console)
+    out, err = console.said()
+    return {"ok": True, "exit_code": int(code or 0), "stdout": out, "stderr": err}
 
 
 def _open_tools() -> None:
-    """The tools worker renders figures: Agg, and a copy of the untouched settings to return to."""
-    import matplotlib
+    """The tools worker renders figures, on Agg: the report draws on bare figures in scoped styles,
+    so no command leaves plotting state behind for the next."""
+    import matplotlib  # a tools worker's only: a device's worker draws nothing
 
     matplotlib.use("Agg")
-    _PRISTINE_RC.update(matplotlib.rcParams.copy())
 
 
-def _open_backend(backend_name: str, gpu_index: int):
-    from convlab.backends import get_backend
-    from convlab.plan import pictures
-
+def _open_backend(backend_name: str, gpu_index: int) -> Backend:
     backend = get_backend(backend_name)
     backend.open_context()
     if backend_name == "cuda":
@@ -132,11 +109,8 @@ def _open_backend(backend_name: str, gpu_index: int):
     return backend
 
 
-def measure_one(job: dict[str, Any], backend, user_errors: tuple[type[BaseException], ...]) -> dict[str, Any]:
+def measure_one(job: dict[str, Any], backend: Backend) -> dict[str, Any]:
     """One cell: its row written to the job's pending path, and the reply for the service."""
-    from convlab.run.celljob import CellJob, run_job, status_line
-    from convlab.status import ERROR
-
     taken_at = time.time()
     request = job["request"]
     cell_job = CellJob(spec=request["spec"], out=request["out"], image=request.get("image"),
@@ -149,19 +123,18 @@ def measure_one(job: dict[str, Any], backend, user_errors: tuple[type[BaseExcept
         if faults[-1] is None:
             backend.release_memory()
 
+    context = JobContext(_job_phases(job, taken_at), started_at=request["client"].get("started_at", taken_at),
+                         service_started=taken_at,
+                         extra={"git_commit": job["git_commit"]} if job.get("git_commit") else {},
+                         write_to=job["pending"], settle=settle)
     try:
-        path = cell_job.cell.path
-        row = run_job(cell_job, backend, backend.device_key(), _job_phases(job, taken_at),
-                      job_started=request["client"].get("started_at", taken_at), service_started=taken_at,
-                      extra={"git_commit": job.get("git_commit")} if job.get("git_commit") else None,
-                      write_to=job["pending"], settle=settle)
-    except user_errors as error:
+        row = measure_job(cell_job, backend, context)
+    except UserError as error:
         return {"ok": False, "error": str(error)}
-    except (TypeError, ValueError, KeyError) as error:
-        return {"ok": False, "error": f"not a valid cell: {type(error).__name__}: {error}"}
     except Exception as error:  # a pipeline bug: the traceback goes to the service log
         traceback.print_exc()
         return {"ok": False, "error": f"internal error in the measurement worker: {type(error).__name__}: {error}"}
+    path = cell_job.cell.path
     fault = faults[0] if faults else None
     if fault is not None:
         print(f"device unusable after {path}: {fault}; this worker leaves", file=sys.stderr)
@@ -170,8 +143,6 @@ def measure_one(job: dict[str, Any], backend, user_errors: tuple[type[BaseExcept
 
 
 def serve_jobs(backend_name: str, gpu_index: int, jobs: TextIO, replies: TextIO) -> int:
-    from convlab.codeversion import measurement_version
-
     if backend_name != "tools":
         measurement_version(backend_name)  # rows name the code this worker loaded, not a later edit
     backend = None
@@ -188,7 +159,6 @@ def serve_jobs(backend_name: str, gpu_index: int, jobs: TextIO, replies: TextIO)
         return 2
     _reply(replies, {"ok": True, "pid": os.getpid(), "device": info["device"], "uuid": info.get("gpu_uuid", ""),
                      "devices": devices})
-    user_errors = _user_errors()
     for line in jobs:
         job = json.loads(line)
         if "run" in job:
@@ -198,7 +168,7 @@ def serve_jobs(backend_name: str, gpu_index: int, jobs: TextIO, replies: TextIO)
         elif backend is None:
             _reply(replies, {"ok": False, "error": "the tools worker measures no cells"})
         else:
-            reply = measure_one(job, backend, user_errors)
+            reply = measure_one(job, backend)
             _reply(replies, reply)
             if reply.get("exit"):
                 return 0

@@ -5,7 +5,9 @@
 - winograd_layers (seed 004): batched multi-channel CNN layers on random data.
 - gemm (seed 003): square SGEMM on random matrices.
 
-A kernel takes part in the families its description lists under ``experiments``.
+A kernel takes part in the families its description lists under ``experiments`` (DEFAULT_FAMILY
+where it lists none). Everything else asks a family (its attributes, base.Family) rather than
+comparing names: no family's name is spelled outside this package, its schemas and the config.
 """
 
 from __future__ import annotations
@@ -25,10 +27,36 @@ if TYPE_CHECKING:
 
 # In this order everywhere: the grid, the summary, the findings and the figures.
 FAMILIES: dict[str, Family] = {family.name: family for family in (Conv2d(), Tiling(), WinogradLayers(), Gemm())}
+# The family of a kernel whose description names none, and of a row of an older summary without
+# an experiment column.
+DEFAULT_FAMILY: str = Conv2d.name
 
 
 def family(name: str) -> Family:
     return FAMILIES[name]
+
+
+def _sole(role: str) -> Family:
+    """The one family whose flag ``role`` is set: the report files that role's outputs under its name."""
+    chosen = [candidate for candidate in FAMILIES.values() if getattr(candidate, role)]
+    if len(chosen) != 1:
+        raise ValueError(f"exactly one family must set {role}, got {[candidate.name for candidate in chosen]}")
+    return chosen[0]
+
+
+# Whose rows the figures against size draw, and whose cells draw the gallery (one family each).
+SIZE_FIGURE_FAMILY: Family = _sole("size_figures")
+GALLERY_FAMILY: Family = _sole("gallery")
+
+
+def seed_family(seed: str) -> Family:
+    """The family that reproduces seed ``seed`` (an id of convlab.report.seeds): the report files the
+    seed's pages under it."""
+    for candidate in FAMILIES.values():
+        if seed in candidate.seeds:
+            return candidate
+    raise KeyError(f"no family reproduces seed {seed}: the families' seeds are "
+                   f"{', '.join(claimed for candidate in FAMILIES.values() for claimed in candidate.seeds)}")
 
 
 def load_operands(cell: Cell, image_path: str | Path | None = None) -> Operands:

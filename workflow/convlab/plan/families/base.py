@@ -2,8 +2,9 @@
 
 A family turns its config section into problems, names a cell's problem as a path fragment,
 builds a cell's operands (which carry the float64 reference) and describes itself to the
-report. The grid (convlab.plan.grid), the registry, Cell, the workflow's wildcards, the findings
-page and the roofline all read these through the one table in convlab.plan.families.
+report. The grid (convlab.plan.grid), the registry, Cell, the workflow's rules and wildcards, the
+findings page, the figures, the seed comparison and the roofline all read these through the one
+table in convlab.plan.families, and ask a family's attributes rather than compare its name.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ class Family(ABC):
     """One experiment family. Subclasses set the class attributes and implement the methods."""
 
     name: str
-    label: str  # how the report names the family (the seed table adds the seeds it re-runs)
+    label: str  # how the report names the family (the findings add the seeds it re-runs)
     marker: str  # its points' marker on the roofline
     problem_columns: tuple[str, ...]  # the summary columns that tell its problems apart
     library_kernels: tuple[str, ...] = ()  # vendor-library kernels the findings rank ours against
@@ -37,6 +38,16 @@ class Family(ABC):
     kernel_layout: dict[str, str] | None = None  # the layouts every kernel of the family must declare
     kernel_layout_note: str = ""  # those layouts in words, for the registry's error
     exclusive: bool = False  # its kernels take part in no other family
+    seeds: tuple[str, ...] = ()  # the seeds it reproduces (convlab.report.seeds): the report files their pages under it
+    # The summary column that holds its problem's size where filled (else `size`): what the seed comparison
+    # matches a seed's size against and the findings name its problems by.
+    size_column: str = "size"
+    convolves: bool = True  # its problems have a stride and a filter, which a seed's number is matched on too
+    # (column, ascending) pairs that put the problem the findings page headlines first; empty: the last
+    # problem in problem_columns order
+    headline_order: tuple[tuple[str, bool], ...] = ()
+    size_figures: bool = False  # the report's figures against size (convlab.report.figurenames) draw its rows
+    gallery: bool = False  # its cells at the gallery size draw the edge-map gallery from the pictures
 
     @abstractmethod
     def problems(self, section: dict, config: dict) -> Iterator[dict]:

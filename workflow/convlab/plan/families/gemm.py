@@ -27,6 +27,9 @@ class Gemm(Family):
     kernel_layout = ROW_MAJOR
     kernel_layout_note = "a, b and output row-major"
     exclusive = True
+    seeds = ("003",)
+    size_column = "gemm_m"  # M (= N = K)
+    convolves = False
 
     def problems(self, section: dict, config: dict) -> Iterator[dict]:
         for size in section["sizes"]:

@@ -20,6 +20,7 @@ class Tiling(PictureFamily):
     label = "tiling strategies"
     marker = "s"
     problem_columns = ("filter_size", "size")
+    seeds = ("002",)
 
     def problems(self, section: dict, config: dict) -> Iterator[dict]:
         check_filters(self.name, section["sizes"], section["filter_sizes"], "same")

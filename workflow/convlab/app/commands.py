@@ -1,0 +1,190 @@
+"""The command table: every ``python -m convlab`` command, its arguments, its handler and where it
+runs. The command line (convlab.app.cli) and the service's workers (convlab.app.service.worker)
+both parse with it. A new command is one entry here, its handler (convlab.app.handlers) and, if a
+rule runs it, its rule.
+
+Where a command runs (convlab.app.command): JOB in the process that was started; CELL measured by
+a device's worker, the job its thin client; DEVICE on the worker of the backend it names; TOOLS on
+a tools worker. With CONVLAB_SERVICE=off every command runs in its own process. Arguments marked
+``path=True`` are files or folders, taken relative to the job's directory wherever the command runs.
+
+Standard library only: every job reads this table before it knows whether it needs site-packages.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from convlab import DEFAULT_CONFIG
+from convlab.app.command import CELL, DEVICE, TOOLS, Command, arg, file_arg, file_args, parser_of
+from convlab.report.figurenames import NAMES as FIGURE_NAMES
+from convlab.report.seeds import SEEDS, figure_names
+
+DESCRIPTION = """Command line: the entry points Snakemake calls, and running one cell by hand.
+
+  python -m convlab run --kernel direct --size 1024 --stride 2 --block 16
+"""
+
+HANDLERS = "convlab.app.handlers"
+
+
+def backend_option(args: argparse.Namespace) -> str:
+    """The pool of a device-wide measurement: the backend it names."""
+    return args.backend
+
+
+def spec_backend(args: argparse.Namespace) -> str:
+    """The pool of a command given one cell: the cell's backend."""
+    return json.loads(args.spec).get("backend", "cpu")
+
+
+SIDE = ("a summary CSV, a folder holding summary.csv, or a state of the results database: a run id, a commit, "
+        "@latest or @previous")
+
+# In the order `python -m convlab --help` lists them.
+TABLE: tuple[Command, ...] = (
+    Command("run", "run cells by hand and print their rows", f"{HANDLERS}.cells:run", (
+        arg("--kernel", required=True),
+        arg("--size", type=int, required=True),
+        arg("--stride", type=int, default=1),
+        arg("--filter-size", type=int),
+        arg("--block", type=int, help="2-D block edge for kernels that take one (e.g. 64 to see a refused launch)"),
+        arg("--plan", choices=["heuristic", "best"], help="cuDNN plan choice"),
+        arg("--backend", choices=["auto", "cuda", "cpu"]),
+        arg("--config", path=True, default=str(DEFAULT_CONFIG)),
+        arg("--image", path=True, help="default: data/input_<size>.png"),
+        arg("--out", path=True, help="write the row(s) as CSV here"),
+    )),
+    Command("cell", "run one cell of the grid (called by Snakemake)", f"{HANDLERS}.service:cell", (
+        arg("--spec", required=True, help="the cell as JSON"),
+        arg("--image", path=True, help="the picture the cell reads (families on random data have none)"),
+        arg("--bandwidth", path=True),
+        file_arg("--out"),
+    ), runs=CELL),
+    Command("serve", "the measurement service (cell jobs start it themselves)", f"{HANDLERS}.service:serve", (
+        arg("--idle-timeout", type=float, default=60.0, help="seconds without a cell before it exits"),
+        arg("--status", action="store_true", help="print the running service's identity and workers"),
+        arg("--stop", action="store_true", help="ask the running service to finish its cells and exit"),
+        arg("--quiet", action="store_true", help="with --stop: say nothing when no service runs"),
+        # started by a cell job, which holds the start lock and names the socket
+        arg("--spawned", metavar="KEY", help=argparse.SUPPRESS),
+    ), standard_library=True),
+    Command("bandwidth", "measure device-to-device copy bandwidth", f"{HANDLERS}.device:bandwidth", (
+        arg("--backend", required=True, choices=["cuda", "cpu"]),
+        file_arg("--out"),
+    ), runs=DEVICE, pool=backend_option),
+    Command("ceiling", "measure the FP32 compute ceiling (library SGEMM, no TF32)", f"{HANDLERS}.device:ceiling", (
+        arg("--backend", required=True, choices=["cuda", "cpu"]),
+        file_arg("--out"),
+    ), runs=DEVICE, pool=backend_option),
+    Command("bench", "floor benchmark: ours vs cuDNN vs naive vs a copy, printed ratios", f"{HANDLERS}.device:bench", (
+        arg("--sizes", type=int, nargs="*", default=[128, 256, 512, 1024, 2048, 4096],
+            help="image sizes of the floor benchmark (none: skip it)"),
+        arg("--strides", type=int, nargs="+", default=[1, 2, 3]),
+        arg("--gemm-sizes", type=int, nargs="*", default=[4096, 8192], help="SGEMM sizes timed against cuBLAS (none: skip)"),
+        arg("--data", path=True, default="data", help="folder with input_<size>.png"),
+        arg("--out", path=True, default="results/benchmark/floor_cuda.csv", help="CSV; a .txt table beside it"),
+        arg("--gemm-out", path=True, default="results/benchmark/sgemm_cuda.csv", help="the SGEMM rows' CSV"),
+    )),
+    Command("shared-memory", "count the cuda grid's cells that need more than 48 KiB of shared memory per block "
+            "(no GPU needed)", f"{HANDLERS}.cells:shared_memory", (
+        arg("--config", path=True, default=str(DEFAULT_CONFIG)),
+    )),
+    Command("source", "make the square source image", f"{HANDLERS}.data:source", (
+        arg("--size", type=int, required=True),
+        arg("--user-image", path=True),
+        file_arg("--out"),
+    ), runs=TOOLS),
+    Command("downscale", "scale the source to one size", f"{HANDLERS}.data:downscale", (
+        file_arg("--source"),
+        arg("--size", type=int, required=True),
+        file_arg("--out"),
+    ), runs=TOOLS),
+    Command("aggregate", "collect cell rows into the summary CSV", f"{HANDLERS}.report:aggregate", (
+        file_arg("--out"),
+        arg("cells", path=True, nargs="*"),
+    ), runs=TOOLS),
+    Command("figures", "render the report figures from the summary", f"{HANDLERS}.report:figures", (
+        *file_args("--summary", "--outdir"),
+        arg("--figure", choices=FIGURE_NAMES,
+            help="render this one only, as <name>.png (status_table: the page of failed cells, status_table.html); "
+                 "default: all of them (the report runs one job per figure)"),
+    ), runs=TOOLS),
+    Command("gallery", "save one kernel's edge map as an image", f"{HANDLERS}.device:gallery", (
+        arg("--spec", required=True),
+        *file_args("--image", "--out"),
+    ), runs=DEVICE, pool=spec_backend),
+    Command("seed-compare", "join the seeds' numbers with this run's (report stage)",
+            f"{HANDLERS}.report:seed_compare", (
+        file_arg("--seeds", help="config/seeds/seed_tables.csv"),
+        file_arg("--map", help="config/seeds/method_map.yaml"),
+        *file_args("--summary", "--out"),
+    ), runs=TOOLS),
+    Command("seed-figure", "one figure of a seed (report stage)", f"{HANDLERS}.report:seed_figure", (
+        arg("--seed", required=True, choices=list(SEEDS)),
+        arg("--figure", required=True, choices=figure_names(), help="one of the seed's figures (convlab/report/seeds.py)"),
+        *file_args("--comparison", "--summary", "--out"),
+    ), runs=TOOLS),
+    Command("seed-table", "one seed's table page (report stage)", f"{HANDLERS}.report:seed_table", (
+        arg("--seed", required=True, choices=list(SEEDS)),
+        *file_args("--comparison", "--out"),
+    ), runs=TOOLS),
+    Command("roofline", "roofline of every ok cell (report stage)", f"{HANDLERS}.report:roofline", (
+        *file_args("--summary", "--bandwidth", "--ceiling", "--out"),
+    ), runs=TOOLS),
+    Command("findings", "findings page computed from the data (report stage)", f"{HANDLERS}.report:findings", (
+        *file_args("--summary", "--comparison", "--bandwidth", "--ceiling", "--out"),
+    ), runs=TOOLS),
+    Command("gpus", "the page comparing every device under results/ (report stage)", f"{HANDLERS}.report:gpus", (
+        arg("--results", path=True, default="results", help="the folder holding one folder per device"),
+        file_arg("--out"),
+    ), runs=TOOLS),
+    Command("compare", "compare two result sets cell by cell (B/A and a verdict)", f"{HANDLERS}.history:compare", (
+        # a side is a path or a name in the database: resolved by the handler, which runs here
+        arg("a", metavar="A", help=SIDE),
+        arg("b", metavar="B", help="the same, for the set compared with A"),
+        arg("--out", path=True, help="the per-cell CSV (default: compare_<A>_vs_<B>.csv beside A's summary)"),
+        arg("--html", path=True, help="the report page (default: the CSV's path with .html)"),
+        arg("--threshold", type=float, default=None,
+            help="the relative change below which a cell is SAME whatever its spread (a fraction; default 0.08)"),
+        arg("--fail-on", choices=["slower"], help="exit 1 when any cell is SLOWER"),
+        arg("--results", path=True, default="results", help="the folder of device folders (default: results)"),
+        arg("--device", help="the device label whose database a run, commit or @name reads "
+                             "(default: the only one with a database)"),
+    ), description="Exit status: 0 when compared (whatever the verdicts), 1 with --fail-on slower when a cell is "
+                   "SLOWER, 2 for input that cannot be compared (one error: line)."),
+    Command("record", "add the run's new rows to the results database (report stage)", f"{HANDLERS}.history:record", (
+        file_arg("--results", help="results/<device>"),
+        arg("--backend", required=True, choices=["cuda", "cpu"]),
+        arg("--device", required=True),
+        arg("--config", required=True, help="the run's validated config as JSON"),
+        file_arg("--out", help="the verdict lines (verdicts/latest.txt)"),
+    ), runs=TOOLS),
+    Command("history", "a device's runs, or a kernel's or cell's measurements over time",
+            f"{HANDLERS}.history:history", (
+        arg("--kernel", help="one kernel's measurements"),
+        arg("--cell", help="the measurements of cells whose path contains this text"),
+        arg("--limit", type=int, default=50, help="the most recent measurements shown (default 50)"),
+        arg("--results", path=True, default="results"),
+        arg("--device", help="default: the only device with a results database"),
+    )),
+    Command("history-page", "the report's history figure and page (report stage)", f"{HANDLERS}.history:history_page", (
+        file_arg("--results", help="results/<device>"),
+        file_arg("--verdicts", help="verdicts/latest.csv"),
+        *file_args("--figure", "--out"),
+    ), runs=TOOLS),
+)
+
+COMMANDS: dict[str, Command] = {command.name: command for command in TABLE}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The whole command line, one subcommand per entry of the table."""
+    return parser_of(TABLE, DESCRIPTION)
+
+
+def parse(argv: list[str]) -> tuple[Command, argparse.Namespace]:
+    """The command ``argv`` names and its arguments (argparse's usage error and exit 2 otherwise)."""
+    args = build_parser().parse_args(argv)
+    return COMMANDS[args.command], args

@@ -1,0 +1,53 @@
+"""The results database: `record` adds a run's new rows and writes its verdicts, `history` lists a
+device's runs or a kernel's or cell's measurements, `compare` sets two result sets side by side,
+and `history-page` draws the report's history figure and page."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from convlab.app.console import Console
+from convlab.atomicfile import write_text_atomically
+from convlab.history.compare import compare_result_sets
+from convlab.history.listing import history_lines
+from convlab.history.record import record as record_rows
+from convlab.history.sides import device_folder, load_side
+from convlab.plan.grid import build_cells
+from convlab.report.history import write_history_page
+
+
+def compare(args: argparse.Namespace, console: Console) -> int:
+    """Two result sets cell by cell. A report: exit 0 whatever the verdicts, unless --fail-on
+    slower, which exits 1 when any cell is SLOWER (a CI gate)."""
+    a = load_side(args.a, args.results, args.device)
+    b = load_side(args.b, args.results, args.device)
+    comparison = compare_result_sets(a, b, args.out, args.html, args.threshold)
+    console.say(comparison.text)
+    if args.fail_on == "slower" and comparison.slower:
+        console.warn(f"error: {comparison.slower} cells are SLOWER (--fail-on slower)")
+        return 1
+    return 0
+
+
+def record(args: argparse.Namespace, console: Console) -> int:
+    """Add the run's new rows to the device's results database and write its verdicts."""
+    cells = build_cells(json.loads(args.config), args.backend, args.device)
+    recorded = record_rows(args.results, cells, args.device)
+    for warning in recorded.warnings:
+        console.warn(f"warning: {warning}")
+    write_text_atomically(args.out, "\n".join(recorded.lines) + "\n")
+    console.say(f"run {recorded.run_id}: {len(recorded.verdicts)} new rows, {recorded.added} added to the database")
+    console.say("\n".join(recorded.lines))
+    return 0
+
+
+def history(args: argparse.Namespace, console: Console) -> int:
+    """A device's runs, or a kernel's or cell's measurements over time."""
+    console.say("\n".join(history_lines(device_folder(args.results, args.device), args.kernel, args.cell, args.limit)))
+    return 0
+
+
+def history_page(args: argparse.Namespace, console: Console) -> int:
+    console.say(write_history_page(args.results, args.verdicts, args.figure, args.out))
+    return 0

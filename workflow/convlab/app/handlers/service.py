@@ -1,0 +1,40 @@
+"""`cell` measured in the job's own process (CONVLAB_SERVICE=off; with the service on the job is its
+thin client: convlab.app.forward), and `serve`, the measurement service itself.
+
+Standard library only at import: `serve` runs under ``python -S``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import time
+
+from convlab.app.console import Console
+from convlab.app.service import control
+from convlab.measure.phases import PhaseClock, process_age_s
+
+# Measuring here needs NumPy, the backends and the kernels' code, which the thin client never
+# imports: they are imported when this path is taken, and their time is the row's `imports` phase.
+IN_PROCESS = "convlab.run.inprocess"
+
+
+def cell(args: argparse.Namespace, console: Console) -> int:
+    """One cell measured in this process, with a cold start: its status line once its row is written."""
+    startup_ms = (process_age_s() or 0.0) * 1e3
+    started_at = time.time() - startup_ms / 1e3
+    clock = PhaseClock()
+    in_process = importlib.import_module(IN_PROCESS)
+    clock.lap("imports")
+    console.say(in_process.measure_here(args.spec, args.out, args.image, args.bandwidth,
+                                        {"startup": startup_ms, **clock.laps}, started_at))
+    return 0
+
+
+def serve(args: argparse.Namespace, console: Console) -> int:
+    """The measurement service in the foreground (cell jobs start it by themselves), or --status / --stop."""
+    if args.stop:
+        return control.stop(console, quiet=args.quiet)
+    if args.status:
+        return control.status(console)
+    return control.run(console, args.idle_timeout, spawned=args.spawned)
