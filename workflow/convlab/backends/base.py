@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from convlab.measure.telemetry import NullObserver
 from convlab.measure.timing import GraphRefused, Sampler
 from convlab.plan.operands import KernelBuffers
 
@@ -97,8 +98,6 @@ class Backend(ABC):
     def telemetry(self):
         """An observer of the device while a cell's repeats are timed (convlab.measure.telemetry):
         a context manager whose columns() gives the row's clock, power and energy columns."""
-        from convlab.measure.telemetry import NullObserver
-
         return NullObserver(f"no GPU telemetry on the {self.name} backend")
 
     def guard(self, stage: str):

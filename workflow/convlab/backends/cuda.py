@@ -18,6 +18,7 @@ from convlab.backends.base import Backend, KernelBuffers, PreparedKernel
 from convlab.backends.cudagraph import record_graph
 from convlab.backends.libraries import library_kernels
 from convlab.backends.sharedmem import shared_limit
+from convlab.measure.telemetry import GpuTelemetry
 from convlab.measure.timing import Sampler
 from convlab.plan.launch import dims, evaluate, problem_names, stage_shared_bytes
 from convlab.plan.registry import KernelSpec
@@ -139,8 +140,6 @@ class CudaBackend(Backend):
         return {**self._device_info, "gpu_index": self.gpu_index}
 
     def telemetry(self):
-        from convlab.measure.telemetry import GpuTelemetry
-
         if self._telemetry is None:
             self._telemetry = GpuTelemetry(gpu_uuid(self.properties))
         return self._telemetry.observer()

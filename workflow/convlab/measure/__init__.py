@@ -1,1 +1,2 @@
-"""Measurement, separate from kernels: problem data, timing, verification, metrics, provenance."""
+"""Measurement, separate from kernels: timing, the observers of a cell's steps, telemetry, provenance
+and the row they make."""

@@ -8,6 +8,7 @@ import subprocess
 from functools import lru_cache
 
 from convlab import REPO_ROOT, __version__
+from convlab.codeversion import measurement_version
 from convlab.measure.hostinfo import host_name
 
 
@@ -36,7 +37,5 @@ def now_utc() -> str:
 
 def host_provenance(backend: str) -> dict[str, str]:
     """The host, the checkout's commit, and the hash of the code that measures on ``backend``."""
-    from convlab.codeversion import measurement_version
-
     return {"host": host_name(), "git_commit": git_commit(), "convlab_version": __version__,
             "code_version": measurement_version(backend)}

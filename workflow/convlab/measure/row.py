@@ -21,6 +21,8 @@ from numbers import Integral, Real
 from pathlib import Path
 from typing import Any
 
+from convlab.atomicfile import write_text_atomically
+from convlab.codeversion import measurement_version
 from convlab.measure.phases import format_phases
 
 TEXT: tuple[type, ...] = (str,)
@@ -148,8 +150,6 @@ def failure_row(spec: dict[str, Any], status: str, reason: str, **extra: Any) ->
     """The row of a cell whose measurement never produced one (its worker died or hung, or the
     service went away): what was asked, the status and why, and the ``extra`` columns the service
     knows. Built from the cell's spec alone, so that a process without NumPy can write it."""
-    from convlab.codeversion import measurement_version
-
     tunables = spec.get("tunables") or {}
     backend = spec.get("backend") or "cpu"
     return build_row([{
@@ -230,6 +230,4 @@ def read_row_file(path: str | Path) -> list[str]:
 def write_row_atomically(values: dict[str, Any], path: str | Path) -> None:
     """Write the row beside ``path`` and rename it over ``path``, so that no reader ever sees
     half a row."""
-    from convlab.atomicfile import write_text_atomically
-
     write_text_atomically(path, format_row(values))
