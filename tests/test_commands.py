@@ -41,7 +41,7 @@ def test_the_parser_is_the_table():
 
 def test_where_each_command_runs():
     by_place = {place: sorted(c.name for c in TABLE if c.runs == place) for place in (JOB, CELL, DEVICE, TOOLS)}
-    assert by_place[JOB] == ["bench", "compare", "history", "run", "serve", "shared-memory"]
+    assert by_place[JOB] == ["bench", "bench-pipeline", "compare", "history", "run", "serve", "shared-memory"]
     assert by_place[CELL] == ["cell"]
     assert by_place[DEVICE] == ["bandwidth", "ceiling", "gallery"]
     assert by_place[TOOLS] == ["aggregate", "downscale", "figures", "findings", "gpus", "history-page", "record",

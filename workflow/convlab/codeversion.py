@@ -34,10 +34,11 @@ ROLES: dict[str, tuple[str, ...]] = {
     "gallery": ("report/gallery.py",),
     # the benchmark's own measurements (the copy kernels, the targets) around the cells' code
     "benchmark": ("bench/",),
-    # runs or serves the code above without changing what it computes
+    # runs or serves the code above without changing what it computes; the pipeline benchmark
+    # times whole Snakemake runs and measures nothing of the benchmark rule's
     "harness": ("__init__.py", "__main__.py", "atomicfile.py", "app/", "app/handlers/", "app/service/",
                 "plan/config.py", "plan/devicelabel.py", "run/inprocess.py", "backends/choice.py",
-                "backends/devicelock.py"),
+                "backends/devicelock.py", "bench/pipeline.py", "bench/pipelinefigures.py"),
 }
 # Roles that share a module on purpose: the row's format and this hash belong to both.
 SHARED = {"measure/row.py", "codeversion.py"}

@@ -87,6 +87,15 @@ TABLE: tuple[Command, ...] = (
         arg("--out", path=True, default="results/benchmark/floor_cuda.csv", help="CSV; a .txt table beside it"),
         arg("--gemm-out", path=True, default="results/benchmark/sgemm_cuda.csv", help="the SGEMM rows' CSV"),
     )),
+    Command("bench-pipeline", "pipeline benchmark: a full Snakemake run of a checkout's copy against a bare "
+            "Snakemake of as many jobs", f"{HANDLERS}.pipeline:bench_pipeline", (
+        arg("--configfile", default="config/config.yaml", help="relative to the checkout (default: %(default)s)"),
+        arg("--cores", type=int, default=1),
+        arg("--checkout", path=True, help="the checkout to benchmark (default: this one)"),
+        arg("--keep", path=True, help="keep the scratch folder here (default: a temporary one, removed)"),
+        arg("--out", path=True, help="write the figures as JSON too"),
+        arg("extra", nargs=argparse.REMAINDER, help="after --: options for both Snakemake runs"),
+    )),
     Command("shared-memory", "count the cuda grid's cells that need more than 48 KiB of shared memory per block "
             "(no GPU needed)", f"{HANDLERS}.cells:shared_memory", (
         arg("--config", path=True, default=str(DEFAULT_CONFIG)),

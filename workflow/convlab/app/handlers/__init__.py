@@ -11,5 +11,6 @@ taken them relative to the job's directory: convlab.app.command.in_directory).
   gallery's edge maps;
 - data: the source picture and its downscaled copies;
 - report: the summary, the figures and the report pages;
-- history: the results database (record, history, compare) and its page.
+- history: the results database (record, history, compare) and its page;
+- pipeline: the pipeline benchmark, a full Snakemake run against a bare one (`bench-pipeline`).
 """
