@@ -109,6 +109,7 @@ GPU_JOB = 1 if BACKEND == "cuda" else 0
 
 onstart:
     preflight()
+    lift_local_rate_limit()
 
 
 # On a cluster these run on the submitting host: they are quick and need no GPU.
@@ -242,6 +243,15 @@ def preflight():
         problem = unplaceable(placed, *offers)
         if problem:
             sys.exit(f"error: {problem}")
+
+
+def lift_local_rate_limit():
+    """A local run has no job-rate limit. Snakemake's limiter (default 100 jobs/s) ends each
+    scheduling round by arming a timer that starts another round a second later, which arms
+    another: every finished job adds a timer chain for as long as jobs wait, and each round
+    re-evaluates every waiting job. A cluster run keeps it: it paces submissions."""
+    if workflow.executor_plugin.name == "local":
+        workflow.scheduler.job_rate_limiter = None
 
 
 def placement_resources():
