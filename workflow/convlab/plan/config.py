@@ -9,6 +9,7 @@ from typing import Any
 import yaml
 
 from convlab import SCHEMA_PATH
+from convlab.plan.yamlfile import safe_load
 from convlab.status import ConfigError  # the status module's: the families raise it and never import this one
 
 
@@ -23,10 +24,10 @@ def load_schema(path: Path = SCHEMA_PATH) -> dict:
     from convlab.plan.families import FAMILIES  # here: a cell job reads its settings and never validates
 
     with open(path) as handle:
-        schema = yaml.safe_load(handle)
+        schema = safe_load(handle)
     for family in FAMILIES:
         with open(family_schema_path(family)) as handle:
-            fragment = yaml.safe_load(handle)
+            fragment = safe_load(handle)
         schema["properties"][family] = fragment["section"]
         if "cpu" in fragment:
             schema["properties"]["cpu"]["properties"][family] = fragment["cpu"]
@@ -58,7 +59,7 @@ def _parse_command_line_values(instance: Any, schema: dict) -> None:
         value = instance.get(key)
         if isinstance(value, str) and not _allows_string(subschema):
             try:
-                instance[key] = yaml.safe_load(value)
+                instance[key] = safe_load(value)
             except yaml.YAMLError:
                 pass  # left as written: validation names the key
         _parse_command_line_values(instance.get(key), subschema)
@@ -95,7 +96,7 @@ def load_config(path: str | Path, overrides: dict | None = None) -> dict:
     if not path.is_file():
         raise ConfigError(f"config file not found: {path}")
     with open(path) as handle:
-        raw = yaml.safe_load(handle) or {}
+        raw = safe_load(handle) or {}
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: the top level must be a mapping of keys to values")
     raw.update(overrides or {})

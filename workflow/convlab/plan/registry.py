@@ -16,6 +16,7 @@ import yaml
 from convlab import KERNELS_DIR, REPO_ROOT
 from convlab.plan.families import DEFAULT_FAMILY, FAMILIES
 from convlab.plan.launch import evaluate, holds
+from convlab.plan.yamlfile import safe_load
 from convlab.status import UserError
 
 PACKAGE_DIR = Path(__file__).resolve().parents[1]  # workflow/convlab
@@ -72,7 +73,7 @@ def read_yaml_mapping(path: Path) -> dict[str, Any]:
     DescriptionError naming the file for one that is missing, unreadable, not YAML or not a mapping."""
     try:
         with open(path, encoding="utf-8") as handle:
-            raw = yaml.safe_load(handle)
+            raw = safe_load(handle)
     except FileNotFoundError:
         raise DescriptionError(f"{shown(path)}: no such file") from None
     except (OSError, UnicodeDecodeError) as error:
