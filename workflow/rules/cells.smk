@@ -6,7 +6,6 @@
 
 onsuccess:
     stop_measurement_service()
-    print_verdicts()
 
 
 onerror:

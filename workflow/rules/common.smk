@@ -5,7 +5,6 @@ import os
 import shlex
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(workflow.basedir) / "workflow"))
@@ -298,20 +297,9 @@ def device_summaries():
     return [f"results/{label}/summary.csv" for label in DEVICES] + others
 
 
-# When this run began: the verdicts it ends with are those its own history job wrote.
-RUN_STARTED = time.time()
-
-
-def print_verdicts():
-    """At the end of a run that measured cells: what changed, per kernel, against each cell's
-    previous measurement, as the history rule wrote it (a run that measured nothing is silent).
-    """
-    for label in DEVICES:
-        verdicts = Path(f"results/{label}/verdicts/latest.txt")
-        if verdicts.is_file() and verdicts.stat().st_mtime >= RUN_STARTED:
-            if len(DEVICES) > 1:
-                print(f"results/{label}:", file=sys.stderr)
-            print(verdicts.read_text().rstrip("\n"), file=sys.stderr)
+def verdict_heading(device):
+    """The line above a device label's verdict when a run measures several labels."""
+    return f"results/{device}:\n" if len(DEVICES) > 1 else ""
 
 
 def stop_measurement_service():

@@ -1,6 +1,7 @@
 # The results database: the run's new rows are added to results/<device>/history.sqlite (this
 # rule is its one writer), each re-measured cell gets a verdict against its previous measurement,
-# and the run ends by printing them (common.smk's print_verdicts).
+# and the job prints them as soon as they are recorded: before the report stage draws anything
+# (its priority puts it ahead of the figure jobs that become ready with it).
 
 
 rule history:
@@ -24,10 +25,14 @@ rule history:
         device=lambda wildcards: wildcards.device,
         # the grid the rows belong to: each row's kernel files and settings are hashed from it
         grid=json.dumps(config, sort_keys=True),
+        # with several device labels each verdict says whose it is
+        heading=lambda wildcards: verdict_heading(wildcards.device),
+    priority: 50
     shell:
         logged(
             "{params.runner} record --results {params.results} --backend {params.backend} "
-            "--device {params.device} --config {params.grid:q} --out {output.verdicts}"
+            "--device {params.device} --config {params.grid:q} --out {output.verdicts}",
+            then="{{ printf '%s' {params.heading:q}; cat {output.verdicts}; }} >&2",
         )
 
 
