@@ -37,6 +37,31 @@ class ServiceUnavailable(RuntimeError):
     """No service could be started or reached; the text says why and where its log is."""
 
 
+def service_on() -> bool:
+    """Whether jobs hand their commands to the measurement service (CONVLAB_SERVICE=off: each runs in its own
+    process)."""
+    return os.environ.get("CONVLAB_SERVICE", "on").strip().lower() != "off"
+
+
+def process_age_s() -> float | None:
+    """Seconds since this process started (Linux /proc), or None where unknown."""
+    try:
+        with open("/proc/self/stat") as handle:
+            start_ticks = int(handle.read().rsplit(")", 1)[1].split()[19])
+        with open("/proc/uptime") as handle:
+            uptime = float(handle.read().split()[0])
+        return uptime - start_ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def job_start() -> tuple[float, float]:
+    """(milliseconds since this process started, the epoch second it started): a cell job's `startup` phase, and
+    the start its ``job_ms`` counts from."""
+    startup_ms = (process_age_s() or 0.0) * 1e3
+    return startup_ms, time.time() - startup_ms / 1e3
+
+
 def env_seconds(name: str, default: float) -> float:
     try:
         value = float(os.environ.get(name, default))
@@ -167,10 +192,10 @@ def _write_own_row(spec_text: str, out: str, reason: str, started_at: float) -> 
     return f"{out}: error {reason}"
 
 
-def measure_through_service(spec: str, out: str, image: str | None, bandwidth: str | None,
-                            started_at: float, startup_ms: float, console: Console) -> int:
+def measure_through_service(spec: str, out: str, image: str | None, bandwidth: str | None, console: Console) -> int:
     """The cell job: one status line on stdout and exit 0 once the row is written; one error line
     on stderr and exit 2 when the cell could not be asked for (bad spec, no backend)."""
+    startup_ms, started_at = job_start()
     try:
         json.loads(spec)
         paths = service_paths()
