@@ -6,6 +6,9 @@ the cell; wait; print the status line the service returns. The service writes th
 If the service dies during the cell, the cell is sent once more to a fresh service; if that one
 dies too, or the service stops answering past the cell's timeout, this process writes the
 ``error`` row itself, so a run never hangs and never loses a row.
+
+Every cell job imports this module before it sends its cell (convlab.app.cellentry): what only a
+rare path needs (starting the service, writing a failure row) is imported on that path.
 """
 
 from __future__ import annotations
@@ -14,16 +17,17 @@ import fcntl
 import json
 import os
 import socket
-import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from convlab.app.console import Console
 from convlab.app.service.identity import Identity, RuntimeDirError, ServicePaths, current_identity, runtime_dir
 from convlab.app.service.protocol import ProtocolError, receive_message, send_message
-from convlab.measure.row import failure_row, write_row_atomically
+
+if TYPE_CHECKING:
+    import subprocess
 
 DEFAULT_CELL_TIMEOUT_S = 300.0
 DEFAULT_IDLE_TIMEOUT_S = 60.0
@@ -101,6 +105,9 @@ def _log_tail(path: Path, lines: int = 3) -> str:
 
 def _spawn_service(paths: ServicePaths) -> subprocess.Popen:
     """`python -m convlab serve` in its own session, detached from this job's terminal and pipes."""
+    # here, not at the top: only the job that finds no service starts one
+    import subprocess
+
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PACKAGE_PARENT), env.get("PYTHONPATH")]))
     idle = env_seconds("CONVLAB_SERVICE_IDLE_S", DEFAULT_IDLE_TIMEOUT_S)
@@ -186,6 +193,10 @@ def _await_service_exit(paths: ServicePaths, seconds: float = 10.0) -> None:
 
 
 def _write_own_row(spec_text: str, out: str, reason: str, started_at: float) -> str:
+    # here, not at the top: a failure path (the service died twice, or did not answer), kept out of the
+    # start of every cell job
+    from convlab.measure.row import failure_row, write_row_atomically
+
     spec = json.loads(spec_text)
     row = failure_row(spec, "error", reason, job_ms=(time.time() - started_at) * 1e3)
     write_row_atomically(row, out)
