@@ -8,7 +8,8 @@ dies too, or the service stops answering past the cell's timeout, this process w
 ``error`` row itself, so a run never hangs and never loses a row.
 
 Every cell job imports this module before it sends its cell (convlab.app.cellentry): what only a
-rare path needs (starting the service, writing a failure row) is imported on that path.
+rare path needs (starting the service, writing a failure row) is imported on that path, and typing
+by type checkers only.
 """
 
 from __future__ import annotations
@@ -20,14 +21,15 @@ import socket
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from convlab.app.console import Console
 from convlab.app.service.identity import Identity, RuntimeDirError, ServicePaths, current_identity, runtime_dir
 from convlab.app.service.protocol import ProtocolError, receive_message, send_message
 
+TYPE_CHECKING = False  # typing's flag, without importing typing
 if TYPE_CHECKING:
     import subprocess
+    from typing import Any
 
 DEFAULT_CELL_TIMEOUT_S = 300.0
 DEFAULT_IDLE_TIMEOUT_S = 60.0
