@@ -233,7 +233,7 @@ def test_an_idle_service_exits_and_a_dead_ones_socket_is_replaced(sandbox, tmp_p
 def test_the_identity_separates_jobs_users_gpus_and_code(tmp_path):
     base = Identity(host="n1", uid=1000, python="/usr/bin/python3", repo="/lab", code="abc", gpus=("0: GPU-1",),
                     env=(("SLURM_JOB_ID", "1"),))
-    variants = [base.__class__(**{**base.__dict__, **change}) for change in (
+    variants = [base._replace(**change) for change in (
         {"env": (("SLURM_JOB_ID", "2"),)}, {"uid": 1001}, {"gpus": ("0: GPU-2",)}, {"code": "abd"},
         {"repo": "/lab2"}, {"host": "n2"})]
     assert len({base.key, *(v.key for v in variants)}) == 1 + len(variants)

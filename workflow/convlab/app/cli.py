@@ -16,10 +16,7 @@ from convlab.app.command import JOB, call
 from convlab.app.commands import parse
 from convlab.app.console import Console
 from convlab.app.forward import forward as forward_to_service
-
-
-def service_on() -> bool:
-    return os.environ.get("CONVLAB_SERVICE", "on").strip().lower() != "off"
+from convlab.app.service.client import service_on
 
 
 def main(argv: list[str] | None = None, forward: bool = True) -> int:

@@ -56,6 +56,8 @@ TABLE: tuple[Command, ...] = (
         arg("--image", path=True, help="default: data/input_<size>.png"),
         arg("--out", path=True, help="write the row(s) as CSV here"),
     )),
+    # A cell job starts at a thin entry of its own (convlab.app.cellentry): it parses the rule's line without
+    # this table (tests/test_cell_client.py holds its options to these) and sends the cell to the service.
     Command("cell", "run one cell of the grid (called by Snakemake)", f"{HANDLERS}.service:cell", (
         arg("--spec", required=True, help="the cell as JSON"),
         arg("--image", path=True, help="the picture the cell reads (families on random data have none)"),

@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import io
 import sys
-from typing import TextIO
+
+TYPE_CHECKING = False  # typing's flag, without importing typing: every cell job imports this module
+if TYPE_CHECKING:
+    from typing import TextIO
 
 
 class Console:

@@ -6,19 +6,14 @@ directory, to the pool of workers the table names. Standard library only: the jo
 from __future__ import annotations
 
 import argparse
-import time
 
 from convlab.app.command import CELL, Command
 from convlab.app.console import Console
 from convlab.app.service.client import measure_through_service, run_through_service
-from convlab.measure.phases import process_age_s
 
 
 def forward(command: Command, args: argparse.Namespace, argv: list[str], console: Console) -> int:
     """Have the service run ``command``: its exit status, its output relayed to ``console``."""
     if command.runs == CELL:
-        startup_ms = (process_age_s() or 0.0) * 1e3
-        started_at = time.time() - startup_ms / 1e3
-        return measure_through_service(args.spec, args.out, args.image, args.bandwidth, started_at, startup_ms,
-                                       console)
+        return measure_through_service(args.spec, args.out, args.image, args.bandwidth, console)
     return run_through_service(argv, command.worker_pool(args), console)

@@ -4,7 +4,6 @@ file reads: the DAG build, the service's identity and the backends all ask)."""
 from __future__ import annotations
 
 import os
-import platform
 import socket
 from pathlib import Path
 
@@ -28,6 +27,9 @@ def cpu_name() -> str:
                     return line.split(":", 1)[1].strip()
     except OSError:
         pass
+    # here, not at the top: a fallback, and every cell job imports this module for its service's identity
+    import platform
+
     return platform.processor() or platform.machine() or "unknown"
 
 

@@ -2,24 +2,11 @@
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Mapping
 from typing import Any
 
 from convlab.measure.observer import Observer, ResultView, RunView
-
-
-def process_age_s() -> float | None:
-    """Seconds since this process started (Linux /proc), or None where unknown."""
-    try:
-        with open("/proc/self/stat") as handle:
-            start_ticks = int(handle.read().rsplit(")", 1)[1].split()[19])
-        with open("/proc/uptime") as handle:
-            uptime = float(handle.read().split()[0])
-        return uptime - start_ticks / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError):
-        return None
 
 
 def format_phases(laps: Mapping[str, float]) -> str:

@@ -1,5 +1,5 @@
 """`cell` measured in the job's own process (CONVLAB_SERVICE=off; with the service on the job is its
-thin client: convlab.app.forward), and `serve`, the measurement service itself.
+thin client: convlab.app.cellentry), and `serve`, the measurement service itself.
 
 Standard library only at import: `serve` runs under ``python -S``.
 """
@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import time
 
 from convlab.app.console import Console
 from convlab.app.service import control
-from convlab.measure.phases import PhaseClock, process_age_s
+from convlab.app.service.client import job_start
+from convlab.measure.phases import PhaseClock
 
 # Measuring here needs NumPy, the backends and the kernels' code, which the thin client never
 # imports: they are imported when this path is taken, and their time is the row's `imports` phase.
@@ -21,8 +21,7 @@ IN_PROCESS = "convlab.run.inprocess"
 
 def cell(args: argparse.Namespace, console: Console) -> int:
     """One cell measured in this process, with a cold start: its status line once its row is written."""
-    startup_ms = (process_age_s() or 0.0) * 1e3
-    started_at = time.time() - startup_ms / 1e3
+    startup_ms, started_at = job_start()
     clock = PhaseClock()
     in_process = importlib.import_module(IN_PROCESS)
     clock.lap("imports")

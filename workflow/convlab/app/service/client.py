@@ -6,6 +6,10 @@ the cell; wait; print the status line the service returns. The service writes th
 If the service dies during the cell, the cell is sent once more to a fresh service; if that one
 dies too, or the service stops answering past the cell's timeout, this process writes the
 ``error`` row itself, so a run never hangs and never loses a row.
+
+Every cell job imports this module before it sends its cell (convlab.app.cellentry): what only a
+rare path needs (starting the service, writing a failure row) is imported on that path, and typing
+by type checkers only.
 """
 
 from __future__ import annotations
@@ -14,16 +18,18 @@ import fcntl
 import json
 import os
 import socket
-import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 from convlab.app.console import Console
 from convlab.app.service.identity import Identity, RuntimeDirError, ServicePaths, current_identity, runtime_dir
 from convlab.app.service.protocol import ProtocolError, receive_message, send_message
-from convlab.measure.row import failure_row, write_row_atomically
+
+TYPE_CHECKING = False  # typing's flag, without importing typing
+if TYPE_CHECKING:
+    import subprocess
+    from typing import Any
 
 DEFAULT_CELL_TIMEOUT_S = 300.0
 DEFAULT_IDLE_TIMEOUT_S = 60.0
@@ -35,6 +41,31 @@ PACKAGE_PARENT = Path(__file__).resolve().parents[3]
 
 class ServiceUnavailable(RuntimeError):
     """No service could be started or reached; the text says why and where its log is."""
+
+
+def service_on() -> bool:
+    """Whether jobs hand their commands to the measurement service (CONVLAB_SERVICE=off: each runs in its own
+    process)."""
+    return os.environ.get("CONVLAB_SERVICE", "on").strip().lower() != "off"
+
+
+def process_age_s() -> float | None:
+    """Seconds since this process started (Linux /proc), or None where unknown."""
+    try:
+        with open("/proc/self/stat") as handle:
+            start_ticks = int(handle.read().rsplit(")", 1)[1].split()[19])
+        with open("/proc/uptime") as handle:
+            uptime = float(handle.read().split()[0])
+        return uptime - start_ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def job_start() -> tuple[float, float]:
+    """(milliseconds since this process started, the epoch second it started): a cell job's `startup` phase, and
+    the start its ``job_ms`` counts from."""
+    startup_ms = (process_age_s() or 0.0) * 1e3
+    return startup_ms, time.time() - startup_ms / 1e3
 
 
 def env_seconds(name: str, default: float) -> float:
@@ -76,6 +107,9 @@ def _log_tail(path: Path, lines: int = 3) -> str:
 
 def _spawn_service(paths: ServicePaths) -> subprocess.Popen:
     """`python -m convlab serve` in its own session, detached from this job's terminal and pipes."""
+    # here, not at the top: only the job that finds no service starts one
+    import subprocess
+
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PACKAGE_PARENT), env.get("PYTHONPATH")]))
     idle = env_seconds("CONVLAB_SERVICE_IDLE_S", DEFAULT_IDLE_TIMEOUT_S)
@@ -161,16 +195,20 @@ def _await_service_exit(paths: ServicePaths, seconds: float = 10.0) -> None:
 
 
 def _write_own_row(spec_text: str, out: str, reason: str, started_at: float) -> str:
+    # here, not at the top: a failure path (the service died twice, or did not answer), kept out of the
+    # start of every cell job
+    from convlab.measure.row import failure_row, write_row_atomically
+
     spec = json.loads(spec_text)
     row = failure_row(spec, "error", reason, job_ms=(time.time() - started_at) * 1e3)
     write_row_atomically(row, out)
     return f"{out}: error {reason}"
 
 
-def measure_through_service(spec: str, out: str, image: str | None, bandwidth: str | None,
-                            started_at: float, startup_ms: float, console: Console) -> int:
+def measure_through_service(spec: str, out: str, image: str | None, bandwidth: str | None, console: Console) -> int:
     """The cell job: one status line on stdout and exit 0 once the row is written; one error line
     on stderr and exit 2 when the cell could not be asked for (bad spec, no backend)."""
+    startup_ms, started_at = job_start()
     try:
         json.loads(spec)
         paths = service_paths()

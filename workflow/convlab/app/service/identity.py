@@ -12,7 +12,7 @@ import hashlib
 import os
 import stat
 import sys
-from dataclasses import dataclass
+from collections import namedtuple
 from pathlib import Path
 
 from convlab.codeversion import fingerprint
@@ -36,15 +36,14 @@ def code_fingerprint(package_dir: Path = PACKAGE_DIR) -> str:
     return fingerprint(list(package_dir.rglob("*.py")), root=package_dir)
 
 
-@dataclass(frozen=True)
-class Identity:
-    host: str
-    uid: int
-    python: str
-    repo: str
-    code: str
-    gpus: tuple[str, ...]
-    env: tuple[tuple[str, str], ...]
+# Named tuples of collections, not dataclasses or typing's: every cell job reads its identity, and
+# those modules (dataclasses imports inspect) would be a good part of the job's start.
+class Identity(namedtuple("Identity", "host uid python repo code gpus env")):
+    """What processes sharing a service agree on: the host, the uid, the interpreter, the checkout,
+    the code (code_fingerprint()), the GPUs ('bus: uuid' lines) and the (name, value) pairs of
+    IDENTITY_ENV."""
+
+    __slots__ = ()
 
     @property
     def key(self) -> str:
@@ -87,12 +86,11 @@ def runtime_dir() -> Path:
     return path
 
 
-@dataclass(frozen=True)
-class ServicePaths:
-    socket: Path
-    start_lock: Path
-    log: Path
-    info: Path
+class ServicePaths(namedtuple("ServicePaths", "socket start_lock log info")):
+    """A service's files (Paths): its socket, the lock its first clients start it under, its log,
+    and its pid and identity (JSON)."""
+
+    __slots__ = ()
 
     @classmethod
     def for_key(cls, directory: Path, key: str) -> ServicePaths:

@@ -17,7 +17,10 @@ from __future__ import annotations
 import json
 import socket
 import struct
-from typing import Any
+
+TYPE_CHECKING = False  # typing's flag, without importing typing: every cell job imports this module
+if TYPE_CHECKING:
+    from typing import Any
 
 MAX_MESSAGE = 1 << 20  # a cell spec is about 1 KiB
 HEADER = struct.Struct(">I")

@@ -1,0 +1,222 @@
+"""The cell job's thin entry (convlab.app.cellentry): it imports only what one request to the
+measurement service needs, parses exactly the line the cell rule writes, and leaves every other
+line to the whole command line, so that what a job sends, prints and exits with is the same either
+way. A fake service on the job's socket stands in for the real one."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from service_helpers import ServiceSandbox, read_row
+
+from convlab.app import cellentry
+from convlab.app.commands import COMMANDS, TABLE
+from convlab.app.console import Console
+from convlab.app.service import client
+from convlab.app.service.protocol import check_request, receive_message, send_message
+
+REPO = Path(__file__).resolve().parents[1]
+
+# Every module a cell job may import on its way to the service, by top-level name: the
+# interpreter's own start and `-m` (runpy) ...
+STARTUP = {"__future__", "_abc", "_codecs", "_collections", "_collections_abc", "_frozen_importlib_external",
+           "_functools", "_io", "_operator", "_signal", "_sre", "_stat", "abc", "codecs", "collections", "contextlib",
+           "copyreg", "encodings", "enum", "errno", "functools", "genericpath", "importlib", "io", "itertools",
+           "keyword", "marshal", "operator", "os", "posix", "posixpath", "re", "reprlib", "runpy", "stat", "time",
+           "types", "warnings", "zipimport"}
+# ... the request, JSON framed over a Unix socket ...
+PROTOCOL = {"_json", "json", "_socket", "socket", "select", "selectors", "array", "math", "_struct", "struct", "fcntl"}
+# ... the service's identity: a hash over the package's files (ntpath, which pathlib imports, tries nt
+# and _winapi) ...
+IDENTITY = {"_hashlib", "_blake2", "hashlib", "pathlib", "fnmatch", "ntpath", "nt", "_winapi", "urllib", "ipaddress"}
+# ... and these of convlab.
+CONVLAB = {"convlab", "convlab.app", "convlab.app.cellentry", "convlab.app.console", "convlab.app.service",
+           "convlab.app.service.client", "convlab.app.service.identity", "convlab.app.service.protocol",
+           "convlab.codeversion", "convlab.measure", "convlab.measure.hostinfo"}
+
+
+class FakeService:
+    """A socket where the job looks for its service. It keeps the requests it gets and answers each
+    with ``reply``; without one it hangs up, as a service that dies mid-cell does, or with
+    ``silent`` keeps the job waiting, as a hung one does."""
+
+    def __init__(self, path: Path, reply: dict | None = None, silent: bool = False) -> None:
+        self.requests: list[dict] = []
+        self.reply, self.silent, self.held = reply, silent, []
+        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.listener.bind(str(path))
+        self.listener.listen()
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                connection, _ = self.listener.accept()
+            except OSError:
+                return
+            self.requests.append(receive_message(connection))
+            if self.silent:
+                self.held.append(connection)
+                continue
+            if self.reply is not None:
+                send_message(connection, self.reply)
+            connection.close()
+
+    def close(self) -> None:
+        for connection in [self.listener, *self.held]:
+            connection.close()
+
+
+@pytest.fixture
+def sandbox(tmp_path: Path) -> Iterator[ServiceSandbox]:
+    box = ServiceSandbox(tmp_path, "cpu")
+    yield box
+    box.close()
+
+
+def fake_service(sandbox: ServiceSandbox, reply: dict | None = None, silent: bool = False) -> FakeService:
+    """A fake service where a job with the sandbox's environment looks for its own."""
+    found = subprocess.run([sys.executable, "-S", "-c", "from convlab.app.service.client import service_paths; "
+                            "print(service_paths().socket)"], env=sandbox.env, capture_output=True, text=True,
+                           timeout=60, check=True)
+    return FakeService(Path(found.stdout.strip()), reply, silent)
+
+
+def job(sandbox: ServiceSandbox, argv: list[str], *python: str, **env: str) -> subprocess.CompletedProcess:
+    """`python -S <python> ARGV` as the cell rule runs it (``python``: `-m convlab` by default)."""
+    return subprocess.run([sys.executable, "-S", *(python or ("-m", "convlab")), *argv], env={**sandbox.env, **env},
+                          cwd=REPO, capture_output=True, text=True, timeout=120)
+
+
+def imported(stderr: str) -> set[str]:
+    """The modules `-X importtime` says were imported."""
+    return {line.split("|")[2].strip() for line in stderr.splitlines()
+            if line.startswith("import time:") and "imported package" not in line}
+
+
+def rule_line(sandbox: ServiceSandbox, out: Path) -> list[str]:
+    """A cell line as the cell rule writes it."""
+    return ["cell", "--spec", sandbox.cell("direct").to_json(), "--image", str(sandbox.image),
+            "--bandwidth", "results/device/cpu_copy_bandwidth.json", "--out", str(out)]
+
+
+def test_the_cell_job_imports_only_what_its_request_needs(sandbox, tmp_path):
+    service = fake_service(sandbox, {"ok": True, "line": "row.csv: ok 1.0 ms"})
+    result = job(sandbox, rule_line(sandbox, tmp_path / "row.csv"), "-X", "importtime", "-m", "convlab")
+    service.close()
+    assert (result.returncode, result.stdout) == (0, "row.csv: ok 1.0 ms\n"), result.stderr
+    modules = imported(result.stderr)
+    assert not {m for m in modules if m.split(".")[0] in ("numpy", "pandas", "cupy", "argparse", "typing")}
+    outside = sorted(m for m in modules if m not in CONVLAB and m.split(".")[0] not in STARTUP | PROTOCOL | IDENTITY)
+    assert outside == []
+    assert len(service.requests) == 1
+
+
+def test_the_thin_entry_sends_the_request_the_whole_command_line_sends(sandbox, tmp_path):
+    service = fake_service(sandbox, {"ok": True, "line": "row.csv: ok 1.0 ms"})
+    line = rule_line(sandbox, tmp_path / "row.csv")
+    thin = job(sandbox, line)
+    whole = job(sandbox, line, "-c", "import sys; from convlab.app.cli import main; sys.exit(main(sys.argv[1:]))")
+    service.close()
+    assert (thin.returncode, thin.stdout, thin.stderr) == (whole.returncode, whole.stdout, whole.stderr) == \
+        (0, "row.csv: ok 1.0 ms\n", "")
+    for request in service.requests:
+        check_request(request)
+        assert set(request["client"]) == {"pid", "started_at", "startup_ms", "sent_at"}
+    sent, by_parser = ({k: v for k, v in r.items() if k != "client"} for r in service.requests)
+    assert sent == by_parser == {"op": "cell", "spec": line[2], "image": str(sandbox.image),
+                                 "bandwidth": str(REPO / "results/device/cpu_copy_bandwidth.json"),
+                                 "out": str(tmp_path / "row.csv"), "timeout_s": 120.0}
+
+
+def test_a_service_that_dies_twice_leaves_the_job_to_write_the_error_row(sandbox, tmp_path):
+    """The row writer is imported on this path only, and still needs no site-packages."""
+    service = fake_service(sandbox)
+    result = job(sandbox, rule_line(sandbox, tmp_path / "row.csv"))
+    service.close()
+    assert result.returncode == 0, result.stderr
+    assert len(service.requests) == 2
+    reason = "the measurement service died during this cell twice (connection closed mid-message); log: "
+    assert result.stdout.startswith(f"{tmp_path / 'row.csv'}: error {reason}")
+    assert result.stderr.startswith("the measurement service went away during this cell")
+    row = read_row(tmp_path / "row.csv")
+    assert (row["status"], row["kernel"]) == ("error", "direct") and row["reason"].startswith(reason)
+
+
+def test_a_service_that_does_not_answer_in_time_leaves_the_job_to_write_the_error_row(sandbox, tmp_path,
+                                                                                     monkeypatch, capsys):
+    for name, value in sandbox.env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("CONVLAB_CELL_TIMEOUT_S", "0.1")
+    monkeypatch.setattr(client, "ANSWER_GRACE_S", 0.2)
+    service = fake_service(sandbox, silent=True)
+    out = tmp_path / "row.csv"
+    assert client.measure_through_service(sandbox.cell("direct").to_json(), str(out), None, None, Console()) == 0
+    service.close()
+    reason = "timeout after 0.1 s (the measurement service did not answer and was killed)"
+    assert capsys.readouterr().out == f"{out}: error {reason}\n"
+    assert (read_row(out)["status"], read_row(out)["reason"]) == ("error", reason)
+
+
+@pytest.mark.parametrize("argv", [
+    ["cell", "--spec", "{}", "--out", "o.csv"],
+    ["cell", "--spec", "{}", "--bandwidth", "b.json", "--out", "o.csv"],
+    ["cell", "--out", "o.csv", "--image", "", "--bandwidth", "b.json", "--spec", "{}"],
+])
+def test_the_thin_entry_parses_the_rules_lines(argv):
+    values = dict(zip(argv[1::2], argv[2::2]))
+    assert cellentry.parse(argv) == values
+
+
+@pytest.mark.parametrize("argv", [
+    [], ["serve", "--stop"], ["cell"], ["cell", "--help"], ["cell", "-h"],
+    ["cell", "--spec", "{}"],  # no --out
+    ["cell", "--out", "o.csv", "--image", "p.png"],  # no --spec
+    ["cell", "--spec", "{}", "--out"],  # a flag without its value
+    ["cell", "--spec", "{}", "--out", "o.csv", "--block", "16"],  # not the cell's
+    ["cell", "--spec", "{}", "--out", "a.csv", "--out", "b.csv"],  # twice
+    ["cell", "--spec={}", "--out", "o.csv"], ["cell", "--sp", "{}", "--out", "o.csv"],  # argparse's forms
+    ["cell", "--spec", "{}", "--out", "-o.csv"],  # a value argparse takes for a flag
+])
+def test_any_other_line_is_left_to_the_whole_command_line(argv):
+    assert cellentry.parse(argv) is None
+
+
+def test_the_thin_entry_knows_the_cell_command_as_the_table_has_it():
+    (cell,) = [command for command in TABLE if command.runs == "cell"]
+    assert cell.name == cellentry.COMMAND
+    assert {flag: bool(argument.options.get("required")) for argument in cell.arguments
+            for flag in argument.flags} == cellentry.OPTIONS
+
+
+def test_with_the_service_off_the_whole_command_line_measures_the_cell(monkeypatch):
+    monkeypatch.setenv("CONVLAB_SERVICE", "off")
+    assert cellentry.main(["cell", "--spec", "{}", "--out", "o.csv"]) is None
+
+
+@pytest.mark.parametrize("argv", [
+    ["cell", "--spec", "{}"],
+    ["cell", "--spec", "{}", "--out", "o.csv", "--colour", "red"],
+    ["cell", "--spec", "{}", "--out"],
+])
+def test_a_bad_cell_line_is_refused_with_one_error_line_as_the_command_table_words_it(sandbox, argv):
+    thin = job(sandbox, argv)
+    whole = job(sandbox, argv, "-c", "import sys; from convlab.app.cli import main; sys.exit(main(sys.argv[1:]))")
+    assert (thin.returncode, thin.stdout, thin.stderr) == (whole.returncode, whole.stdout, whole.stderr)
+    assert thin.returncode == 2 and "Traceback" not in thin.stderr
+    errors = [line for line in thin.stderr.splitlines() if "error:" in line]
+    assert errors == [thin.stderr.splitlines()[-1]] and errors[0].startswith("python -m convlab")
+
+
+def test_the_cell_commands_help_is_the_command_tables(sandbox):
+    thin = job(sandbox, ["cell", "--help"])
+    whole = job(sandbox, ["cell", "--help"], "-c", "import sys; from convlab.app.cli import main; sys.exit(main(sys.argv[1:]))")
+    assert (thin.returncode, thin.stdout, thin.stderr) == (whole.returncode, whole.stdout, whole.stderr)
+    assert thin.returncode == 0 and thin.stdout.startswith("usage: python -m convlab cell [-h] --spec SPEC")
+    assert COMMANDS["cell"].arguments[0].options["help"] in thin.stdout
