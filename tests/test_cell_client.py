@@ -5,6 +5,7 @@ way. A fake service on the job's socket stands in for the real one."""
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
@@ -220,3 +221,17 @@ def test_the_cell_commands_help_is_the_command_tables(sandbox):
     assert (thin.returncode, thin.stdout, thin.stderr) == (whole.returncode, whole.stdout, whole.stderr)
     assert thin.returncode == 0 and thin.stdout.startswith("usage: python -m convlab cell [-h] --spec SPEC")
     assert COMMANDS["cell"].arguments[0].options["help"] in thin.stdout
+
+
+def test_a_job_of_a_run_names_its_service_by_the_runs_code_hash(monkeypatch):
+    """A run hashes the package once (export_service_settings) and its jobs take that hash rather
+    than reading every module again; without it a process hashes the code itself."""
+    from convlab.app.service.client import export_service_settings
+    from convlab.app.service.identity import RUN_CODE_ENV, code_fingerprint, current_identity
+
+    monkeypatch.setattr(os, "environ", {k: v for k, v in os.environ.items() if k != RUN_CODE_ENV})
+    assert current_identity().code == code_fingerprint()
+    export_service_settings(300, 60)
+    assert os.environ[RUN_CODE_ENV] == code_fingerprint()
+    monkeypatch.setenv(RUN_CODE_ENV, "the-runs-hash")
+    assert current_identity().code == "the-runs-hash"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -43,6 +44,7 @@ def test_an_edited_kernel_re_measures_its_cells_and_the_run_ends_with_their_verd
     before = row_checks(built)
     with open(built / "kernels" / "direct.cu", "a") as source:
         source.write("// an edit that changes no instruction\n")
+    started = time.time_ns()
     result = snakemake(built, 2)
     after = row_checks(built)
     changed = {name for name in after if after[name] != before.get(name)}
@@ -53,6 +55,13 @@ def test_an_edited_kernel_re_measures_its_cells_and_the_run_ends_with_their_verd
     assert f"verdict: {len(changed)} cells of {RESULTS.split('/')[1]} re-measured" in verdict
     kernel_line = next(line for line in text.splitlines() if line.startswith("  direct "))
     assert "changed: kernel files" in kernel_line
+    assert text.count("verdict: ") == 1
+    # printed by the history job, before the report stage redrew any figure (the gallery draws
+    # from the kernel and the picture alone, not from the rows)
+    recorded = (built / RESULTS / "verdicts" / "latest.txt").stat().st_mtime_ns
+    drawn = {p: p.stat().st_mtime_ns for p in (built / RESULTS).rglob("*.png") if "gallery" not in p.parts}
+    assert [p for p, at in drawn.items() if at > recorded]
+    assert not [p for p, at in drawn.items() if started < at < recorded]
     listed = subprocess.run([sys.executable, "-m", "convlab", "history", "--kernel", "direct"], cwd=built,
                             env={**snakemake_env(built), "PYTHONPATH": str(built / "workflow")},
                             capture_output=True, text=True, timeout=120)

@@ -23,7 +23,15 @@ import time
 from pathlib import Path
 
 from convlab.app.console import Console
-from convlab.app.service.identity import Identity, RuntimeDirError, ServicePaths, current_identity, runtime_dir
+from convlab.app.service.identity import (
+    RUN_CODE_ENV,
+    Identity,
+    RuntimeDirError,
+    ServicePaths,
+    code_fingerprint,
+    current_identity,
+    runtime_dir,
+)
 from convlab.app.service.protocol import ProtocolError, receive_message, send_message
 
 TYPE_CHECKING = False  # typing's flag, without importing typing
@@ -77,10 +85,11 @@ def env_seconds(name: str, default: float) -> float:
 
 
 def export_service_settings(cell_timeout_s: float, idle_timeout_s: float) -> None:
-    """Hand the config's timeouts to the cell jobs this process starts (Snakemake's jobs inherit
-    its environment, on a cluster node too, where the workflow is read again)."""
+    """Hand the config's timeouts and the code's hash to the jobs this process starts (Snakemake's
+    jobs inherit its environment, on a cluster node too, where the workflow is read again)."""
     os.environ["CONVLAB_CELL_TIMEOUT_S"] = f"{cell_timeout_s:g}"
     os.environ["CONVLAB_SERVICE_IDLE_S"] = f"{idle_timeout_s:g}"
+    os.environ[RUN_CODE_ENV] = code_fingerprint()
 
 
 def service_paths(identity: Identity | None = None) -> ServicePaths:

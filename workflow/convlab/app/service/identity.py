@@ -30,10 +30,22 @@ class RuntimeDirError(RuntimeError):
     """The directory for the service's socket is missing, not ours, or open to others."""
 
 
+# The code's hash as the run that starts the jobs computed it once (run_code_fingerprint): a cell
+# job would otherwise read and hash every module of the package to find its service.
+RUN_CODE_ENV = "CONVLAB_RUN_CODE"
+
+
 def code_fingerprint(package_dir: Path = PACKAGE_DIR) -> str:
     """A hash of all the package's Python sources (convlab.codeversion's hash, over every role):
     an edit anywhere makes a new service."""
     return fingerprint(list(package_dir.rglob("*.py")), root=package_dir)
+
+
+def run_code_fingerprint() -> str:
+    """The code's hash for this process's service: the run's (RUN_CODE_ENV) where a run started
+    this job, so that every job of a run, on a cluster node too, finds the service of the code the
+    run planned with; else computed here."""
+    return os.environ.get(RUN_CODE_ENV) or code_fingerprint()
 
 
 # Named tuples of collections, not dataclasses or typing's: every cell job reads its identity, and
@@ -58,7 +70,7 @@ class Identity(namedtuple("Identity", "host uid python repo code gpus env")):
 def current_identity() -> Identity:
     return Identity(
         host=host_name(), uid=os.getuid(), python=sys.executable, repo=str(PACKAGE_DIR.parents[1]),
-        code=code_fingerprint(), gpus=tuple(host_gpus()),
+        code=run_code_fingerprint(), gpus=tuple(host_gpus()),
         env=tuple((name, os.environ[name]) for name in IDENTITY_ENV if name in os.environ),
     )
 
