@@ -235,3 +235,15 @@ def test_a_job_of_a_run_names_its_service_by_the_runs_code_hash(monkeypatch):
     assert os.environ[RUN_CODE_ENV] == code_fingerprint()
     monkeypatch.setenv(RUN_CODE_ENV, "the-runs-hash")
     assert current_identity().code == "the-runs-hash"
+
+
+def test_the_row_names_the_commit_the_run_read(sandbox, tmp_path):
+    """The run reads its commit once and its jobs pass it on: the service asks git only for a job
+    that brings none."""
+    out = tmp_path / "row.csv"
+    result = sandbox.run(sandbox.cell("direct"), out, CONVLAB_RUN_COMMIT="0123456789ab+the-run")
+    assert result.returncode == 0, result.stderr
+    assert read_row(out)["git_commit"] == "0123456789ab+the-run"
+    result = sandbox.run(sandbox.cell("direct"), out)
+    assert result.returncode == 0, result.stderr
+    assert read_row(out)["git_commit"] not in ("", "0123456789ab+the-run")

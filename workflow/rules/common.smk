@@ -31,7 +31,8 @@ from convlab.plan.cell import CELL_PATH, LOG_PATH
 from convlab.plan.registry import load_registry, relative
 from convlab.measure.row import row_format
 from convlab.app.runlock import release_stale_lock
-from convlab.app.service.client import export_service_settings
+from convlab.app.service.client import RUN_COMMIT_ENV, export_service_settings
+from convlab.measure.provenance import read_git_commit
 from convlab.status import UserError
 
 # Jobs run the package from this checkout, whatever else is on PYTHONPATH. The path is
@@ -83,6 +84,8 @@ if workflow.is_main_process:
 export_service_settings(
     config["timing"]["cell_timeout_s"], config["service"]["idle_timeout_s"]
 )
+# The commit the rows name, read once per run rather than by the service for every cell.
+os.environ[RUN_COMMIT_ENV] = read_git_commit()
 # Part of every cell's params: a change to the row's columns re-measures every cell once.
 ROW_FORMAT = row_format()
 # Hashes of the Python code behind each kind of output, in their rules' params: an edit to the

@@ -40,6 +40,8 @@ if TYPE_CHECKING:
     from typing import Any
 
 DEFAULT_CELL_TIMEOUT_S = 300.0
+# set by the run (workflow/rules/common.smk) for its jobs
+RUN_COMMIT_ENV = "CONVLAB_RUN_COMMIT"
 DEFAULT_IDLE_TIMEOUT_S = 60.0
 START_TIMEOUT_S = 60.0
 # past the cell's own timeout: the service needs a moment to kill a hung worker and write its row
@@ -90,6 +92,13 @@ def export_service_settings(cell_timeout_s: float, idle_timeout_s: float) -> Non
     os.environ["CONVLAB_CELL_TIMEOUT_S"] = f"{cell_timeout_s:g}"
     os.environ["CONVLAB_SERVICE_IDLE_S"] = f"{idle_timeout_s:g}"
     os.environ[RUN_CODE_ENV] = code_fingerprint()
+
+
+def run_commit() -> dict[str, str]:
+    """The commit the run read once at its start (RUN_COMMIT_ENV), for the cell's row: the
+    service would otherwise ask git for it, twice, per cell."""
+    commit = os.environ.get(RUN_COMMIT_ENV)
+    return {"git_commit": commit} if commit else {}
 
 
 def service_paths(identity: Identity | None = None) -> ServicePaths:
@@ -232,7 +241,7 @@ def measure_through_service(spec: str, out: str, image: str | None, bandwidth: s
                 for name, value in (("image", image), ("bandwidth", bandwidth), ("out", out))}
     client = {"pid": os.getpid(), "started_at": started_at, "startup_ms": startup_ms}
     for attempt in (1, 2):
-        request = {"op": "cell", "spec": spec, "timeout_s": timeout_s, **absolute,
+        request = {"op": "cell", "spec": spec, "timeout_s": timeout_s, **absolute, **run_commit(),
                    "client": {**client, "sent_at": time.time()}}
         try:
             response = ask(paths, request, timeout_s + ANSWER_GRACE_S)

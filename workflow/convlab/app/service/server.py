@@ -231,8 +231,9 @@ class MeasurementService:
         pool.ensure_started()
         out = Path(request["out"])
         pending = out.parent / f".{out.name}.{os.getpid()}.{threading.get_ident()}.pending"
-        # the commit is read per cell: a long-lived service outlives commits and kernel edits
-        job = {"request": request, "git_commit": read_git_commit(), "pending": str(pending)}
+        # the run's commit, else read per cell: a long-lived service outlives commits and kernel edits
+        commit = request.get("git_commit") or read_git_commit()
+        job = {"request": request, "git_commit": commit, "pending": str(pending)}
         worker = pool.acquire()
         if worker is None:
             return error_response(pool.error or f"no {backend} worker could be started; see {self.paths.log}")
