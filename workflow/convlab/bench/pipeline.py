@@ -106,8 +106,14 @@ def copy_checkout(checkout: Path, target: Path) -> int:
 
 def snakemake_env() -> dict[str, str]:
     """This environment, with this interpreter's folder first on PATH (the jobs' `python` is the
-    one running Snakemake) and no PYTHONPATH: a benchmarked checkout runs its own code only."""
-    env = {name: value for name, value in os.environ.items() if name != "PYTHONPATH"}
+    one running Snakemake) and PYTHONPATH without any folder that holds a convlab package: a
+    benchmarked checkout runs its own code only, while packages installed onto PYTHONPATH (with
+    pip --target, say) stay found."""
+    env = dict(os.environ)
+    kept = [folder for folder in env.pop("PYTHONPATH", "").split(os.pathsep)
+            if folder and not os.path.isfile(os.path.join(folder, "convlab", "__init__.py"))]
+    if kept:
+        env["PYTHONPATH"] = os.pathsep.join(kept)
     env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
     return env
 
