@@ -3,7 +3,7 @@
 import pytest
 import yaml
 
-from convlab import DEFAULT_CONFIG
+from convlab.paths import DEFAULT_CONFIG
 from convlab.plan.config import ConfigError, load_config, validate_config
 from convlab.plan.grid import build_cells, gallery_size
 from convlab.plan.registry import load_registry

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 from test_gpu_kernels import TIMING, VERIFY, make_cell
 
-from convlab import DEFAULT_CONFIG
 from convlab.app.sharedcount import cell_shared_bytes, large_shared_cells
 from convlab.backends.sharedmem import DEFAULT_SHARED_BYTES, kib
+from convlab.paths import DEFAULT_CONFIG
 from convlab.plan.cell import Cell
 from convlab.plan.config import load_config
 from convlab.plan.grid import build_cells

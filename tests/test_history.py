@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 from workflow_helpers import TINY as TINY_CONFIG
 
-from convlab import REPO_ROOT
 from convlab.app.cli import main
 from convlab.history import record as record_module
 from convlab.history import store
 from convlab.history.record import record
 from convlab.history.verdicts import MAX_KERNEL_LINES, NEW, judge, summary_lines
 from convlab.measure.row import build_row, write_row_atomically
+from convlab.paths import REPO_ROOT
 from convlab.plan.config import load_config
 from convlab.plan.grid import build_cells
 

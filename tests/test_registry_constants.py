@@ -2,7 +2,7 @@
 
 import pytest
 
-from convlab import KERNELS_DIR
+from convlab.paths import KERNELS_DIR
 from convlab.plan.registry import ConstantFill, RegistryError, load_registry
 
 DESCRIPTION = f"""name: const_probe

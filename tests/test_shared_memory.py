@@ -6,11 +6,11 @@ import pytest
 import test_runner_status
 from test_runner_status import cell_for
 
-from convlab import DEFAULT_CONFIG
 from convlab.app.cli import main
 from convlab.app.sharedcount import cell_shared_bytes, large_shared_cells
 from convlab.backends.cpu import CpuBackend
 from convlab.backends.sharedmem import DEFAULT_SHARED_BYTES, shared_limit
+from convlab.paths import DEFAULT_CONFIG
 from convlab.plan.cell import Cell
 from convlab.plan.config import load_config
 from convlab.plan.grid import build_cells

@@ -36,7 +36,7 @@ ROLES: dict[str, tuple[str, ...]] = {
     "benchmark": ("bench/",),
     # runs or serves the code above without changing what it computes; the pipeline benchmark
     # times whole Snakemake runs and measures nothing of the benchmark rule's
-    "harness": ("__init__.py", "__main__.py", "atomicfile.py", "app/", "app/handlers/", "app/service/",
+    "harness": ("__init__.py", "__main__.py", "atomicfile.py", "paths.py", "app/", "app/handlers/", "app/service/",
                 "plan/config.py", "plan/devicelabel.py", "run/inprocess.py", "backends/choice.py",
                 "backends/devicelock.py", "bench/pipeline.py", "bench/pipelinefigures.py"),
 }

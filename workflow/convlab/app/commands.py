@@ -16,8 +16,8 @@ from __future__ import annotations
 import argparse
 import json
 
-from convlab import DEFAULT_CONFIG
 from convlab.app.command import CELL, DEVICE, TOOLS, Command, arg, file_arg, file_args, parser_of
+from convlab.paths import DEFAULT_CONFIG
 from convlab.report.figurenames import NAMES as FIGURE_NAMES
 from convlab.report.seeds import SEEDS, figure_names
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from convlab import REPO_ROOT, SCHEMA_PATH
+from convlab.paths import REPO_ROOT, SCHEMA_PATH
 from convlab.plan.config import ConfigError, family_schema_path, load_schema
 from convlab.plan.families import DEFAULT_FAMILY, FAMILIES
 from convlab.plan.overrides import check_tunable_values

@@ -60,7 +60,8 @@ def visible_gpu_names() -> list[str]:
 
 def driver_version() -> str | None:
     try:
-        text = (NVIDIA_PROC / "version").read_text(errors="replace")
+        with open(os.path.join(NVIDIA_PROC, "version"), errors="replace") as handle:
+            text = handle.read()
     except OSError:
         return None
     found = re.search(r"Kernel Module\s+(?:for \S+\s+)?(\d+\.\d+(?:\.\d+)?)", text)

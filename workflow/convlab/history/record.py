@@ -23,12 +23,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from convlab import REPO_ROOT
 from convlab.atomicfile import write_text_atomically
 from convlab.codeversion import fingerprint
 from convlab.history import store
 from convlab.history.verdicts import CSV_COLUMNS, CellVerdict, csv_records, judge, summary_lines
 from convlab.measure.row import COLUMNS, DamagedRow, OtherFormat, read_row_file
+from convlab.paths import REPO_ROOT
 from convlab.plan.cell import Cell
 from convlab.plan.registry import load_registry
 

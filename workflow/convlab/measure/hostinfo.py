@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import os
 import socket
-from pathlib import Path
 
-NVIDIA_PROC = Path("/proc/driver/nvidia")
+# a plain path, not pathlib's: every cell job reads the GPUs for its service's identity, and
+# importing pathlib is a good part of a job's start
+NVIDIA_PROC = "/proc/driver/nvidia"
 
 
 def host_name() -> str:
@@ -38,10 +39,12 @@ def driver_gpus() -> list[tuple[str, dict[str, str]]]:
     ('Model', 'GPU UUID', ...); empty without a driver."""
     gpus = []
     try:
-        for entry in sorted((NVIDIA_PROC / "gpus").iterdir()):
-            text = (entry / "information").read_text(errors="replace")
+        folder = os.path.join(NVIDIA_PROC, "gpus")
+        for bus in sorted(os.listdir(folder)):
+            with open(os.path.join(folder, bus, "information"), errors="replace") as handle:
+                text = handle.read()
             fields = dict(line.split(":", 1) for line in text.splitlines() if ":" in line)
-            gpus.append((entry.name, {key.strip(): value.strip() for key, value in fields.items()}))
+            gpus.append((bus, {key.strip(): value.strip() for key, value in fields.items()}))
     except OSError:
         pass
     return gpus

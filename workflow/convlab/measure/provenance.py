@@ -7,9 +7,10 @@ import os
 import subprocess
 from functools import lru_cache
 
-from convlab import REPO_ROOT, __version__
+from convlab import __version__
 from convlab.codeversion import measurement_version
 from convlab.measure.hostinfo import host_name
+from convlab.paths import REPO_ROOT
 
 
 @lru_cache(maxsize=1)

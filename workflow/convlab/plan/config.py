@@ -8,7 +8,7 @@ from typing import Any
 
 import yaml
 
-from convlab import SCHEMA_PATH
+from convlab.paths import SCHEMA_PATH
 from convlab.plan.yamlfile import safe_load
 from convlab.status import ConfigError  # the status module's: the families raise it and never import this one
 

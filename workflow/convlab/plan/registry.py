@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from convlab import KERNELS_DIR, REPO_ROOT
+from convlab.paths import KERNELS_DIR, REPO_ROOT
 from convlab.plan.families import DEFAULT_FAMILY, FAMILIES
 from convlab.plan.launch import evaluate, holds
 from convlab.plan.yamlfile import safe_load

@@ -20,7 +20,6 @@ import os
 import socket
 import sys
 import time
-from pathlib import Path
 
 from convlab.app.console import Console
 from convlab.app.service.identity import (
@@ -46,7 +45,7 @@ DEFAULT_IDLE_TIMEOUT_S = 60.0
 START_TIMEOUT_S = 60.0
 # past the cell's own timeout: the service needs a moment to kill a hung worker and write its row
 ANSWER_GRACE_S = 30.0
-PACKAGE_PARENT = Path(__file__).resolve().parents[3]
+PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__file__)))))
 
 
 class ServiceUnavailable(RuntimeError):
@@ -109,16 +108,21 @@ def service_paths(identity: Identity | None = None) -> ServicePaths:
 def _connect(paths: ServicePaths) -> socket.socket | None:
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        sock.connect(str(paths.socket))
+        sock.connect(paths.socket)
         return sock
     except (FileNotFoundError, ConnectionRefusedError):
         sock.close()
         return None
 
 
-def _log_tail(path: Path, lines: int = 3) -> str:
+def read_text(path: str) -> str:
+    with open(path, errors="replace") as handle:
+        return handle.read()
+
+
+def _log_tail(path: str, lines: int = 3) -> str:
     try:
-        return " | ".join(path.read_text(errors="replace").strip().splitlines()[-lines:])
+        return " | ".join(read_text(path).strip().splitlines()[-lines:])
     except OSError:
         return ""
 
@@ -129,11 +133,11 @@ def _spawn_service(paths: ServicePaths) -> subprocess.Popen:
     import subprocess
 
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PACKAGE_PARENT), env.get("PYTHONPATH")]))
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [PACKAGE_PARENT, env.get("PYTHONPATH")]))
     idle = env_seconds("CONVLAB_SERVICE_IDLE_S", DEFAULT_IDLE_TIMEOUT_S)
     with open(paths.log, "ab") as log:
         # the socket's name travels with it: the service must answer where this client looks
-        return subprocess.Popen([sys.executable, "-m", "convlab", "serve", "--spawned", paths.socket.stem,
+        return subprocess.Popen([sys.executable, "-m", "convlab", "serve", "--spawned", paths.key,
                                  "--idle-timeout", f"{idle:g}"],
                                 stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env,
                                 start_new_session=True, close_fds=True)
@@ -153,7 +157,7 @@ def connect_or_start(paths: ServicePaths) -> socket.socket:
         process = _spawn_service(paths)
         deadline = time.monotonic() + START_TIMEOUT_S
         while time.monotonic() < deadline:
-            sock = _connect(paths) if paths.socket.exists() else None
+            sock = _connect(paths) if os.path.exists(paths.socket) else None
             if sock is not None:
                 return sock
             if process.poll() is not None:
@@ -179,7 +183,7 @@ def ask(paths: ServicePaths, request: dict[str, Any], timeout_s: float | None, s
 
 def _kill_unanswering_service(paths: ServicePaths) -> None:
     try:
-        pid = int(json.loads(paths.info.read_text())["pid"])
+        pid = int(json.loads(read_text(paths.info))["pid"])
         os.kill(pid, 9)
     except (OSError, ValueError, KeyError, json.JSONDecodeError):
         pass
@@ -204,7 +208,7 @@ def _await_service_exit(paths: ServicePaths, seconds: float = 10.0) -> None:
     """After a service broke off mid-cell: wait until its process is gone, so that the retry
     starts a fresh one instead of reaching the dying one's socket."""
     try:
-        pid = int(json.loads(paths.info.read_text())["pid"])
+        pid = int(json.loads(read_text(paths.info))["pid"])
     except (OSError, ValueError, KeyError, json.JSONDecodeError):
         return
     deadline = time.monotonic() + seconds

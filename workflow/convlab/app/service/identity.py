@@ -13,12 +13,12 @@ import os
 import stat
 import sys
 from collections import namedtuple
-from pathlib import Path
 
-from convlab.codeversion import fingerprint
 from convlab.measure.hostinfo import host_gpus, host_name
 
-PACKAGE_DIR = Path(__file__).resolve().parents[2]  # workflow/convlab
+# Plain paths, not pathlib's, in this module and the client: every cell job reads its identity,
+# and importing pathlib is a good part of a job's start.
+PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__file__))))  # workflow/convlab
 # Environment that changes what a worker computes or which code it runs. The service's settings
 # (idle and cell timeouts) are not here: they do not change a measurement.
 # PYTHONPATH is not here: the interpreter, the checkout and the code's hash already say what runs.
@@ -35,10 +35,16 @@ class RuntimeDirError(RuntimeError):
 RUN_CODE_ENV = "CONVLAB_RUN_CODE"
 
 
-def code_fingerprint(package_dir: Path = PACKAGE_DIR) -> str:
+def code_fingerprint(package_dir: str = PACKAGE_DIR) -> str:
     """A hash of all the package's Python sources (convlab.codeversion's hash, over every role):
     an edit anywhere makes a new service."""
-    return fingerprint(list(package_dir.rglob("*.py")), root=package_dir)
+    # here, not at the top: a job that a run started has the run's hash (run_code_fingerprint),
+    # and codeversion brings pathlib
+    from pathlib import Path
+
+    from convlab.codeversion import fingerprint
+
+    return fingerprint(list(Path(package_dir).rglob("*.py")), root=Path(package_dir))
 
 
 def run_code_fingerprint() -> str:
@@ -69,13 +75,13 @@ class Identity(namedtuple("Identity", "host uid python repo code gpus env")):
 
 def current_identity() -> Identity:
     return Identity(
-        host=host_name(), uid=os.getuid(), python=sys.executable, repo=str(PACKAGE_DIR.parents[1]),
+        host=host_name(), uid=os.getuid(), python=sys.executable, repo=os.path.dirname(os.path.dirname(PACKAGE_DIR)),
         code=run_code_fingerprint(), gpus=tuple(host_gpus()),
         env=tuple((name, os.environ[name]) for name in IDENTITY_ENV if name in os.environ),
     )
 
 
-def runtime_dir() -> Path:
+def runtime_dir() -> str:
     """A directory only this user can open (0700): CONVLAB_RUNTIME_DIR, else
     $XDG_RUNTIME_DIR/convlab, else /tmp/convlab-<uid>. Refused if another user owns it or
     others may enter it."""
@@ -83,10 +89,10 @@ def runtime_dir() -> Path:
     if not chosen:
         xdg = os.environ.get("XDG_RUNTIME_DIR")
         chosen = os.path.join(xdg, "convlab") if xdg and os.path.isdir(xdg) else f"/tmp/convlab-{os.getuid()}"
-    path = Path(chosen)
+    path = chosen
     try:
-        path.mkdir(mode=0o700, parents=True, exist_ok=True)
-        info = path.lstat()
+        os.makedirs(path, mode=0o700, exist_ok=True)
+        info = os.lstat(path)
     except OSError as error:
         raise RuntimeDirError(f"cannot make the service directory {path}: {error.strerror}") from error
     if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
@@ -99,12 +105,20 @@ def runtime_dir() -> Path:
 
 
 class ServicePaths(namedtuple("ServicePaths", "socket start_lock log info")):
-    """A service's files (Paths): its socket, the lock its first clients start it under, its log,
-    and its pid and identity (JSON)."""
+    """A service's files (plain paths): its socket, the lock its first clients start it under, its
+    log, and its pid and identity (JSON)."""
 
     __slots__ = ()
 
     @classmethod
-    def for_key(cls, directory: Path, key: str) -> ServicePaths:
-        return cls(directory / f"{key}.sock", directory / f"{key}.start.lock", directory / f"{key}.log",
-                   directory / f"{key}.json")
+    def for_key(cls, directory: str, key: str) -> ServicePaths:
+        return cls(*(os.path.join(directory, f"{key}{suffix}") for suffix in (".sock", ".start.lock", ".log", ".json")))
+
+    @property
+    def key(self) -> str:
+        """The identity's key that names the files."""
+        return os.path.basename(self.socket)[: -len(".sock")]
+
+    @property
+    def folder(self) -> str:
+        return os.path.dirname(self.socket)

@@ -83,7 +83,7 @@ def now_utc() -> str:
 class MeasurementService:
     def __init__(self, paths: ServicePaths, identity: Identity, idle_timeout_s: float) -> None:
         self.paths, self.identity, self.idle_timeout_s = paths, identity, idle_timeout_s
-        self.pools = {name: WorkerPool(name, dict(os.environ), paths.log, tools_limit=TOOLS_WORKERS)
+        self.pools = {name: WorkerPool(name, dict(os.environ), Path(paths.log), tools_limit=TOOLS_WORKERS)
                       for name in POOLS}
         self._in_flight = 0
         self._last_activity = time.monotonic()
@@ -96,16 +96,17 @@ class MeasurementService:
 
     # -- lifetime -------------------------------------------------------------------------------
     def bind(self) -> None:
-        self.paths.socket.unlink(missing_ok=True)  # a dead service's socket; the caller holds the start lock
-        prune_runtime_dir(self.paths.socket.parent, keep=self.paths.socket.stem)
+        socket_path = Path(self.paths.socket)
+        socket_path.unlink(missing_ok=True)  # a dead service's socket; the caller holds the start lock
+        prune_runtime_dir(socket_path.parent, keep=self.paths.key)
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        listener.bind(str(self.paths.socket))
+        listener.bind(self.paths.socket)
         os.chmod(self.paths.socket, 0o600)
         listener.listen(128)
         listener.settimeout(1.0)
         self._listener = listener
-        self._socket_inode = self.paths.socket.stat().st_ino
-        self.paths.info.write_text(json.dumps({"pid": os.getpid(), "started_at": now_utc(),
+        self._socket_inode = socket_path.stat().st_ino
+        Path(self.paths.info).write_text(json.dumps({"pid": os.getpid(), "started_at": now_utc(),
                                                "idle_timeout_s": self.idle_timeout_s,
                                                "identity": self.identity.describe()}, indent=2) + "\n")
 
@@ -139,9 +140,9 @@ class MeasurementService:
     def _retire_socket(self) -> None:
         """Remove the socket and record, unless a newer service has already put its own there."""
         try:
-            if self.paths.socket.stat().st_ino == self._socket_inode:
-                self.paths.socket.unlink()
-                self.paths.info.unlink(missing_ok=True)
+            if os.stat(self.paths.socket).st_ino == self._socket_inode:
+                os.unlink(self.paths.socket)
+                Path(self.paths.info).unlink(missing_ok=True)
         except FileNotFoundError:
             pass
 
