@@ -18,10 +18,10 @@ from convlab.backends.cpu import CpuBackend
 from convlab.plan.config import validate_config
 from convlab.plan.grid import build_cells
 from convlab.plan.operands import ConvOperands
-from convlab.plan.problemcache import PROBLEMS, ProblemCache, checksum, problem_key
+from convlab.plan.problemcache import PROBLEMS, ProblemCache, SharedProblem, checksum, problem_key
 from convlab.problem.geometry import ConvProblem
 from convlab.run.runner import run_cell
-from convlab.run.steps import load_inputs, place
+from convlab.run.steps import CellInputs, comparing_module, load_inputs, place
 
 SIZE = 40
 # What the rows must agree on whether or not the problem was shared (times aside).
@@ -224,6 +224,23 @@ def test_the_same_rows_with_and_without_sharing(picture, bandwidth, kept):
     for one, two, three, cell in zip(alone, shared, again, cells):
         assert [one[c] for c in VERDICT] == [two[c] for c in VERDICT] == [three[c] for c in VERDICT], cell.path
         assert one["status"] == "ok", (cell.path, one["reason"])
+
+
+def test_the_output_is_compared_on_the_device_in_a_worker_and_on_the_host_for_small_problems_or_alone():
+    class Gpu:
+        xp = object()  # stands for cupy
+
+    def inputs(size: int, shared: SharedProblem) -> CellInputs:
+        problem = ConvProblem(size, size, 3, 3, 3, 1, 1)
+        operands = ConvOperands(problem, np.zeros((size, size, 3), np.float32), np.zeros((3, 3, 3, 3), np.float32))
+        return CellInputs(cpu_cells()[0], None, operands, shared)
+
+    worker, alone = SharedProblem(long_lived=True), SharedProblem()
+    assert comparing_module(Gpu(), inputs(128, worker)) is Gpu.xp  # 2.6e6 FLOPs
+    assert comparing_module(Gpu(), inputs(128, alone)) is np  # a fresh process would load float64 kernels
+    assert comparing_module(Gpu(), inputs(1024, alone)) is Gpu.xp  # 1.7e8 FLOPs
+    assert comparing_module(Gpu(), inputs(32, worker)) is np  # too small to repay the launches
+    assert comparing_module(CpuBackend(), inputs(1024, worker)) is np
 
 
 def test_placing_without_a_shared_problem_is_placing_for_one_cell():
