@@ -23,7 +23,8 @@ from convlab.problem.reference import conv2d_reference, gemm_reference
 
 
 class Device(Protocol):
-    """What operands need of a backend to place themselves: its array module and a copy to it."""
+    """What operands need of a backend to place themselves: its array module and a copy to it (a
+    cell's copy of a kept master is the array's own copy(), on the device for a device array)."""
 
     xp: Any
 
