@@ -80,6 +80,13 @@ TABLE: tuple[Command, ...] = (
         arg("--backend", required=True, choices=["cuda", "cpu"]),
         file_arg("--out"),
     ), runs=DEVICE, pool=backend_option),
+    Command("compile-kernels", "compile the grid's kernels ahead of its cells, in parallel, into a worker and CuPy's "
+            "disk cache", f"{HANDLERS}.device:compile_kernels", (
+        arg("--config", required=True, help="the run's validated config as JSON"),
+        arg("--device", required=True, help="the device label the grid is built for"),
+        arg("--backend", required=True, choices=["cuda", "cpu"]),
+        file_arg("--out", help="a JSON record: modules compiled, already cached, failed, seconds, threads"),
+    ), runs=DEVICE, pool=backend_option),
     Command("bench", "floor benchmark: ours vs cuDNN vs naive vs a copy, printed ratios", f"{HANDLERS}.device:bench", (
         arg("--sizes", type=int, nargs="*", default=[128, 256, 512, 1024, 2048, 4096],
             help="image sizes of the floor benchmark (none: skip it)"),

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from convlab.backends.compileahead import CompileReport
+from convlab.backends.sourcemodule import SourceModule
 from convlab.measure.telemetry import NullObserver
 from convlab.measure.timing import GraphRefused, Sampler
 from convlab.plan.operands import KernelBuffers
@@ -30,6 +32,7 @@ class PreparedKernel:
 class Backend(ABC):
     name: str
     xp: Any  # the array module: numpy or cupy
+    compiles_sources: bool = False  # whether its cells compile the kernels' source modules
 
     @abstractmethod
     def device_info(self) -> dict[str, Any]:
@@ -55,6 +58,11 @@ class Backend(ABC):
 
         Raises CellFailure subclasses for the kernel's own failures.
         """
+
+    def compile_ahead(self, modules: Mapping[SourceModule, Sequence[str]]) -> CompileReport:
+        """Compile ``modules`` (each with the kernels that use it) before their cells ask, into
+        this process's module cache; a backend that compiles nothing has nothing to do."""
+        return CompileReport(modules=len(modules))
 
     @abstractmethod
     def time_batch(self, run: Callable[[], None], n: int, cold: bool) -> list[float]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import contextmanager
 from functools import partial
 from typing import Any
@@ -15,9 +15,11 @@ import cupy
 import numpy as np
 
 from convlab.backends.base import Backend, KernelBuffers, PreparedKernel
+from convlab.backends.compileahead import CompileReport, compile_ahead
 from convlab.backends.cudagraph import record_graph
 from convlab.backends.libraries import library_kernels
 from convlab.backends.sharedmem import shared_limit
+from convlab.backends.sourcemodule import SourceModule, source_module
 from convlab.measure.telemetry import GpuTelemetry
 from convlab.measure.timing import Sampler
 from convlab.plan.launch import dims, evaluate, problem_names, stage_shared_bytes
@@ -36,6 +38,10 @@ extern "C" __global__ void convlab_spin(unsigned long long ns) {
 LAUNCH_ERRORS = ("CUDA_ERROR_INVALID_VALUE", "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES",
                  "cudaErrorInvalidConfiguration", "CUDA_ERROR_INVALID_CONFIGURATION")
 MAX_SPIN_MS = 200.0
+
+# Compiled modules by their code and options, for the whole process: compile-kernels fills it
+# through a backend of its own, and the cells its worker measures next find their modules here.
+MODULES: dict[SourceModule, cupy.RawModule] = {}
 
 
 def _text(dims3: tuple[int, int, int]) -> str:
@@ -117,6 +123,7 @@ def _matmul(stage: dict, operands: dict, names: dict) -> Callable[[], None]:
 class CudaBackend(Backend):
     name = "cuda"
     xp = cupy
+    compiles_sources = True
 
     def __init__(self) -> None:
         self.device = cupy.cuda.Device()
@@ -126,8 +133,6 @@ class CudaBackend(Backend):
         self._graph_stream: cupy.cuda.Stream | None = None
         self._flush_buffer = None
         self._device_info: dict[str, Any] | None = None
-        # compiled modules by (source text, options): a service worker compiles each once
-        self._modules: dict[tuple[str, tuple[str, ...]], cupy.RawModule] = {}
         # the index among the GPUs its measurement service uses (0 in a one-shot process)
         self.gpu_index = 0
         self._telemetry = None  # NVML for this GPU, opened at the first cell
@@ -190,11 +195,24 @@ class CudaBackend(Backend):
             return f"{type(error).__name__}: {error}"
         return None
 
-    def _module(self, code: str, options: tuple[str, ...]) -> cupy.RawModule:
-        key = (code, options)
-        if key not in self._modules:
-            self._modules[key] = cupy.RawModule(code=code, options=options)
-        return self._modules[key]
+    def _module(self, module: SourceModule) -> cupy.RawModule:
+        """The module, compiled when a function is first taken from it (inside the setup's guard, so
+        that a compile error is the cell's), unless compiled ahead."""
+        if module not in MODULES:
+            MODULES[module] = cupy.RawModule(code=module.code, options=module.options)
+        return MODULES[module]
+
+    def compile_ahead(self, modules: Mapping[SourceModule, Sequence[str]]) -> CompileReport:
+        return compile_ahead(modules, MODULES, self._compile)
+
+    def _compile(self, module: SourceModule) -> cupy.RawModule:
+        """Compile one module on a thread of the pool (NVRTC releases the GIL) and load it, or load
+        it from CuPy's disk cache. CuPy keeps the loaded module for the process and the device, so
+        that any RawModule of the same code and options finds it."""
+        with self.device:  # a thread's current device is its own: this backend's, not device 0
+            compiled = cupy.RawModule(code=module.code, options=module.options)
+            compiled.compile()
+        return compiled
 
     # -- data -------------------------------------------------------------------------
     def to_device(self, host: np.ndarray) -> Any:
@@ -234,9 +252,7 @@ class CudaBackend(Backend):
                                buffers: KernelBuffers) -> PreparedKernel:
         names = problem_names(problem, tunables)
         described = spec.evaluated_defines(names)
-        defines = {**problem.defines(), **described}
-        options = ("--std=c++17", *(f"-D{key}={value}" for key, value in defines.items()))
-        module = self._module(spec.source.read_text(), options) if spec.source else None
+        module = self._module(source_module(spec, tunables, problem)) if spec.source else None
         operands = buffers.named()
         for name, size in spec.scratch.items():
             operands[name] = cupy.empty(evaluate(size, names), dtype=cupy.float32)

@@ -3,23 +3,28 @@ place them on the device in a kernel's layouts, compute the float64 reference, a
 kernel's output into the reference's layout.
 
 Convolutions (conv2d, tiling, winograd_layers) keep the image as HWC (NHWC for a batch) and
-the weights as OIHW; GEMM keeps A and B row-major.
+the weights as OIHW; GEMM keeps A and B row-major. Both place themselves the same way (Placing),
+through what the cells of their problem share (convlab.plan.problemcache).
 """
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Protocol
 
 import numpy as np
 
+from convlab.plan.problemcache import SharedProblem
 from convlab.problem.geometry import ConvProblem, GemmProblem
 from convlab.problem.layouts import image_to_layout, output_shape, output_to_hwc, to_layout
 from convlab.problem.reference import conv2d_reference, gemm_reference
 
 
 class Device(Protocol):
-    """What operands need of a backend to place themselves: its array module and a copy to it."""
+    """What operands need of a backend to place themselves: its array module and a copy to it (a
+    cell's copy of a kept master is the array's own copy(), on the device for a device array)."""
 
     xp: Any
 
@@ -50,23 +55,53 @@ class KernelBuffers:
         return {**self.inputs, "output": self.output}
 
 
+class Placing(ABC):
+    """How operands place themselves: each input in the kernel's layout, on the host (what the
+    round trip copies in) and on the device (the cell's own copy), and a NaN-filled output."""
+
+    round_trip: tuple[str, ...]  # the inputs an end-to-end run copies in
+
+    @abstractmethod
+    def input_layouts(self, layout: dict[str, str]) -> dict[str, str]:
+        """Each input's name (as launch descriptions use it) and its layout."""
+
+    @abstractmethod
+    def host_input(self, name: str, layout: str) -> np.ndarray:
+        """The input on the host in that layout."""
+
+    @abstractmethod
+    def output(self, xp: Any, layout: dict[str, str]) -> Any:
+        """A NaN-filled output in the kernel's output layout."""
+
+    def place(self, backend: Device, layout: dict[str, str],
+              shared: SharedProblem | None = None) -> tuple[dict[str, np.ndarray], KernelBuffers]:
+        """The inputs on the device in the kernel's layouts, the cell's own, and a NaN-filled output;
+        and the host arrays an end-to-end run copies in. ``shared``: the problem's, where its cells
+        share their inputs' masters (none: made for this cell alone)."""
+        shared = shared or SharedProblem()
+        host, placed = {}, {}
+        for name, form in self.input_layouts(layout).items():
+            host[name] = shared.host_input(name, form, partial(self.host_input, name, form))
+            placed[name] = shared.device_input(name, form, partial(backend.to_device, host[name]), backend.xp)
+        return {name: host[name] for name in self.round_trip}, KernelBuffers(placed, self.output(backend.xp, layout))
+
+
 @dataclass(frozen=True)
-class ConvOperands:
+class ConvOperands(Placing):
     problem: ConvProblem
     image: np.ndarray  # HWC (NHWC for a batch) float32
     weights: np.ndarray  # OIHW float32
 
-    def place(self, backend: Device, layout: dict[str, str]) -> tuple[dict[str, np.ndarray], KernelBuffers]:
-        """The operands on the device in the kernel's layouts and a NaN-filled output.
-        Returns the host arrays an end-to-end run copies in (the image, in its input layout)."""
-        xp = backend.xp
-        host_image = image_to_layout(self.image, layout["input"])
-        buffers = KernelBuffers.conv(
-            image=backend.to_device(host_image),
-            weights=backend.to_device(to_layout(self.weights, layout["weights"])),
-            output=xp.full(output_shape(self.problem, layout["output"]), np.nan, dtype=xp.float32),
-        )
-        return {"input": host_image}, buffers
+    round_trip = ("input",)  # the image: the weights stay on the device
+
+    def input_layouts(self, layout: dict[str, str]) -> dict[str, str]:
+        return {"input": layout["input"], "weights": layout["weights"]}
+
+    def host_input(self, name: str, layout: str) -> np.ndarray:
+        return image_to_layout(self.image, layout) if name == "input" else to_layout(self.weights, layout)
+
+    def output(self, xp: Any, layout: dict[str, str]) -> Any:
+        return xp.full(output_shape(self.problem, layout["output"]), np.nan, dtype=xp.float32)
 
     def reference(self, xp):
         """The float64 reference with array module ``xp`` (numpy on the host, cupy on the GPU)."""
@@ -83,17 +118,21 @@ class ConvOperands:
 
 
 @dataclass(frozen=True)
-class GemmOperands:
+class GemmOperands(Placing):
     problem: GemmProblem
     a: np.ndarray  # m x k row-major float32
     b: np.ndarray  # k x n row-major float32
 
-    def place(self, backend: Device, layout: dict[str, str]) -> tuple[dict[str, np.ndarray], KernelBuffers]:
-        xp = backend.xp
-        p = self.problem
-        buffers = KernelBuffers({"a": backend.to_device(self.a), "b": backend.to_device(self.b)},
-                                xp.full((p.m, p.n), np.nan, dtype=xp.float32))
-        return {"a": self.a, "b": self.b}, buffers
+    round_trip = ("a", "b")
+
+    def input_layouts(self, layout: dict[str, str]) -> dict[str, str]:
+        return {"a": "rowmajor", "b": "rowmajor"}
+
+    def host_input(self, name: str, layout: str) -> np.ndarray:
+        return self.a if name == "a" else self.b
+
+    def output(self, xp: Any, layout: dict[str, str]) -> Any:
+        return xp.full((self.problem.m, self.problem.n), np.nan, dtype=xp.float32)
 
     def reference(self, xp):
         # a float64 8192^3 product takes ~20 ms on a GPU, minutes on a CPU: large sizes use cupy

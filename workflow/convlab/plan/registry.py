@@ -143,6 +143,10 @@ class KernelSpec:
                 return f"{self.name} implements {key} in {allowed} only, not {value}"
         return None
 
+    def unmet(self, names: dict[str, int]) -> list[str]:
+        """Its ``requires`` conditions that do not hold over ``names`` (the problem's and the tunables)."""
+        return [condition for condition in self.requires if not holds(condition, names)]
+
     def evaluated_defines(self, names: dict[str, int]) -> dict[str, int]:
         """The description's -D macros evaluated over ``names`` (the problem's and the tunables)."""
         return {key: evaluate(value, names) for key, value in self.defines.items()}

@@ -27,7 +27,7 @@ from convlab.measure.phases import PhaseClock
 from convlab.measure.row import JobFacts, build_row
 from convlab.measure.telemetry import TimedWorkTelemetry
 from convlab.plan.cell import Cell
-from convlab.plan.launch import holds, problem_names
+from convlab.plan.launch import problem_names
 from convlab.run.steps import (
     CellInputs,
     Result,
@@ -92,7 +92,7 @@ def refusal(inputs: CellInputs, device: str, bandwidth_path: str | Path | None) 
     if unsupported:
         return Outcome(UNSUPPORTED, unsupported)
     names = problem_names(inputs.problem, cell.tunables)
-    unmet = [condition for condition in spec.requires if not holds(condition, names)]
+    unmet = spec.unmet(names)
     if unmet:
         return Outcome(INVALID_CONFIG, f"{spec.name} requires {' and '.join(unmet)} "
                        f"({', '.join(f'{k}={v}' for k, v in sorted(names.items()))})")

@@ -7,7 +7,7 @@ CellFailure for that step; anything else raises.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -18,22 +18,30 @@ from convlab.measure.timing import TimingResult, measure
 from convlab.plan.cell import Cell
 from convlab.plan.families import load_operands
 from convlab.plan.operands import Operands
+from convlab.plan.problemcache import PROBLEMS, SharedProblem, problem_key
 from convlab.plan.registry import KernelSpec, get_kernel
 from convlab.problem.geometry import ConvProblem, GemmProblem
 from convlab.problem.verify import Verdict, compare
 from convlab.status import OK, WRONG
 
 E2E_SINGLE_REP_BYTES = 256 << 20
+# Up to these FLOPs the output is compared on the host. In a fresh process the GPU path spends
+# ~0.1 s loading CuPy's float64 kernels, which NumPy's few milliseconds beat up to large problems;
+# a long-lived worker loads them once, and the device's few launches then beat the copy to the host
+# and NumPy's passes for all but the smallest problems (some ten thousand outputs).
 HOST_REFERENCE_FLOPS = 1e8
+LONG_LIVED_HOST_REFERENCE_FLOPS = 1e6
 
 
 @dataclass(frozen=True)
 class CellInputs:
-    """What a cell needs before it touches the device: its kernel and host-side operands."""
+    """What a cell needs before it touches the device: its kernel and host-side operands, and what
+    it shares with the other cells of its problem (in a one-shot process, nothing)."""
 
     cell: Cell
     spec: KernelSpec
     operands: Operands
+    shared: SharedProblem = field(default_factory=SharedProblem)
 
     @property
     def problem(self) -> ConvProblem | GemmProblem:
@@ -102,14 +110,17 @@ class Result:
 
 
 def load_inputs(cell: Cell, image_path: str | Path | None = None) -> CellInputs:
-    """Host only: the picture (or random data) and the filter weights."""
-    return CellInputs(cell, get_kernel(cell.kernel), load_operands(cell, image_path))
+    """Host only: the picture (or random data) and the filter weights, made once per problem where
+    the process keeps problems (convlab.plan.problemcache)."""
+    spec = get_kernel(cell.kernel)
+    shared = PROBLEMS.problem(problem_key(cell, image_path))
+    return CellInputs(cell, spec, shared.operands(lambda: load_operands(cell, image_path)), shared)
 
 
 def place(backend: Backend, inputs: CellInputs, layout: dict[str, str]) -> Placed:
     """The operands on the device, in the layouts the kernel declares, and a NaN-filled output."""
     with backend.guard("place"):
-        host_inputs, buffers = inputs.operands.place(backend, layout)
+        host_inputs, buffers = inputs.operands.place(backend, layout, inputs.shared)
         backend.synchronize()
     return Placed(layout, host_inputs, buffers)
 
@@ -152,19 +163,27 @@ def tolerance(inputs: CellInputs) -> float:
     return inputs.cell.verify["tolerance"][precision]
 
 
+def comparing_module(backend: Backend, inputs: CellInputs) -> Any:
+    """Where the output is compared with the reference: the array module of that side (numpy: the
+    host). The cpu backend's is the host; on a GPU, the host for a problem too small to repay the
+    device's launches and loads (HOST_REFERENCE_FLOPS)."""
+    limit = LONG_LIVED_HOST_REFERENCE_FLOPS if inputs.shared.long_lived else HOST_REFERENCE_FLOPS
+    return np if backend.xp is np or inputs.problem.flops <= limit else backend.xp
+
+
 def verify(backend: Backend, inputs: CellInputs, placed: Placed, prepared: Prepared) -> Verified:
-    """NaN-poisoned output, one run, compared with the float64 reference."""
+    """NaN-poisoned output, one run, compared with the float64 reference (made once per problem
+    where the process keeps problems, on the side it is compared on)."""
     operands, output = inputs.operands, placed.buffers.output
     with backend.guard("verify"):
         output.fill(np.nan)
         prepared.kernel.run()
         backend.synchronize()
         comparable: Any = operands.comparable_output(output, placed.layout)
-        # a small problem is checked on the host: NumPy takes a few ms where the GPU path
-        # spends ~0.1 s loading its float64 kernels into a fresh process
-        xp = np if inputs.problem.flops <= HOST_REFERENCE_FLOPS else backend.xp
+        xp = comparing_module(backend, inputs)
         if xp is np:
             comparable = backend.to_host(comparable)
-        verdict = compare(comparable, operands.reference(xp), tolerance(inputs), xp)
+        reference = inputs.shared.reference(xp, lambda: operands.reference(xp))
+        verdict = compare(comparable, reference, tolerance(inputs), xp)
         backend.synchronize()
     return Verified(verdict)

@@ -1,6 +1,7 @@
-"""Device-wide measurements, each under the device's lock like any cell: the copy bandwidth and the
+"""Device-wide work, each under the device's lock like any cell: the copy bandwidth and the
 compute ceiling (written as JSON with the backend and device they ran on), the floor benchmark,
-and the gallery's edge maps (one kernel run, no timing)."""
+the gallery's edge maps (one kernel run, no timing), and compiling the grid's kernels ahead of
+its cells."""
 
 from __future__ import annotations
 
@@ -14,9 +15,11 @@ from convlab.atomicfile import write_text_atomically
 from convlab.backends import get_backend
 from convlab.backends.base import Backend
 from convlab.backends.devicelock import exclusive_device
+from convlab.backends.sourcemodule import grid_modules
 from convlab.bench.floor import format_table, run_benchmark, write_results
 from convlab.bench.sgemm import format_gemm_table, run_gemm_benchmark
 from convlab.plan.cell import Cell
+from convlab.plan.grid import build_cells
 from convlab.report.gallery import render_edge_map
 
 
@@ -62,4 +65,25 @@ def bench(args: argparse.Namespace, console: Console) -> int:
 
 def gallery(args: argparse.Namespace, console: Console) -> int:
     render_edge_map(Cell.from_json(args.spec), args.image, args.out)
+    return 0
+
+
+def compile_kernels(args: argparse.Namespace, console: Console) -> int:
+    """The grid's source modules compiled before its cells ask for them, in parallel: into this
+    process's module cache (a service worker's, whose cells then neither compile nor load) and
+    CuPy's disk cache (which the other workers load from). A module that does not compile is left
+    to its cells, which report their own compile error. A backend that compiles nothing (the cpu)
+    only writes the record."""
+    backend = get_backend(args.backend)
+    cells = build_cells(json.loads(args.config), backend.name, args.device) if backend.compiles_sources else []
+    modules = grid_modules(cells)
+    with exclusive_device(backend.device_key()):  # its threads take every core: no cell is timed meanwhile
+        report = backend.compile_ahead(modules)
+    record = {"backend": backend.name, "cells": len(cells), **report.record()}
+    write_text_atomically(args.out, json.dumps(record, indent=2) + "\n")
+    console.say(f"{backend.name}: {report.modules} modules of {len(cells)} cells: {report.compiled} compiled, "
+                f"{report.cached} already cached, {report.failed} failed ({report.seconds:.1f} s on "
+                f"{report.threads} threads)")
+    if report.failed_kernels:
+        console.say(f"did not compile (their cells will say why): {', '.join(report.failed_kernels)}")
     return 0

@@ -2,7 +2,8 @@
 and tools workers, which run the pipeline's other commands (data, reports) warm.
 
 It keeps what a one-shot cell job rebuilt every time: the CUDA context, compiled modules, the
-cuDNN handle and plans, CuPy's float64 reference kernels and decoded pictures. It measures one
+cuDNN handle and plans, CuPy's float64 reference kernels, decoded pictures, and the last few
+problems' operands, device inputs and references (convlab.plan.problemcache). It measures one
 cell at a time (convlab.run.celljob.measure_job, as a job measuring in its own process does),
 writes the row, and frees the memory pools before the next cell.
 
@@ -32,12 +33,13 @@ from convlab.app.console import Console
 from convlab.backends import get_backend
 from convlab.backends.base import Backend
 from convlab.codeversion import measurement_version
-from convlab.plan import pictures
+from convlab.plan import pictures, problemcache
 from convlab.run.celljob import CellJob, JobContext, measure_job, status_line
-from convlab.status import ERROR, UserError
+from convlab.status import ERROR, OOM, UserError
 
 PARENT_POLL_S = 0.2
 PICTURES_KEPT = 8
+PROBLEMS_KEPT = 4
 
 
 def _watch_parent(parent: int) -> None:
@@ -106,6 +108,7 @@ def _open_backend(backend_name: str, gpu_index: int) -> Backend:
     if backend_name == "cuda":
         backend.gpu_index = gpu_index
     pictures.PICTURES.capacity = PICTURES_KEPT
+    problemcache.PROBLEMS.capacity = PROBLEMS_KEPT
     return backend
 
 
@@ -118,8 +121,11 @@ def measure_one(job: dict[str, Any], backend: Backend) -> dict[str, Any]:
     faults: list[str | None] = []
 
     def settle(status: str) -> None:
-        """A sticky device error ends this worker; otherwise free the cell's device memory."""
+        """A sticky device error ends this worker; otherwise free the cell's device memory, and after
+        a cell that ran out of it the kept problems' too, so that the next cell has all of it."""
         faults.append(backend.fault() if status == ERROR else None)
+        if status == OOM:
+            problemcache.PROBLEMS.clear()
         if faults[-1] is None:
             backend.release_memory()
 
