@@ -106,6 +106,8 @@ SIZES = image_sizes(CELLS)
 GALLERY_SIZE = gallery_size(config, CELLS)
 BANDWIDTH = f"{RESULTS}/device/{BACKEND}_copy_bandwidth.json"
 CEILING = f"{RESULTS}/device/{BACKEND}_sgemm_ceiling.json"
+# what compile_kernels compiled ahead of the cells (cells/{backend} that compile sources: cuda)
+COMPILED = f"{RESULTS}/device/{BACKEND}_compiled_kernels.json"
 GPU_JOB = 1 if BACKEND == "cuda" else 0
 
 
@@ -183,6 +185,20 @@ def bench_kernel_files():
 
 def kernel_files(wildcards):
     return list(files_of(wildcards.kernel, wildcards.backend))
+
+
+def grid_kernel_files(device):
+    """The files of every kernel the device label's cells run."""
+    kernels = {cell.kernel for cell in CELLS if cell.device == device}
+    return sorted({path for kernel in kernels for path in files_of(kernel, BACKEND)})
+
+
+def compiled_modules(wildcards):
+    """A cuda cell waits for the grid's modules to be compiled ahead (ancient: their re-run after
+    another kernel's edit re-measures nothing); the cpu backend compiles nothing."""
+    if wildcards.backend != "cuda":
+        return []
+    return ancient(COMPILED.format(device=wildcards.device))
 
 
 def gallery_kernel_files(wildcards):
