@@ -14,6 +14,7 @@ rule history:
         table=update(f"{RESULTS}/verdicts/latest.csv"),
     log:
         f"{RESULTS}/logs/history.log",
+    priority: 50
     conda:
         "../../envs/convlab.yaml"
     params:
@@ -27,7 +28,6 @@ rule history:
         grid=json.dumps(config, sort_keys=True),
         # with several device labels each verdict says whose it is
         heading=lambda wildcards: verdict_heading(wildcards.device),
-    priority: 50
     shell:
         logged(
             "{params.runner} record --results {params.results} --backend {params.backend} "
