@@ -14,15 +14,16 @@ def current_umask() -> int:
     return mask
 
 
-def write_text_atomically(path: str | Path, text: str) -> None:
+def write_text_atomically(path: str | Path, text: str, durable: bool = True) -> None:
     """write_bytes_atomically() of the UTF-8 text."""
-    write_bytes_atomically(path, text.encode("utf-8"))
+    write_bytes_atomically(path, text.encode("utf-8"), durable)
 
 
-def write_bytes_atomically(path: str | Path, data: bytes) -> None:
-    """Write beside ``path``, fsync, then rename over it: a reader sees the old file or the new
-    one, never half of one. mkstemp makes its file 0600; the result gets 0666 less the umask,
-    like a file opened with open(), so that colleagues on a shared file system can read it."""
+def write_bytes_atomically(path: str | Path, data: bytes, durable: bool = True) -> None:
+    """Write beside ``path``, fsync (unless not ``durable``), then rename over it: a reader sees the
+    old file or the new one, never half of one. mkstemp makes its file 0600; the result gets 0666
+    less the umask, like a file opened with open(), so that colleagues on a shared file system can
+    read it."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -31,7 +32,8 @@ def write_bytes_atomically(path: str | Path, data: bytes) -> None:
             handle.write(data)
             handle.flush()
             os.fchmod(handle.fileno(), 0o666 & ~current_umask())
-            os.fsync(handle.fileno())
+            if durable:
+                os.fsync(handle.fileno())
         os.replace(temporary, path)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
