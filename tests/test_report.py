@@ -21,7 +21,7 @@ from workflow_helpers import copy_repo, snakemake
 
 from convlab.app.cli import main
 from convlab.report import figures, findings, roofline, seedcompare, seedfigures
-from convlab.report.figurenames import NAMES, file_name
+from convlab.report.figuretable import FIGURES as FIGURE_TABLE
 from convlab.report.findings import fastest
 from convlab.report.plotting import DPI, legend_handles, log_y_axis, new_figure, panel_title, save_figure
 from convlab.report.seedcompare import (
@@ -289,7 +289,7 @@ def test_the_figures_command_renders_the_one_file_asked_for_or_all_of_them(tmp_p
 
     assert rendered("--figure", "variants") == ["variants.png"]
     assert rendered("--figure", "status_table") == ["status_table.html"]
-    assert rendered() == sorted(file_name(name) for name in NAMES)
+    assert rendered() == sorted(entry.file for entry in FIGURE_TABLE.values())
 
 
 def _log_panels(in_view: bool) -> Figure:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -101,3 +102,41 @@ def planned_rules(result: subprocess.CompletedProcess) -> set[str]:
             break
         rules.add(line.split()[0])
     return rules
+
+
+# `snakemake --report` with Snakemake's report writer replaced by a lister: the report tree the DAG
+# files (each report file's category, subcategory, labels and caption), read without the files.
+REPORT_LISTER = """
+import json, sys
+import snakemake.report as report
+from snakemake.io import get_flag_value, is_flagged
+
+async def lister(dag, *args, **kwargs):
+    async def expand(item, job):
+        return None if item is None else await report.expand_report_argument(item, job.wildcards, job)
+    tree = {}
+    for job in dag.jobs:
+        for f in job.output:
+            if is_flagged(f, "report") and str(f) not in tree:
+                filed = get_flag_value(f, "report")
+                tree[str(f)] = {"category": await expand(filed.category, job),
+                                "subcategory": await expand(filed.subcategory, job),
+                                "labels": await report.expand_labels(filed.labels, job.wildcards, job),
+                                "caption": dict(job.params.items()).get("caption")}
+    print("report tree: " + json.dumps(tree))
+
+report.auto_report = lister
+from snakemake.cli import main
+sys.argv = ["snakemake", *sys.argv[1:], "--report", "unused.html"]
+main()
+"""
+
+
+def report_tree(repo: Path, configfile: str = TINY) -> dict[str, dict]:
+    """Per report file of the DAG: its category, subcategory, labels and caption text (where the job's params
+    carry one: figure.rst and seed_figure.rst show it), as `snakemake --report` would file it."""
+    result = subprocess.run([sys.executable, "-c", REPORT_LISTER, "--cores", "1", "--configfile", configfile],
+                            cwd=repo, env=snakemake_env(repo), capture_output=True, text=True, timeout=300)
+    found = re.search(r"^report tree: (.*)$", result.stdout + result.stderr, re.MULTILINE)
+    assert found, f"no report tree:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+    return json.loads(found.group(1))

@@ -1,39 +1,37 @@
 # Figures, the failed-cell table and the edge-map gallery, each captioned for
 # `snakemake --report results/report.html`.
-from convlab.report.figurenames import NAMES as FIGURE_NAMES, file_name, name_of
-
-# The report label of each figure against size (convlab.report.figurenames names them).
-FIGURE_LABELS = {
-    "time_vs_size": "time vs size",
-    "gflops_vs_size": "GFLOPS vs size",
-    "pct_of_floor_vs_size": "% of floor vs size",
-    "variants": "variants",
-    "status": "cells by status",
-}
 
 
-# One job per figure and one for the table of failed cells: they run side by side (the service
-# renders up to four at once), so the report waits for the slowest figure, not for their sum.
+include: "report_common.smk"
+
+
+# One job per entry of the figure table (convlab.report.figuretable): they run side by side (the
+# service renders them), so the report waits for the slowest figure, not for their sum.
 rule figures:
     input:
         summary=f"{RESULTS}/summary.csv",
     output:
-        figure=figure(f"{RESULTS}/figures/{{file}}", FIGURE_LABELS),
+        # Captioned by figure.rst, which shows the entry's caption file from the job's params (a
+        # rule has one caption file). update(): a failed re-render restores the previous file.
+        figure=report(
+            update(f"{RESULTS}/figures/{{file}}"),
+            caption="../report/figure.rst",
+            category=lambda wildcards: figure_filed(wildcards)[0],
+            subcategory=lambda wildcards: figure_filed(wildcards)[1],
+            labels=lambda wildcards: figure_filed(wildcards)[2],
+        ),
     log:
         f"{RESULTS}/logs/figures/{{file}}.log",
     wildcard_constraints:
-        file="|".join(file_name(name).replace(".", r"\.") for name in FIGURE_NAMES),
+        file="|".join(entry.file.replace(".", r"\.") for entry in FIGURE_TABLE),
     conda:
         "../../envs/convlab.yaml"
     params:
         code=CODE["report"],
         runner=RUNNER,
         outdir=lambda wildcards, output: os.path.dirname(output.figure),
-        name=lambda wildcards: name_of(wildcards.file),
-        # workflow/report/<name>.rst, for figure.rst to show: a rule has one caption file
-        caption=lambda wildcards: Path(
-            workflow.basedir, "workflow", "report", f"{name_of(wildcards.file)}.rst"
-        ).read_text(),
+        name=lambda wildcards: figure_entry(wildcards).name,
+        caption=figure_caption,
     shell:
         logged(
             "{params.runner} figures --summary {input.summary} --outdir {params.outdir} "
@@ -93,9 +91,6 @@ rule gallery:
 
 
 # ---- The seeds side by side with this run, the roofline and the findings.
-
-
-include: "report_common.smk"
 
 
 rule seed_comparison:
@@ -281,9 +276,5 @@ DEVICE_REPORT_OUTPUTS = [
     *[f"{SEED_DIR}/{table_stem(seed)}.html" for seed in SEEDS],
     f"{RESULTS}/figures/roofline.png",
     f"{RESULTS}/findings.html",
-    f"{RESULTS}/figures/gflops_vs_size.png",
-    f"{RESULTS}/figures/pct_of_floor_vs_size.png",
-    f"{RESULTS}/figures/variants.png",
-    f"{RESULTS}/figures/status.png",
-    f"{RESULTS}/figures/status_table.html",
+    *[f"{RESULTS}/figures/{entry.file}" for entry in FIGURE_TABLE],
 ]

@@ -18,7 +18,7 @@ import json
 
 from convlab import DEFAULT_CONFIG
 from convlab.app.command import CELL, DEVICE, TOOLS, Command, arg, file_arg, file_args, parser_of
-from convlab.report.figurenames import NAMES as FIGURE_NAMES
+from convlab.report.figuretable import NAMES as FIGURE_NAMES
 from convlab.report.seeds import SEEDS, figure_names
 
 DESCRIPTION = """Command line: the entry points Snakemake calls, and running one cell by hand.
@@ -117,8 +117,8 @@ TABLE: tuple[Command, ...] = (
     Command("figures", "render the report figures from the summary", f"{HANDLERS}.report:figures", (
         *file_args("--summary", "--outdir"),
         arg("--figure", choices=FIGURE_NAMES,
-            help="render this one only, as <name>.png (status_table: the page of failed cells, status_table.html); "
-                 "default: all of them (the report runs one job per figure)"),
+            help="render this one only, into its file (convlab/report/figuretable.py); default: all of them (the "
+                 "report runs one job per figure)"),
     ), runs=TOOLS),
     Command("gallery", "save one kernel's edge map as an image", f"{HANDLERS}.device:gallery", (
         arg("--spec", required=True),
