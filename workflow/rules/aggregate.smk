@@ -1,4 +1,5 @@
-# All rows -> results/summary.csv.
+# All rows -> results/summary.csv. A thin client of the tools workers, as the report stage's
+# jobs are (report.smk): no core of its own, one `render`.
 
 
 rule aggregate:
@@ -14,6 +15,9 @@ rule aggregate:
         ),
     log:
         f"{RESULTS}/logs/aggregate.log",
+    threads: 0
+    resources:
+        render=1,
     conda:
         "../../envs/convlab.yaml"
     params:

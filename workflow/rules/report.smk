@@ -1,5 +1,9 @@
 # Figures, the failed-cell table and the edge-map gallery, each captioned for
 # `snakemake --report results/report.html`.
+#
+# The report stage's jobs are thin clients of the measurement service, whose tools workers do the
+# work: they claim no core (threads: 0), so that they run side by side even at --cores 1, and one
+# `render` each, whose limit (profiles/default/config.yaml) bounds how many start at once.
 
 
 include: "report_common.smk"
@@ -24,6 +28,9 @@ rule figures:
         f"{RESULTS}/logs/figures/{{file}}.log",
     wildcard_constraints:
         file="|".join(entry.file.replace(".", r"\.") for entry in FIGURE_TABLE),
+    threads: 0
+    resources:
+        render=1,
     conda:
         "../../envs/convlab.yaml"
     params:
@@ -107,6 +114,9 @@ rule seed_comparison:
         ),
     log:
         f"{RESULTS}/logs/seeds/comparison.log",
+    threads: 0
+    resources:
+        render=1,
     conda:
         "../../envs/convlab.yaml"
     params:
@@ -136,6 +146,9 @@ rule seed_table:
         f"{RESULTS}/logs/seeds/{table_stem('{seed}')}.log",
     wildcard_constraints:
         seed=SEED_IDS,
+    threads: 0
+    resources:
+        render=1,
     conda:
         "../../envs/convlab.yaml"
     params:
@@ -165,6 +178,9 @@ rule seed_figure:
     wildcard_constraints:
         seed=SEED_IDS,
         figure=SEED_FIGURES,
+    threads: 0
+    resources:
+        render=1,
     conda:
         "../../envs/convlab.yaml"
     params:
@@ -193,6 +209,9 @@ rule roofline:
         ),
     log:
         f"{RESULTS}/logs/roofline.log",
+    threads: 0
+    resources:
+        render=1,
     conda:
         "../../envs/convlab.yaml"
     params:
@@ -220,6 +239,9 @@ rule findings:
         ),
     log:
         f"{RESULTS}/logs/findings.log",
+    threads: 0
+    resources:
+        render=1,
     conda:
         "../../envs/convlab.yaml"
     params:
@@ -248,6 +270,9 @@ rule gpus:
         ),
     log:
         "results/logs/gpus.log",
+    threads: 0
+    resources:
+        render=1,
     conda:
         "../../envs/convlab.yaml"
     params:
