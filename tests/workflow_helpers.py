@@ -19,6 +19,10 @@ TINY = "config/tiny-cpu.yaml"
 RESULTS = f"results/{choose_label(None, 'cpu', [])[0]}"
 CELL_OUTPUT = re.compile(r"output: (results/[^/\s]+/cells/\S+\.csv)")
 COMPLETE_LOG = re.compile(r"^Complete log\S*: (\S+)$", re.IGNORECASE | re.MULTILINE)
+OUTPUT_LINE = re.compile(r"^\s+output: (.+)$", re.MULTILINE)
+JOB_START = re.compile(r"^(?:local)?rule (\w+):$")
+JOB_ID = re.compile(r"^\s+jobid: (\d+)$")
+JOB_END = re.compile(r"Finished jobid: (\d+)")
 # Columns that differ between two runs of the same cell: times, and where and when it ran.
 VOLATILE = ("kernel_ms", "kernel_ms_min", "kernel_ms_max", "kernel_ms_iqr", "reps", "timing_stop", "setup_ms",
             "e2e_ms", "gflops", "gbps", "copy_gbps", "floor_ms", "pct_of_floor", "stage_ms", "started_at",
@@ -84,6 +88,36 @@ def job_listing(result: subprocess.CompletedProcess) -> str:
 
 def planned_cells(result: subprocess.CompletedProcess) -> set[str]:
     return set(CELL_OUTPUT.findall(job_listing(result)))
+
+
+def planned_outputs(result: subprocess.CompletedProcess) -> set[str]:
+    """Every output of every job in Snakemake's job blocks (a dry run's listing or a run's log)."""
+    return {path.removesuffix(" (update)") for line in OUTPUT_LINE.findall(job_listing(result))
+            for path in line.split(", ")}
+
+
+def most_at_once(result: subprocess.CompletedProcess, rules: set[str]) -> int:
+    """The most jobs of ``rules`` that ran at the same time, from a real run's log: a job runs from its
+    block ('rule x:' or 'localrule x:', then its jobid) to its 'Finished jobid' line."""
+    running: dict[str, str] = {}
+    most = 0
+    rule = None
+    for line in job_listing(result).splitlines():
+        started = JOB_START.match(line)
+        if started:
+            rule = started.group(1)
+            continue
+        numbered = JOB_ID.match(line)
+        if numbered and rule is not None:
+            if rule in rules:
+                running[numbered.group(1)] = rule
+                most = max(most, len(running))
+            rule = None
+            continue
+        finished = JOB_END.search(line)
+        if finished:
+            running.pop(finished.group(1), None)
+    return most
 
 
 def first_line(result: subprocess.CompletedProcess) -> str:

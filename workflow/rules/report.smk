@@ -13,7 +13,8 @@ include: "report_common.smk"
 # service renders them), so the report waits for the slowest figure, not for their sum.
 rule figures:
     input:
-        summary=f"{RESULTS}/summary.csv",
+        # the narrowest it reads: the slice of the family drawn against size, or every row
+        summary=figure_rows,
     output:
         # Captioned by figure.rst, which shows the entry's caption file from the job's params (a
         # rule has one caption file). update(): a failed re-render restores the previous file.
@@ -28,11 +29,11 @@ rule figures:
         f"{RESULTS}/logs/figures/{{file}}.log",
     wildcard_constraints:
         file="|".join(entry.file.replace(".", r"\.") for entry in FIGURE_TABLE),
+    conda:
+        "../../envs/convlab.yaml"
     threads: 0
     resources:
         render=1,
-    conda:
-        "../../envs/convlab.yaml"
     params:
         code=CODE["report"],
         runner=RUNNER,
@@ -100,11 +101,39 @@ rule gallery:
 # ---- The seeds side by side with this run, the roofline and the findings.
 
 
-rule seed_comparison:
+# Each family's seeds against its slice of the summary, then every seed in one table.
+rule seed_comparison_family:
     input:
-        summary=f"{RESULTS}/summary.csv",
+        summary=FAMILY_SUMMARY,
         seeds=SEED_TABLES,
         method_map=METHOD_MAP,
+        # names this run's device where the family has no row
+        bandwidth=BANDWIDTH,
+    output:
+        table=update(FAMILY_COMPARISON),
+    log:
+        f"{RESULTS}/logs/seeds/comparison_{{experiment}}.log",
+    wildcard_constraints:
+        experiment=SEEDED_FAMILIES,
+    conda:
+        "../../envs/convlab.yaml"
+    threads: 0
+    resources:
+        render=1,
+    params:
+        code=CODE["report"],
+        runner=RUNNER,
+    shell:
+        logged(
+            "{params.runner} seed-compare --family {wildcards.experiment} --seeds {input.seeds} "
+            "--map {input.method_map} --summary {input.summary} --bandwidth {input.bandwidth} "
+            "--out {output.table}"
+        )
+
+
+rule seed_comparison:
+    input:
+        parts=expand(FAMILY_COMPARISON, experiment=SEEDED, allow_missing=True),
     output:
         table=report(
             update(f"{SEED_DIR}/comparison.csv"),
@@ -114,18 +143,17 @@ rule seed_comparison:
         ),
     log:
         f"{RESULTS}/logs/seeds/comparison.log",
+    conda:
+        "../../envs/convlab.yaml"
     threads: 0
     resources:
         render=1,
-    conda:
-        "../../envs/convlab.yaml"
     params:
         code=CODE["report"],
         runner=RUNNER,
     shell:
         logged(
-            "{params.runner} seed-compare --seeds {input.seeds} --map {input.method_map} "
-            "--summary {input.summary} --out {output.table}"
+            "{params.runner} seed-compare --parts {input.parts} --out {output.table}"
         )
 
 
@@ -133,7 +161,7 @@ rule seed_comparison:
 # seed table's (convlab.report.seeds).
 rule seed_table:
     input:
-        comparison=f"{SEED_DIR}/comparison.csv",
+        comparison=seed_comparison_part,
     output:
         table=report(
             update(SEED_TABLE),
@@ -146,11 +174,11 @@ rule seed_table:
         f"{RESULTS}/logs/seeds/{table_stem('{seed}')}.log",
     wildcard_constraints:
         seed=SEED_IDS,
+    conda:
+        "../../envs/convlab.yaml"
     threads: 0
     resources:
         render=1,
-    conda:
-        "../../envs/convlab.yaml"
     params:
         code=CODE["report"],
         runner=RUNNER,
@@ -163,8 +191,8 @@ rule seed_table:
 
 rule seed_figure:
     input:
-        comparison=f"{SEED_DIR}/comparison.csv",
-        summary=f"{RESULTS}/summary.csv",
+        comparison=seed_comparison_part,
+        summary=seed_summary,
     output:
         figure=report(
             update(SEED_FIGURE),
@@ -178,11 +206,11 @@ rule seed_figure:
     wildcard_constraints:
         seed=SEED_IDS,
         figure=SEED_FIGURES,
+    conda:
+        "../../envs/convlab.yaml"
     threads: 0
     resources:
         render=1,
-    conda:
-        "../../envs/convlab.yaml"
     params:
         code=CODE["report"],
         runner=RUNNER,
@@ -209,11 +237,11 @@ rule roofline:
         ),
     log:
         f"{RESULTS}/logs/roofline.log",
+    conda:
+        "../../envs/convlab.yaml"
     threads: 0
     resources:
         render=1,
-    conda:
-        "../../envs/convlab.yaml"
     params:
         code=CODE["report"],
         runner=RUNNER,
@@ -239,11 +267,11 @@ rule findings:
         ),
     log:
         f"{RESULTS}/logs/findings.log",
+    conda:
+        "../../envs/convlab.yaml"
     threads: 0
     resources:
         render=1,
-    conda:
-        "../../envs/convlab.yaml"
     params:
         code=CODE["report"],
         runner=RUNNER,
@@ -270,11 +298,11 @@ rule gpus:
         ),
     log:
         "results/logs/gpus.log",
+    conda:
+        "../../envs/convlab.yaml"
     threads: 0
     resources:
         render=1,
-    conda:
-        "../../envs/convlab.yaml"
     params:
         code=CODE["report"],
         runner=RUNNER,
@@ -285,6 +313,7 @@ rule gpus:
 # Quick and GPU-free: they run on the submitting host.
 localrules:
     gpus,
+    seed_comparison_family,
     seed_comparison,
     seed_table,
     seed_figure,

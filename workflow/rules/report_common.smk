@@ -28,6 +28,11 @@ SEED_IDS = "|".join(SEEDS)
 SEED_FIGURES = "|".join(figure_names())
 SEED_FIGURE = f"{SEED_DIR}/{figure_stem('{seed}', '{figure}')}.png"
 SEED_TABLE = f"{SEED_DIR}/{table_stem('{seed}')}.html"
+# A family's slice of the summary (aggregate.smk), and the comparison of the seeds it reproduces.
+FAMILY_SUMMARY = f"{RESULTS}/summary/{{experiment}}.csv"
+FAMILY_COMPARISON = f"{SEED_DIR}/comparison/{{experiment}}.csv"
+SEEDED = [name for name, family in FAMILIES.items() if family.seeds]
+SEEDED_FAMILIES = "|".join(SEEDED)
 
 
 def figure_entry(wildcards):
@@ -48,6 +53,30 @@ def figure_filed(wildcards):
         for key, value in entry.labels.items()
     }
     return category, entry.subcategory, labels
+
+
+def family_summary(device, family) -> str:
+    """A family's slice of a device's summary."""
+    return FAMILY_SUMMARY.format(device=device, experiment=family)
+
+
+def figure_rows(wildcards) -> str:
+    """The narrowest summary a figure reads: the slice of the family drawn against size, or every row."""
+    if figure_entry(wildcards).reads == SIZE_FAMILY:
+        return family_summary(wildcards.device, SIZE_FIGURE_FAMILY.name)
+    return f"results/{wildcards.device}/summary.csv"
+
+
+def seed_summary(wildcards) -> str:
+    """The slice of the summary a seed's figure reads: its family's."""
+    return family_summary(wildcards.device, seed_family(wildcards.seed).name)
+
+
+def seed_comparison_part(wildcards) -> str:
+    """The comparison a seed's table and figures read: its family's seeds'."""
+    return FAMILY_COMPARISON.format(
+        device=wildcards.device, experiment=seed_family(wildcards.seed).name
+    )
 
 
 def figure_caption(wildcards) -> str:
