@@ -8,7 +8,6 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import seaborn as sns
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
@@ -36,10 +35,12 @@ from convlab.report.plotting import (
     note_on_axes,
     palette_colors,
     panel_title,
+    report_style,
     save_figure,
     size_axis,
     with_filter,
 )
+from convlab.report.seedcompare import read_text_csv, typed
 from convlab.report.time_vs_size import time_vs_size_figure
 from convlab.status import ERROR, INVALID_CONFIG, OK, OOM, STATUSES, UNSUPPORTED, WRONG
 
@@ -51,10 +52,7 @@ STATUS_COLORS = {
 
 
 def _load(summary_csv: str | Path) -> pd.DataFrame:
-    frame = pd.read_csv(summary_csv, dtype=str, keep_default_na=False)
-    for column in NUMERIC:
-        frame[column] = pd.to_numeric(frame[column], errors="coerce")
-    return frame
+    return typed(read_text_csv(summary_csv), NUMERIC)
 
 
 def _natural_column(column: pd.Series) -> pd.Series:
@@ -278,8 +276,8 @@ def render_figures(summary_csv: str | Path, outdir: str | Path, names: Iterable[
         family = family[family["experiment"] == SIZE_FIGURE_FAMILY.name]
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
-    # Scoped style instead of sns.set_theme(): rendering leaves matplotlib's global state alone.
-    with sns.axes_style("whitegrid"), sns.plotting_context("notebook"):
+    # A scoped style: rendering leaves matplotlib's global state alone.
+    with report_style():
         return [_draw_function(entry.draw)(family if entry.reads == SIZE_FAMILY else everything, outdir / entry.file)
                 for entry in entries]
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -46,9 +47,23 @@ NUMERIC = ("size", "batch", "H", "stride", "filter_size", "gemm_m", "kernel_ms",
            "setup_ms", "pct_of_floor", "C_in", "C_out", "W")
 
 
+def read_text_csv(path: str | Path) -> pd.DataFrame:
+    """A CSV with every value as its text (empty where empty). Its text columns are Python strings in one block,
+    not one array each: a report selects rows hundreds of times, and each selection copies every array."""
+    return pd.read_csv(path, dtype=object, keep_default_na=False)
+
+
+def typed(frame: pd.DataFrame, numeric: Iterable[str]) -> pd.DataFrame:
+    """``frame`` with its ``numeric`` columns as numbers (text that is none: NaN), its columns in two blocks."""
+    for column in numeric:
+        if column in frame.columns:
+            frame[column] = pd.to_numeric(frame[column], errors="coerce")
+    return frame.copy()  # one block of text and one of numbers: each selection copies two arrays, not sixty
+
+
 def load_summary(summary_csv: str | Path) -> pd.DataFrame:
     """The summary with numbers as numbers; older summaries (no experiment/size/batch) still load."""
-    frame = pd.read_csv(summary_csv, dtype=str, keep_default_na=False)
+    frame = read_text_csv(summary_csv)
     if "experiment" not in frame.columns:
         frame["experiment"] = DEFAULT_FAMILY
     for column in ("size", "batch", "gemm_m"):
@@ -56,10 +71,7 @@ def load_summary(summary_csv: str | Path) -> pd.DataFrame:
             frame[column] = ""
     frame.loc[frame["size"] == "", "size"] = frame.get("H", "")
     frame.loc[frame["batch"] == "", "batch"] = "1"
-    for column in NUMERIC:
-        if column in frame.columns:
-            frame[column] = pd.to_numeric(frame[column], errors="coerce")
-    return frame
+    return typed(frame, NUMERIC)
 
 
 def _gpu_name(name: str) -> str:
@@ -291,9 +303,7 @@ def join_comparisons(part_csvs: list[str | Path]) -> str:
 
 def read_comparison(path: str | Path) -> pd.DataFrame:
     """The comparison CSV as written by ``compare``, with its numbers as numbers."""
-    frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+    frame = read_text_csv(path)
     if "ran_as" not in frame.columns:  # written before the column existed
         frame["ran_as"] = ""
-    for column in ("size", "stride", "filter_size", "seed_value", "this_value", "ratio"):
-        frame[column] = pd.to_numeric(frame[column], errors="coerce")
-    return frame
+    return typed(frame, ("size", "stride", "filter_size", "seed_value", "this_value", "ratio"))
