@@ -31,8 +31,8 @@ from workflow_helpers import (
 from convlab.atomicfile import current_umask
 from convlab.measure.row import COLUMNS, DamagedRow, OtherFormat, format_row, parse_row, write_row_atomically
 
-REPORT_RULES = {"figures", "roofline", "seed_comparison", "findings", "seed_table", "seed_figure", "gpus", "history_page",
-                "all"}
+REPORT_RULES = {"figures", "roofline", "seed_comparison_family", "seed_comparison", "findings", "seed_table",
+                "seed_figure", "gpus", "history_page", "all"}
 
 
 def whole_row(**values) -> str:

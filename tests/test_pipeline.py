@@ -1,15 +1,20 @@
 """The real workflow: `snakemake --cores 2` on the tiny cpu config in a temporary copy, then
 incremental behaviour read from Snakemake's dry runs (never from timings)."""
 
+import os
 import subprocess
 from pathlib import Path
 
 import pandas as pd
 import pytest
-from workflow_helpers import CELL_OUTPUT, RESULTS, copy_repo
+from workflow_helpers import CELL_OUTPUT, RESULTS, copy_repo, most_at_once, planned_outputs, snakemake_env
 from workflow_helpers import snakemake as run_snakemake
 
 from convlab.measure.row import COLUMNS
+from convlab.plan.families import FAMILIES, SIZE_FIGURE_FAMILY, seed_family
+from convlab.report.figuretable import EVERY_ROW
+from convlab.report.figuretable import FIGURES as FIGURE_TABLE
+from convlab.report.seeds import SEEDS, figure_stem, table_stem
 
 pytestmark = pytest.mark.pipeline
 
@@ -99,6 +104,59 @@ def test_editing_a_kernel_reruns_exactly_its_cells(built):
     assert all("kernel~direct/" in path for path in scheduled)
     snakemake(built)  # bring the results up to date again
     assert "Nothing to be done" in (lambda r: r.stdout + r.stderr)(snakemake(built, "--dry-run"))
+
+
+# The report stage's jobs: thin clients of the service's tools workers, run side by side.
+RENDERING = {"aggregate_family", "aggregate", "figures", "seed_comparison_family", "seed_comparison", "seed_table",
+             "seed_figure", "roofline", "findings", "gpus"}
+
+
+def report_outputs(families: set[str]) -> set[str]:
+    """The report files that read the rows of ``families`` (those of every family read them all), as the
+    figure table, the seed table and the families say."""
+    results = Path(RESULTS)
+    outputs = {f"{results}/summary/{family}.csv" for family in families}
+    outputs |= {f"{results}/seeds/comparison/{family}.csv" for family in families if FAMILIES[family].seeds}
+    for entry in FIGURE_TABLE.values():
+        if entry.reads == EVERY_ROW or SIZE_FIGURE_FAMILY.name in families:
+            outputs.add(f"{results}/figures/{entry.file}")
+    for seed in SEEDS.values():
+        if seed_family(seed.id).name in families:
+            outputs.add(f"{results}/seeds/{table_stem(seed.id)}.html")
+            outputs |= {f"{results}/seeds/{figure_stem(seed.id, figure.name)}.png" for figure in seed.figures}
+    # every row: the summary, the seed comparison, the roofline, the findings, the devices page, the history
+    outputs |= {f"{results}/{name}" for name in ("summary.csv", "seeds/comparison.csv", "figures/roofline.png",
+                                                 "findings.html", "verdicts/latest.txt", "verdicts/latest.csv",
+                                                 "figures/history.png", "history.html")}
+    return outputs | {"results/gpus.html"}
+
+
+def test_an_edit_to_one_kernel_plans_only_the_report_jobs_that_read_its_families(built):
+    """direct takes part in conv2d and tiling: their slices of the summary, and what reads them or every row,
+    are drawn again; the other families' seed pages are not. A GEMM kernel's edit redraws GEMM's pages and
+    what reads every row, none of the figures against size."""
+    for kernel in ("direct", "sgemm_naive"):
+        source = built / f"kernels/{kernel}.cu"
+        original = source.read_bytes()
+        source.write_text(source.read_text() + "\n// an edit\n")
+        summary = pd.read_csv(built / f"{RESULTS}/summary.csv")
+        families = set(summary.loc[summary["kernel"] == kernel, "experiment"])
+        planned = planned_outputs(snakemake(built, "--dry-run"))
+        assert {path for path in planned if "/cells/" not in path and "/gallery/" not in path} == \
+            report_outputs(families), kernel
+        source.write_bytes(original)
+    assert "Nothing to be done" in (lambda r: r.stdout + r.stderr)(snakemake(built, "--dry-run"))
+
+
+def test_the_report_stage_runs_side_by_side_at_one_core_and_no_wider_than_its_limit(built):
+    """At --cores 1 the report's jobs (no core of their own) run together, at most `render` (the profile's
+    limit, the tools pool's size) at once; with the service off each of them is a process of its own."""
+    source = built / "kernels/direct.cu"
+    source.write_text(source.read_text() + "\n// one more edit\n")
+    run = run_snakemake(built, 1, env={**snakemake_env(built), "CONVLAB_SERVICE": "off"}, timeout=900)
+    limit = min(4, os.cpu_count() or 1)
+    most = most_at_once(run, RENDERING)
+    assert most <= limit and (most >= 2 or limit < 2), (most, limit)
 
 
 def test_changing_one_kernels_settings_reruns_exactly_its_cells(built):

@@ -6,7 +6,10 @@ config in a temporary copy (every figure produced and non-empty, findings comput
 import html
 import io
 import math
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -20,8 +23,8 @@ from PIL import Image
 from workflow_helpers import copy_repo, snakemake
 
 from convlab.app.cli import main
-from convlab.report import figures, findings, roofline, seedcompare, seedfigures
-from convlab.report.figurenames import NAMES, file_name
+from convlab.report import figures, findings, plotting, roofline, seedcompare, seedfigures
+from convlab.report.figuretable import FIGURES as FIGURE_TABLE
 from convlab.report.findings import fastest
 from convlab.report.plotting import DPI, legend_handles, log_y_axis, new_figure, panel_title, save_figure
 from convlab.report.seedcompare import (
@@ -289,7 +292,7 @@ def test_the_figures_command_renders_the_one_file_asked_for_or_all_of_them(tmp_p
 
     assert rendered("--figure", "variants") == ["variants.png"]
     assert rendered("--figure", "status_table") == ["status_table.html"]
-    assert rendered() == sorted(file_name(name) for name in NAMES)
+    assert rendered() == sorted(entry.file for entry in FIGURE_TABLE.values())
 
 
 def _log_panels(in_view: bool) -> Figure:
@@ -438,3 +441,51 @@ def test_tiny_run_names_the_twins_and_reads_one_way_on_every_page(reported):
         assert seedcompare.ratio_text(part) in page
         table_page = (reported / f"seeds/seed{seed}_table.html").read_text()
         assert all(seedcompare.ratio_text(rows) in table_page for _, rows in part.groupby("table"))
+
+
+# ---- the report draws without seaborn (its import costs a tools worker over a second), as seaborn would
+
+
+def test_the_report_style_and_palettes_are_seaborns():
+    def without_cmap(style) -> dict:
+        return {key: value for key, value in dict(style).items() if key != "image.cmap"}
+
+    assert {**plotting.WHITEGRID, **plotting.NOTEBOOK} == {**without_cmap(sns.axes_style("whitegrid")),
+                                                          **sns.plotting_context("notebook")}
+    assert plotting.WHITE == without_cmap(sns.axes_style("white"))
+    for n in (1, 4, 10, 11, 20, 23):
+        assert plotting.palette_colors(n) == list(
+            sns.color_palette("colorblind" if n <= 10 else "tab20" if n <= 20 else "husl", n)), n
+    for n in (3, 10, 12):
+        assert plotting.mpl_colors("tab10", n) == list(sns.color_palette("tab10" if n <= 10 else "husl", n)), n
+
+
+def test_the_tiling_sweep_draws_what_seaborns_lineplot_draws(tmp_path):
+    best = pd.DataFrame([{"ran": ran, "filter": f"filter {f}x{f}", "size": size, "kernel_ms": 0.001 * size * f * k}
+                         for k, ran in ((1.0, "direct"), (0.7, "tiled_input"), (1.3, "tiled_cached"))
+                         for f in (3, 9, 5) for size in (1024, 64, 320)]).sample(frac=1.0, random_state=3)
+    pngs = []
+    for ours in (True, False):
+        with plotting.report_style():
+            figure, axes = new_figure(1, 1)
+            ax = axes[0][0]
+            if ours:
+                handles = seedfigures._sweep_lines(ax, best)
+            else:
+                sns.lineplot(data=best, x="size", y="kernel_ms", hue="ran", style="filter", markers=True,
+                             estimator=None, ax=ax, palette=plotting.palette_colors(best["ran"].nunique()))
+                handles = None
+            ax.set_xlabel("image size (pixels)")  # the figure names both axes, seaborn would name them by column
+            ax.set_ylabel("kernel time (ms, best variant)")
+            log_y_axis(ax)
+            ax.legend(handles=handles, loc="center left", bbox_to_anchor=(1.02, 0.5), frameon=False, fontsize=8)
+            pngs.append(save_figure(figure, tmp_path / f"{ours}.png").read_bytes())
+    assert pngs[0] == pngs[1]
+
+
+def test_the_report_code_imports_neither_seaborn_nor_scipy():
+    probe = ("import sys, matplotlib; matplotlib.use('Agg'); import convlab.app.handlers.report, "
+             "convlab.app.handlers.history; print(sorted({m.split('.')[0] for m in sys.modules} & {'seaborn', 'scipy'}))")
+    result = subprocess.run([sys.executable, "-c", probe], env={**os.environ, "PYTHONPATH": str(REPO / "workflow")},
+                            capture_output=True, text=True, timeout=120)
+    assert result.stdout.strip() == "[]", result.stderr

@@ -216,7 +216,7 @@ def _render(summary: pd.DataFrame, folder: Path) -> Path:
     summary.to_csv(folder / "summary.csv", index=False)
     paths = figures.render_figures(folder / "summary.csv", folder / "figures")
     assert [path.name for path in paths] == ["time_vs_size.png", "gflops_vs_size.png", "pct_of_floor_vs_size.png",
-                                             "variants.png", "status.png"]
+                                             "variants.png", "status.png", "status_table.html"]
     return paths[0]
 
 

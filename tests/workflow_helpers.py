@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -18,6 +19,10 @@ TINY = "config/tiny-cpu.yaml"
 RESULTS = f"results/{choose_label(None, 'cpu', [])[0]}"
 CELL_OUTPUT = re.compile(r"output: (results/[^/\s]+/cells/\S+\.csv)")
 COMPLETE_LOG = re.compile(r"^Complete log\S*: (\S+)$", re.IGNORECASE | re.MULTILINE)
+OUTPUT_LINE = re.compile(r"^\s+output: (.+)$", re.MULTILINE)
+JOB_START = re.compile(r"^(?:local)?rule (\w+):$")
+JOB_ID = re.compile(r"^\s+jobid: (\d+)$")
+JOB_END = re.compile(r"Finished jobid: (\d+)")
 # Columns that differ between two runs of the same cell: times, and where and when it ran.
 VOLATILE = ("kernel_ms", "kernel_ms_min", "kernel_ms_max", "kernel_ms_iqr", "reps", "timing_stop", "setup_ms",
             "e2e_ms", "gflops", "gbps", "copy_gbps", "floor_ms", "pct_of_floor", "stage_ms", "started_at",
@@ -85,6 +90,36 @@ def planned_cells(result: subprocess.CompletedProcess) -> set[str]:
     return set(CELL_OUTPUT.findall(job_listing(result)))
 
 
+def planned_outputs(result: subprocess.CompletedProcess) -> set[str]:
+    """Every output of every job in Snakemake's job blocks (a dry run's listing or a run's log)."""
+    return {path.removesuffix(" (update)") for line in OUTPUT_LINE.findall(job_listing(result))
+            for path in line.split(", ")}
+
+
+def most_at_once(result: subprocess.CompletedProcess, rules: set[str]) -> int:
+    """The most jobs of ``rules`` that ran at the same time, from a real run's log: a job runs from its
+    block ('rule x:' or 'localrule x:', then its jobid) to its 'Finished jobid' line."""
+    running: dict[str, str] = {}
+    most = 0
+    rule = None
+    for line in job_listing(result).splitlines():
+        started = JOB_START.match(line)
+        if started:
+            rule = started.group(1)
+            continue
+        numbered = JOB_ID.match(line)
+        if numbered and rule is not None:
+            if rule in rules:
+                running[numbered.group(1)] = rule
+                most = max(most, len(running))
+            rule = None
+            continue
+        finished = JOB_END.search(line)
+        if finished:
+            running.pop(finished.group(1), None)
+    return most
+
+
 def first_line(result: subprocess.CompletedProcess) -> str:
     """The project's first line, after Snakemake's note of the profile it uses."""
     return next(line for line in result.stderr.splitlines() if not line.startswith("Using workflow specific profile"))
@@ -101,3 +136,41 @@ def planned_rules(result: subprocess.CompletedProcess) -> set[str]:
             break
         rules.add(line.split()[0])
     return rules
+
+
+# `snakemake --report` with Snakemake's report writer replaced by a lister: the report tree the DAG
+# files (each report file's category, subcategory, labels and caption), read without the files.
+REPORT_LISTER = """
+import json, sys
+import snakemake.report as report
+from snakemake.io import get_flag_value, is_flagged
+
+async def lister(dag, *args, **kwargs):
+    async def expand(item, job):
+        return None if item is None else await report.expand_report_argument(item, job.wildcards, job)
+    tree = {}
+    for job in dag.jobs:
+        for f in job.output:
+            if is_flagged(f, "report") and str(f) not in tree:
+                filed = get_flag_value(f, "report")
+                tree[str(f)] = {"category": await expand(filed.category, job),
+                                "subcategory": await expand(filed.subcategory, job),
+                                "labels": await report.expand_labels(filed.labels, job.wildcards, job),
+                                "caption": dict(job.params.items()).get("caption")}
+    print("report tree: " + json.dumps(tree))
+
+report.auto_report = lister
+from snakemake.cli import main
+sys.argv = ["snakemake", *sys.argv[1:], "--report", "unused.html"]
+main()
+"""
+
+
+def report_tree(repo: Path, configfile: str = TINY) -> dict[str, dict]:
+    """Per report file of the DAG: its category, subcategory, labels and caption text (where the job's params
+    carry one: figure.rst and seed_figure.rst show it), as `snakemake --report` would file it."""
+    result = subprocess.run([sys.executable, "-c", REPORT_LISTER, "--cores", "1", "--configfile", configfile],
+                            cwd=repo, env=snakemake_env(repo), capture_output=True, text=True, timeout=300)
+    found = re.search(r"^report tree: (.*)$", result.stdout + result.stderr, re.MULTILINE)
+    assert found, f"no report tree:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+    return json.loads(found.group(1))

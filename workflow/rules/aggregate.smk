@@ -1,9 +1,63 @@
-# All rows -> results/summary.csv.
+# Each family's cell rows -> results/<device>/summary/<family>.csv (its slice of the summary), and
+# the slices -> results/<device>/summary.csv. A report job reads the narrowest of the two it needs,
+# so that after an edit to one kernel only what reads that kernel's families is drawn again. Thin
+# clients of the tools workers, as the report stage's jobs are (report.smk): no core of their own,
+# one `render` each.
+
+# Each device label's cell rows per family (none for a family without cells in the grid: its slice
+# holds the header alone).
+FAMILY_CELL_PATHS = {
+    label: {
+        name: [
+            cell.path
+            for cell in CELLS
+            if cell.device == label and cell.experiment == name
+        ]
+        for name in FAMILIES
+    }
+    for label in DEVICES
+}
+
+
+rule aggregate_family:
+    input:
+        cells=lambda wildcards: FAMILY_CELL_PATHS[wildcards.device][
+            wildcards.experiment
+        ],
+        # Only to wait for every cell of the device, so that no report job draws while a cell is
+        # timed: ancient, so that a new row of another family re-runs nothing of this one.
+        after=lambda wildcards: ancient(
+            [
+                path
+                for name, paths in FAMILY_CELL_PATHS[wildcards.device].items()
+                if name != wildcards.experiment
+                for path in paths
+            ]
+        ),
+    output:
+        # update(): a failed aggregation restores the previous slice instead of deleting it
+        summary=update(f"{RESULTS}/summary/{{experiment}}.csv"),
+    log:
+        f"{RESULTS}/logs/summary/{{experiment}}.log",
+    conda:
+        "../../envs/convlab.yaml"
+    threads: 0
+    resources:
+        render=1,
+    params:
+        code=CODE["summary"],
+        runner=RUNNER,
+    shell:
+        logged("{params.runner} aggregate --slice --out {output.summary} {input.cells}")
 
 
 rule aggregate:
     input:
-        cells=lambda wildcards: CELL_PATHS[wildcards.device],
+        families=expand(
+            f"{RESULTS}/summary/{{experiment}}.csv",
+            experiment=FAMILIES,
+            allow_missing=True,
+        ),
     output:
         # update(): a failed aggregation restores the previous summary instead of deleting it
         summary=report(
@@ -16,8 +70,17 @@ rule aggregate:
         f"{RESULTS}/logs/aggregate.log",
     conda:
         "../../envs/convlab.yaml"
+    threads: 0
+    resources:
+        render=1,
     params:
         code=CODE["summary"],
         runner=RUNNER,
     shell:
-        logged("{params.runner} aggregate --out {output.summary} {input.cells}")
+        logged(
+            "{params.runner} aggregate --slices --out {output.summary} {input.families}"
+        )
+
+
+localrules:
+    aggregate_family,

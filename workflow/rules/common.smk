@@ -205,32 +205,6 @@ def gallery_kernel_files(wildcards):
     return list(files_of(wildcards.kernel, BACKEND))
 
 
-def figure(path, labels):
-    """The file of one figures job, ``path`` with {file} for it: a figure (<name>.png, ``labels``
-    gives its report label) under <the size figures' family> / Figures, or the table of failed cells
-    under Summary. Captioned by figure.rst, which shows workflow/report/<name>.rst from the
-    job's params (one caption file serves them all). Marked update(): a failed re-render
-    restores the previous file instead of deleting it."""
-
-    def filed(wildcards):
-        name = os.path.splitext(wildcards.file)[0]
-        if name in labels:
-            return (
-                SIZE_FIGURE_FAMILY.name,
-                "Figures",
-                {"figure": labels[name], "backend": BACKEND},
-            )
-        return "Summary", None, {"table": "failed cells"}
-
-    return report(
-        update(path),
-        caption="../report/figure.rst",
-        category=lambda wildcards: filed(wildcards)[0],
-        subcategory=lambda wildcards: filed(wildcards)[1],
-        labels=lambda wildcards: filed(wildcards)[2],
-    )
-
-
 def gallery_cells(device):
     """One cell of the gallery's family per kernel at the gallery size, stride 1: the edge maps a
     person looks at."""
@@ -333,7 +307,7 @@ def final_outputs():
     outputs = [cell.path for cell in CELLS]
     for label in DEVICES:
         results = f"results/{label}"
-        outputs += [f"{results}/summary.csv", f"{results}/figures/time_vs_size.png"]
+        outputs += [f"{results}/summary.csv"]
         outputs += [f"{results}/verdicts/latest.txt", f"{results}/history.html"]
         outputs += [
             f"{results}/gallery/{kernel}_{GALLERY_SIZE}.png"

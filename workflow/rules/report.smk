@@ -1,39 +1,45 @@
 # Figures, the failed-cell table and the edge-map gallery, each captioned for
 # `snakemake --report results/report.html`.
-from convlab.report.figurenames import NAMES as FIGURE_NAMES, file_name, name_of
-
-# The report label of each figure against size (convlab.report.figurenames names them).
-FIGURE_LABELS = {
-    "time_vs_size": "time vs size",
-    "gflops_vs_size": "GFLOPS vs size",
-    "pct_of_floor_vs_size": "% of floor vs size",
-    "variants": "variants",
-    "status": "cells by status",
-}
+#
+# The report stage's jobs are thin clients of the measurement service, whose tools workers do the
+# work: they claim no core (threads: 0), so that they run side by side even at --cores 1, and one
+# `render` each, whose limit (profiles/default/config.yaml) bounds how many start at once.
 
 
-# One job per figure and one for the table of failed cells: they run side by side (the service
-# renders up to four at once), so the report waits for the slowest figure, not for their sum.
+include: "report_common.smk"
+
+
+# One job per entry of the figure table (convlab.report.figuretable): they run side by side (the
+# service renders them), so the report waits for the slowest figure, not for their sum.
 rule figures:
     input:
-        summary=f"{RESULTS}/summary.csv",
+        # the narrowest it reads: the slice of the family drawn against size, or every row
+        summary=figure_rows,
     output:
-        figure=figure(f"{RESULTS}/figures/{{file}}", FIGURE_LABELS),
+        # Captioned by figure.rst, which shows the entry's caption file from the job's params (a
+        # rule has one caption file). update(): a failed re-render restores the previous file.
+        figure=report(
+            update(f"{RESULTS}/figures/{{file}}"),
+            caption="../report/figure.rst",
+            category=lambda wildcards: figure_filed(wildcards)[0],
+            subcategory=lambda wildcards: figure_filed(wildcards)[1],
+            labels=lambda wildcards: figure_filed(wildcards)[2],
+        ),
     log:
         f"{RESULTS}/logs/figures/{{file}}.log",
     wildcard_constraints:
-        file="|".join(file_name(name).replace(".", r"\.") for name in FIGURE_NAMES),
+        file="|".join(entry.file.replace(".", r"\.") for entry in FIGURE_TABLE),
     conda:
         "../../envs/convlab.yaml"
+    threads: 0
+    resources:
+        render=1,
     params:
         code=CODE["report"],
         runner=RUNNER,
         outdir=lambda wildcards, output: os.path.dirname(output.figure),
-        name=lambda wildcards: name_of(wildcards.file),
-        # workflow/report/<name>.rst, for figure.rst to show: a rule has one caption file
-        caption=lambda wildcards: Path(
-            workflow.basedir, "workflow", "report", f"{name_of(wildcards.file)}.rst"
-        ).read_text(),
+        name=lambda wildcards: figure_entry(wildcards).name,
+        caption=figure_caption,
     shell:
         logged(
             "{params.runner} figures --summary {input.summary} --outdir {params.outdir} "
@@ -95,14 +101,39 @@ rule gallery:
 # ---- The seeds side by side with this run, the roofline and the findings.
 
 
-include: "report_common.smk"
+# Each family's seeds against its slice of the summary, then every seed in one table.
+rule seed_comparison_family:
+    input:
+        summary=FAMILY_SUMMARY,
+        seeds=SEED_TABLES,
+        method_map=METHOD_MAP,
+        # names this run's device where the family has no row
+        bandwidth=BANDWIDTH,
+    output:
+        table=update(FAMILY_COMPARISON),
+    log:
+        f"{RESULTS}/logs/seeds/comparison_{{experiment}}.log",
+    wildcard_constraints:
+        experiment=SEEDED_FAMILIES,
+    conda:
+        "../../envs/convlab.yaml"
+    threads: 0
+    resources:
+        render=1,
+    params:
+        code=CODE["report"],
+        runner=RUNNER,
+    shell:
+        logged(
+            "{params.runner} seed-compare --family {wildcards.experiment} --seeds {input.seeds} "
+            "--map {input.method_map} --summary {input.summary} --bandwidth {input.bandwidth} "
+            "--out {output.table}"
+        )
 
 
 rule seed_comparison:
     input:
-        summary=f"{RESULTS}/summary.csv",
-        seeds=SEED_TABLES,
-        method_map=METHOD_MAP,
+        parts=expand(FAMILY_COMPARISON, experiment=SEEDED, allow_missing=True),
     output:
         table=report(
             update(f"{SEED_DIR}/comparison.csv"),
@@ -114,13 +145,15 @@ rule seed_comparison:
         f"{RESULTS}/logs/seeds/comparison.log",
     conda:
         "../../envs/convlab.yaml"
+    threads: 0
+    resources:
+        render=1,
     params:
         code=CODE["report"],
         runner=RUNNER,
     shell:
         logged(
-            "{params.runner} seed-compare --seeds {input.seeds} --map {input.method_map} "
-            "--summary {input.summary} --out {output.table}"
+            "{params.runner} seed-compare --parts {input.parts} --out {output.table}"
         )
 
 
@@ -128,7 +161,7 @@ rule seed_comparison:
 # seed table's (convlab.report.seeds).
 rule seed_table:
     input:
-        comparison=f"{SEED_DIR}/comparison.csv",
+        comparison=seed_comparison_part,
     output:
         table=report(
             update(SEED_TABLE),
@@ -143,6 +176,9 @@ rule seed_table:
         seed=SEED_IDS,
     conda:
         "../../envs/convlab.yaml"
+    threads: 0
+    resources:
+        render=1,
     params:
         code=CODE["report"],
         runner=RUNNER,
@@ -155,8 +191,8 @@ rule seed_table:
 
 rule seed_figure:
     input:
-        comparison=f"{SEED_DIR}/comparison.csv",
-        summary=f"{RESULTS}/summary.csv",
+        comparison=seed_comparison_part,
+        summary=seed_summary,
     output:
         figure=report(
             update(SEED_FIGURE),
@@ -172,6 +208,9 @@ rule seed_figure:
         figure=SEED_FIGURES,
     conda:
         "../../envs/convlab.yaml"
+    threads: 0
+    resources:
+        render=1,
     params:
         code=CODE["report"],
         runner=RUNNER,
@@ -200,6 +239,9 @@ rule roofline:
         f"{RESULTS}/logs/roofline.log",
     conda:
         "../../envs/convlab.yaml"
+    threads: 0
+    resources:
+        render=1,
     params:
         code=CODE["report"],
         runner=RUNNER,
@@ -227,6 +269,9 @@ rule findings:
         f"{RESULTS}/logs/findings.log",
     conda:
         "../../envs/convlab.yaml"
+    threads: 0
+    resources:
+        render=1,
     params:
         code=CODE["report"],
         runner=RUNNER,
@@ -255,6 +300,9 @@ rule gpus:
         "results/logs/gpus.log",
     conda:
         "../../envs/convlab.yaml"
+    threads: 0
+    resources:
+        render=1,
     params:
         code=CODE["report"],
         runner=RUNNER,
@@ -265,6 +313,7 @@ rule gpus:
 # Quick and GPU-free: they run on the submitting host.
 localrules:
     gpus,
+    seed_comparison_family,
     seed_comparison,
     seed_table,
     seed_figure,
@@ -281,9 +330,5 @@ DEVICE_REPORT_OUTPUTS = [
     *[f"{SEED_DIR}/{table_stem(seed)}.html" for seed in SEEDS],
     f"{RESULTS}/figures/roofline.png",
     f"{RESULTS}/findings.html",
-    f"{RESULTS}/figures/gflops_vs_size.png",
-    f"{RESULTS}/figures/pct_of_floor_vs_size.png",
-    f"{RESULTS}/figures/variants.png",
-    f"{RESULTS}/figures/status.png",
-    f"{RESULTS}/figures/status_table.html",
+    *[f"{RESULTS}/figures/{entry.file}" for entry in FIGURE_TABLE],
 ]

@@ -1,8 +1,15 @@
-# Paths and report helpers of the report stage's seed comparison (rules in report.smk), and what the
-# report's intro says of this run. The seeds and their figures are the seed table's,
-# convlab.report.seeds; their report category is the family that reproduces them.
+# Paths and report helpers of the report stage (rules in report.smk): the figures of the figure table
+# (convlab.report.figuretable), the seed comparison, and what the report's intro says of this run.
+# The seeds and their figures are the seed table's, convlab.report.seeds; their report category is
+# the family that reproduces them.
 from convlab.measure.hostinfo import cpu_name
 from convlab.plan.families import seed_family
+from convlab.report.figuretable import (
+    BACKEND as FIGURE_BACKEND,
+    BY_FILE as FIGURES_BY_FILE,
+    SIZE_FAMILY,
+    TABLE as FIGURE_TABLE,
+)
 from convlab.report.seeds import (
     SEEDS,
     figure_names,
@@ -21,6 +28,62 @@ SEED_IDS = "|".join(SEEDS)
 SEED_FIGURES = "|".join(figure_names())
 SEED_FIGURE = f"{SEED_DIR}/{figure_stem('{seed}', '{figure}')}.png"
 SEED_TABLE = f"{SEED_DIR}/{table_stem('{seed}')}.html"
+# A family's slice of the summary (aggregate.smk), and the comparison of the seeds it reproduces.
+FAMILY_SUMMARY = f"{RESULTS}/summary/{{experiment}}.csv"
+FAMILY_COMPARISON = f"{SEED_DIR}/comparison/{{experiment}}.csv"
+SEEDED = [name for name, family in FAMILIES.items() if family.seeds]
+SEEDED_FAMILIES = "|".join(SEEDED)
+
+
+def figure_entry(wildcards):
+    """The figure table's entry of a figures job (its {file})."""
+    return FIGURES_BY_FILE[wildcards.file]
+
+
+def figure_filed(wildcards):
+    """A figure's report category, subcategory and labels, from the figure table: SIZE_FAMILY is
+    filed under the name of the family drawn against size."""
+    entry = figure_entry(wildcards)
+    if entry.category == SIZE_FAMILY:
+        category = SIZE_FIGURE_FAMILY.name
+    else:
+        category = entry.category
+    labels = {
+        key: value.replace(FIGURE_BACKEND, BACKEND)
+        for key, value in entry.labels.items()
+    }
+    return category, entry.subcategory, labels
+
+
+def family_summary(device, family) -> str:
+    """A family's slice of a device's summary."""
+    return FAMILY_SUMMARY.format(device=device, experiment=family)
+
+
+def figure_rows(wildcards) -> str:
+    """The narrowest summary a figure reads: the slice of the family drawn against size, or every row."""
+    if figure_entry(wildcards).reads == SIZE_FAMILY:
+        return family_summary(wildcards.device, SIZE_FIGURE_FAMILY.name)
+    return f"results/{wildcards.device}/summary.csv"
+
+
+def seed_summary(wildcards) -> str:
+    """The slice of the summary a seed's figure reads: its family's."""
+    return family_summary(wildcards.device, seed_family(wildcards.seed).name)
+
+
+def seed_comparison_part(wildcards) -> str:
+    """The comparison a seed's table and figures read: its family's seeds'."""
+    return FAMILY_COMPARISON.format(
+        device=wildcards.device, experiment=seed_family(wildcards.seed).name
+    )
+
+
+def figure_caption(wildcards) -> str:
+    """The figure's caption file (workflow/report/), for figure.rst to show: a rule has one caption."""
+    return Path(
+        workflow.basedir, "workflow", "report", figure_entry(wildcards).caption
+    ).read_text()
 
 
 def seed_experiment(wildcards) -> str:

@@ -18,7 +18,7 @@ import json
 
 from convlab.app.command import CELL, DEVICE, TOOLS, Command, arg, file_arg, file_args, parser_of
 from convlab.paths import DEFAULT_CONFIG
-from convlab.report.figurenames import NAMES as FIGURE_NAMES
+from convlab.report.figuretable import NAMES as FIGURE_NAMES
 from convlab.report.seeds import SEEDS, figure_names
 
 DESCRIPTION = """Command line: the entry points Snakemake calls, and running one cell by hand.
@@ -119,15 +119,20 @@ TABLE: tuple[Command, ...] = (
         arg("--size", type=int, required=True),
         file_arg("--out"),
     ), runs=TOOLS),
-    Command("aggregate", "collect cell rows into the summary CSV", f"{HANDLERS}.report:aggregate", (
+    Command("aggregate", "collect cell rows into the summary CSV, or into one family's slice of it",
+            f"{HANDLERS}.report:aggregate", (
         file_arg("--out"),
-        arg("cells", path=True, nargs="*"),
+        arg("cells", path=True, nargs="*", help="cell rows (with --slices: families' slices)"),
+        arg("--slice", action="store_true",
+            help="write the rows as a family's slice of the summary (summary/<family>.csv): as the cells wrote them, "
+                 "in the summary's order, without its warnings"),
+        arg("--slices", action="store_true", help="the files are families' slices, joined into the whole summary"),
     ), runs=TOOLS),
     Command("figures", "render the report figures from the summary", f"{HANDLERS}.report:figures", (
         *file_args("--summary", "--outdir"),
         arg("--figure", choices=FIGURE_NAMES,
-            help="render this one only, as <name>.png (status_table: the page of failed cells, status_table.html); "
-                 "default: all of them (the report runs one job per figure)"),
+            help="render this one only, into its file (convlab/report/figuretable.py); default: all of them (the "
+                 "report runs one job per figure)"),
     ), runs=TOOLS),
     Command("gallery", "save one kernel's edge map as an image", f"{HANDLERS}.device:gallery", (
         arg("--spec", required=True),
@@ -135,9 +140,14 @@ TABLE: tuple[Command, ...] = (
     ), runs=DEVICE, pool=spec_backend),
     Command("seed-compare", "join the seeds' numbers with this run's (report stage)",
             f"{HANDLERS}.report:seed_compare", (
-        file_arg("--seeds", help="config/seeds/seed_tables.csv"),
-        file_arg("--map", help="config/seeds/method_map.yaml"),
-        *file_args("--summary", "--out"),
+        arg("--seeds", path=True, help="config/seeds/seed_tables.csv"),
+        arg("--map", path=True, help="config/seeds/method_map.yaml"),
+        arg("--summary", path=True, help="the summary, or with --family that family's slice of it"),
+        arg("--family", help="compare only the seeds this experiment family reproduces"),
+        arg("--bandwidth", path=True, help="the device's copy bandwidth JSON: names this run's device where the "
+                                           "summary has no row"),
+        arg("--parts", path=True, nargs="+", help="instead: join these families' comparisons into one"),
+        file_arg("--out"),
     ), runs=TOOLS),
     Command("seed-figure", "one figure of a seed (report stage)", f"{HANDLERS}.report:seed_figure", (
         arg("--seed", required=True, choices=list(SEEDS)),

@@ -1,15 +1,17 @@
-"""Collect every cell's row into one summary table."""
+"""Collect every cell's row into one summary table, or one family's cells into its slice of it (the report's jobs
+read the narrowest of the two they need, so that a change to one family's rows redraws only what reads them)."""
 
 from __future__ import annotations
 
 import csv
 import io
+from collections import Counter
 from pathlib import Path
 
 import pandas as pd
 
 from convlab.atomicfile import write_text_atomically
-from convlab.measure.row import COLUMNS, DamagedRow, OtherFormat, read_row_file
+from convlab.measure.row import COLUMNS, DamagedRow, OtherFormat, read_row_file, row_check
 from convlab.status import UserError
 
 
@@ -33,6 +35,52 @@ def read_rows(cell_csvs: list[str | Path]) -> list[list[str]]:
     return rows
 
 
+def read_slices(slice_csvs: list[str | Path]) -> list[list[str]]:
+    """The rows of families' slices (write_slice), each checked again against its row check: a slice is the
+    cells' rows as they wrote them, so the summary joined from the slices is the summary of the cells."""
+    rows = []
+    for path in slice_csvs:
+        with open(path, newline="", encoding="utf-8") as handle:
+            header, *records = csv.reader(handle)
+        if header != COLUMNS:
+            raise RowRefused(f"{path} is not a family's slice of this summary format (its columns differ); "
+                             "delete it and run snakemake again")
+        for number, values in enumerate(records, start=2):
+            if len(values) != len(COLUMNS) or values[-1] != row_check(values[:-1]):
+                raise RowRefused(f"{path}: line {number} is damaged (its check does not match its values); delete "
+                                 "the file and run snakemake again")
+        rows += records
+    return rows
+
+
+ORDER = ["experiment", "kernel", "variant", "H", "stride", "filter_size"]
+
+
+def _frame(rows: list[list[str]]) -> pd.DataFrame:
+    """The rows as the summary types them (pandas reads the columns' text), in the summary's order."""
+    text = io.StringIO()
+    writer = csv.writer(text, lineterminator="\n")
+    writer.writerow(COLUMNS)
+    writer.writerows(rows)
+    text.seek(0)
+    return pd.read_csv(text).sort_values(ORDER, kind="stable")
+
+
+def write_slice(cell_csvs: list[str | Path], out: str | Path) -> dict[str, int]:
+    """One family's slice of the summary (results/<device>/summary/<family>.csv): its cells' rows, checked, as
+    the cells wrote them (the summary types every column over all rows, which a slice cannot), in the summary's
+    order; written in one step. Returns the number of rows."""
+    rows = read_rows(cell_csvs)
+    order = _frame(rows).index if rows else []
+    text = io.StringIO()
+    writer = csv.writer(text, lineterminator="\n")
+    writer.writerow(COLUMNS)
+    writer.writerows(rows[i] for i in order)
+    write_text_atomically(out, text.getvalue())
+    status = COLUMNS.index("status")
+    return dict(Counter(row[status] for row in rows).most_common())
+
+
 def code_versions(summary: pd.DataFrame) -> dict[str, int]:
     """Rows per measurement-code version, most rows first."""
     if "code_version" not in summary:
@@ -51,17 +99,11 @@ def mixed_code_note(summary: pd.DataFrame) -> str | None:
             "their numbers may not be comparable")
 
 
-def aggregate(cell_csvs: list[str | Path], out: str | Path) -> tuple[pd.DataFrame, list[str]]:
-    """The summary of ``cell_csvs``, written to ``out`` in one step (a refused row leaves the
-    previous summary as it was), and its warnings (mixed code versions, a throttled GPU) for the
-    caller to show wherever the command's output goes."""
-    text = io.StringIO()
-    writer = csv.writer(text, lineterminator="\n")
-    writer.writerow(COLUMNS)
-    writer.writerows(read_rows(cell_csvs))
-    text.seek(0)
-    summary = pd.read_csv(text)
-    summary = summary.sort_values(["experiment", "kernel", "variant", "H", "stride", "filter_size"], kind="stable")
+def aggregate(cell_csvs: list[str | Path], out: str | Path, slices: bool = False) -> tuple[pd.DataFrame, list[str]]:
+    """The summary of ``cell_csvs`` (with ``slices``: of families' slices, write_slice), written to ``out`` in one
+    step (a refused row leaves the previous summary as it was), and its warnings (mixed code versions, a throttled
+    GPU) for the caller to show wherever the command's output goes."""
+    summary = _frame(read_slices(cell_csvs) if slices else read_rows(cell_csvs))
     write_text_atomically(out, summary.to_csv(index=False))
     notes = [note for note in (mixed_code_note(summary), throttled_note(summary)) if note]
     return summary, [f"warning: {out}: {note}" for note in notes]

@@ -2,19 +2,19 @@
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import seaborn as sns
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from convlab.plan.families import DEFAULT_FAMILY, FAMILIES, SIZE_FIGURE_FAMILY
 from convlab.report.codelabels import TWIN_BACKENDS, kernel_labels
-from convlab.report.figurenames import FIGURES, STATUS_TABLE, file_name
+from convlab.report.figuretable import NAMES, SIZE_FAMILY, figure_entry
 from convlab.report.pages import html_page, write_page
 from convlab.report.plotting import (
     NO_ROWS,
@@ -35,10 +35,12 @@ from convlab.report.plotting import (
     note_on_axes,
     palette_colors,
     panel_title,
+    report_style,
     save_figure,
     size_axis,
     with_filter,
 )
+from convlab.report.seedcompare import read_text_csv, typed
 from convlab.report.time_vs_size import time_vs_size_figure
 from convlab.status import ERROR, INVALID_CONFIG, OK, OOM, STATUSES, UNSUPPORTED, WRONG
 
@@ -50,10 +52,7 @@ STATUS_COLORS = {
 
 
 def _load(summary_csv: str | Path) -> pd.DataFrame:
-    frame = pd.read_csv(summary_csv, dtype=str, keep_default_na=False)
-    for column in NUMERIC:
-        frame[column] = pd.to_numeric(frame[column], errors="coerce")
-    return frame
+    return typed(read_text_csv(summary_csv), NUMERIC)
 
 
 def _natural_column(column: pd.Series) -> pd.Series:
@@ -229,52 +228,68 @@ def status_figure(frame: pd.DataFrame) -> Figure:
     return figure
 
 
-def render_figures(summary_csv: str | Path, outdir: str | Path, names: Iterable[str] = FIGURES) -> list[Path]:
-    """Write the report's PNGs named ``names`` (default: all five, convlab.report.figurenames) into ``outdir`` and
-    return their paths. The report renders each in a job of its own, side by side.
+# The draw functions of the figure table (convlab.report.figuretable): each is given the rows its entry reads and
+# the path of its file.
+def draw_time_vs_size(frame: pd.DataFrame, path: Path) -> Path:
+    return save_figure(time_vs_size_figure(frame), path)
 
-    The four kernel figures draw the rows of the family that has them (SIZE_FIGURE_FAMILY); status.png counts
-    every cell of the summary.
-    Works on any summary, including a header-only one or one where every cell failed.
+
+def draw_gflops_vs_size(frame: pd.DataFrame, path: Path) -> Path:
+    return _by_stride(frame, path, "Throughput vs image size", "gflops", "throughput (GFLOP/s)", logy=True)
+
+
+def draw_pct_of_floor_vs_size(frame: pd.DataFrame, path: Path) -> Path:
+    return _by_stride(frame, path, "Distance from the memory floor", "pct_of_floor",
+                      "% of memory-bandwidth floor\n(100 = at floor)", logy=False, floor_line=True)
+
+
+def draw_variants(frame: pd.DataFrame, path: Path) -> Path:
+    return save_figure(variants_figure(frame), path)
+
+
+def draw_status(frame: pd.DataFrame, path: Path) -> Path:
+    return save_figure(status_figure(frame), path)
+
+
+def status_table_page(frame: pd.DataFrame, path: Path) -> Path:
+    return write_page(path, status_table_html(frame))
+
+
+def _draw_function(draw: str):
+    module, function = draw.split(":")
+    return getattr(importlib.import_module(module), function)
+
+
+def render_figures(summary_csv: str | Path, outdir: str | Path, names: Iterable[str] = NAMES) -> list[Path]:
+    """Write the files of the figure table's entries ``names`` (default: every one) into ``outdir`` and return
+    their paths. The report renders each in a job of its own, side by side.
+
+    An entry that reads SIZE_FAMILY draws the rows of the family that has the figures against size
+    (SIZE_FIGURE_FAMILY): given the whole summary or that family's slice of it, it draws the same. An entry that
+    reads EVERY_ROW draws every row it is given. Works on any summary, including a header-only one or one where
+    every cell failed.
     """
-    unknown = [name for name in names if name not in FIGURES]
-    if unknown:
-        raise ValueError(f"no figure named {', '.join(unknown)}; the figures are {', '.join(FIGURES)}")
+    entries = [figure_entry(name) for name in names]
     everything = _load(summary_csv)
-    frame = everything
-    if "experiment" in frame.columns:  # the other families have figures of their own (seedfigures, roofline)
-        frame = frame[frame["experiment"] == SIZE_FIGURE_FAMILY.name]
+    family = everything
+    if "experiment" in family.columns:  # the other families have figures of their own (seedfigures, roofline)
+        family = family[family["experiment"] == SIZE_FIGURE_FAMILY.name]
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
-    drawings = {
-        "time_vs_size": lambda path: save_figure(time_vs_size_figure(frame), path),
-        "gflops_vs_size": lambda path: _by_stride(frame, path, "Throughput vs image size", "gflops",
-                                                  "throughput (GFLOP/s)", logy=True),
-        "pct_of_floor_vs_size": lambda path: _by_stride(frame, path, "Distance from the memory floor", "pct_of_floor",
-                                                        "% of memory-bandwidth floor\n(100 = at floor)", logy=False,
-                                                        floor_line=True),
-        "variants": lambda path: save_figure(variants_figure(frame), path),
-        "status": lambda path: save_figure(status_figure(everything), path),  # every cell, not one family's
-    }
-    # Scoped style instead of sns.set_theme(): rendering leaves matplotlib's global state alone.
-    with sns.axes_style("whitegrid"), sns.plotting_context("notebook"):
-        return [drawings[name](outdir / file_name(name)) for name in names]
+    # A scoped style: rendering leaves matplotlib's global state alone.
+    with report_style():
+        return [_draw_function(entry.draw)(family if entry.reads == SIZE_FAMILY else everything, outdir / entry.file)
+                for entry in entries]
 
 
 def render_files(summary_csv: str | Path, outdir: str | Path, name: str | None = None) -> list[Path]:
-    """What the `figures` command writes into ``outdir``: the file of ``name`` (a figure or the table of failed
-    cells, convlab.report.figurenames), or with no name all of them."""
-    table = Path(outdir) / file_name(STATUS_TABLE)
-    if name is None:
-        return [*render_figures(summary_csv, outdir), status_table_html(summary_csv, table)]
-    if name == STATUS_TABLE:
-        return [status_table_html(summary_csv, table)]
-    return render_figures(summary_csv, outdir, [name])
+    """What the `figures` command writes into ``outdir``: the file of the figure table's entry ``name``, or with no
+    name every one."""
+    return render_figures(summary_csv, outdir, NAMES if name is None else [name])
 
 
-def status_table_html(summary_csv: str | Path, out_html: str | Path) -> Path:
-    """Write a standalone HTML page listing every cell whose status is not ok."""
-    frame = _load(summary_csv)
+def status_table_html(frame: pd.DataFrame) -> str:
+    """A standalone HTML page listing every cell of ``frame`` (a summary) whose status is not ok."""
     failed = frame[frame["status"] != OK]
     if frame.empty:
         body = "<p>The summary has no rows: no cell was run.</p>"
@@ -290,4 +305,4 @@ def status_table_html(summary_csv: str | Path, out_html: str | Path) -> Path:
     style = ("body{font-family:sans-serif;margin:1.5em}table{border-collapse:collapse}"
              "th,td{border:1px solid #ccc;padding:4px 8px;text-align:left}th{background:#f0f0f0}")
     title = "Cells that did not pass"
-    return write_page(out_html, html_page(title, style, f"<h2>{title}</h2>\n{body}"))
+    return html_page(title, style, f"<h2>{title}</h2>\n{body}")

@@ -13,10 +13,10 @@ from pathlib import Path
 import matplotlib as mpl
 import numpy as np
 import pandas as pd
-import seaborn as sns
 from matplotlib.axes import Axes
 from matplotlib.axis import Axis
 from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.colors import to_rgb
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter, Locator, NullFormatter, NullLocator
@@ -27,6 +27,54 @@ from convlab.report.codelabels import ran_labels
 from convlab.status import OK, WRONG
 
 DPI = 120
+
+# The report's look, seaborn's "whitegrid" style in its "notebook" context, as the rcParams they set: drawing needs
+# no seaborn, whose import costs a tools worker over a second (scipy.stats, for its statistics). tests/test_report.py
+# holds them equal to seaborn's. Its image colormap is left out: no figure draws an image, and seaborn registers
+# "rocket" only once it is imported.
+WHITEGRID = {
+    "figure.facecolor": "white", "axes.labelcolor": ".15", "xtick.direction": "out", "ytick.direction": "out",
+    "xtick.color": ".15", "ytick.color": ".15", "axes.axisbelow": True, "grid.linestyle": "-", "text.color": ".15",
+    "font.family": ["sans-serif"],
+    "font.sans-serif": ["Arial", "DejaVu Sans", "Liberation Sans", "Bitstream Vera Sans", "sans-serif"],
+    "lines.solid_capstyle": "round", "patch.edgecolor": "w", "patch.force_edgecolor": True, "xtick.top": False,
+    "ytick.right": False, "axes.grid": True, "axes.facecolor": "white", "axes.edgecolor": ".8", "grid.color": ".8",
+    "axes.spines.left": True, "axes.spines.bottom": True, "axes.spines.right": True, "axes.spines.top": True,
+    "xtick.bottom": False, "ytick.left": False,
+}
+WHITE = {**WHITEGRID, "axes.grid": False, "axes.edgecolor": ".15"}  # seaborn's "white": no grid, dark frame
+NOTEBOOK = {
+    "axes.linewidth": 1.25, "grid.linewidth": 1, "lines.linewidth": 1.5, "lines.markersize": 6, "patch.linewidth": 1,
+    "xtick.major.width": 1.25, "ytick.major.width": 1.25, "xtick.minor.width": 1, "ytick.minor.width": 1,
+    "xtick.major.size": 6, "ytick.major.size": 6, "xtick.minor.size": 4, "ytick.minor.size": 4, "font.size": 12,
+    "axes.labelsize": 12, "axes.titlesize": 12, "xtick.labelsize": 11, "ytick.labelsize": 11, "legend.fontsize": 11,
+    "legend.title_fontsize": 12,
+}
+# seaborn's "colorblind" palette
+COLORBLIND = ("#0173b2", "#de8f05", "#029e73", "#d55e00", "#cc78bc", "#ca9161", "#fbafe4", "#949494", "#ece133",
+              "#56b4e9")
+
+
+def report_style() -> mpl.rc_context:
+    """The report's plotting style for the figures drawn inside it, scoped: matplotlib's global state is left as
+    it was (as ``with sns.axes_style("whitegrid"), sns.plotting_context("notebook")`` would)."""
+    return mpl.rc_context({**WHITEGRID, **NOTEBOOK})
+
+
+def mpl_colors(name: str, n: int) -> list[tuple[float, float, float]]:
+    """The first ``n`` colours of a qualitative matplotlib colormap (tab10, tab20), as seaborn's color_palette
+    gives them; beyond its colours, seaborn's husl palette."""
+    colors = mpl.colormaps[name].colors
+    if n <= len(colors):
+        return [tuple(color[:3]) for color in colors[:n]]
+    return husl_colors(n)
+
+
+def husl_colors(n: int) -> list[tuple[float, float, float]]:
+    """seaborn's husl palette: ``n`` evenly spaced hues (for more lines than a qualitative palette has)."""
+    import seaborn as sns  # only here, for the rare figure of more than 20 lines: its import is slow
+
+    return list(sns.color_palette("husl", n))
 
 
 def new_figure(nrows: int, ncols: int, width: float = 4.4, height: float = 3.6, legend_width: float = 0.0,
@@ -131,7 +179,7 @@ def note_on_axes(ax: Axes, text: str) -> None:
 
 def note_figure_object(title: str, text: str, width: float = 6.0, height: float = 3.0) -> Figure:
     """A figure that is only a sentence: what is missing and why, in place of empty axes."""
-    with sns.axes_style("white"):
+    with mpl.rc_context(WHITE):
         figure, axes = new_figure(1, 1, width=width, height=height)
     ax = axes[0][0]
     note_on_axes(ax, text)
@@ -176,8 +224,8 @@ def log_y_axis(ax: Axes) -> None:
 def palette_colors(n: int) -> list:
     """Distinct colours: the colour-blind palette up to 10 lines, tab20 (then husl) beyond."""
     if n <= 10:
-        return sns.color_palette("colorblind", n)
-    return sns.color_palette("tab20", n) if n <= 20 else sns.color_palette("husl", n)
+        return [to_rgb(color) for color in COLORBLIND[:n]]
+    return mpl_colors("tab20", n)
 
 
 # ---- Shared by the conv2d figures of figures.py and time_vs_size.py: their labels, title, best variants and axes

@@ -12,14 +12,20 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import seaborn as sns
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter
 
 from convlab.plan.families import FAMILIES
 from convlab.report.codelabels import TWIN_BACKENDS, code_identity, code_labels
-from convlab.report.plotting import new_figure, note_figure_object, plain_tick, save_figure
+from convlab.report.plotting import (
+    mpl_colors,
+    new_figure,
+    note_figure_object,
+    plain_tick,
+    report_style,
+    save_figure,
+)
 from convlab.report.seedcompare import load_summary
 from convlab.status import OK
 
@@ -129,8 +135,8 @@ def roofline_figure(summary: pd.DataFrame, bandwidth: dict, ceiling: dict) -> Fi
     over_peak, over_copy = above_roofs(points, bandwidth, ceiling)
     over = over_peak | over_copy
     groups = sorted(points["group"].unique())
-    palette = dict(zip(groups, sns.color_palette("tab10" if len(groups) <= 10 else "husl", len(groups))))
-    with sns.axes_style("whitegrid"), sns.plotting_context("notebook"):
+    palette = dict(zip(groups, mpl_colors("tab10", len(groups))))
+    with report_style():
         figure, axes = new_figure(1, 2, width=5.8, height=4.8, legend_width=3.4, share=False)
         low, high = points["intensity"].min() / 2, points["intensity"].max() * 2
         if copy_gbps == copy_gbps and peak == peak:
@@ -191,6 +197,6 @@ def render_roofline(summary_csv: str | Path, bandwidth_json: str | Path, ceiling
                     out_png: str | Path) -> Path:
     out_png = Path(out_png)
     out_png.parent.mkdir(parents=True, exist_ok=True)
-    with sns.axes_style("whitegrid"), sns.plotting_context("notebook"):
+    with report_style():
         figure = roofline_figure(load_summary(summary_csv), load_device(bandwidth_json), load_device(ceiling_json))
         return save_figure(figure, out_png)

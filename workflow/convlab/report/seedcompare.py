@@ -8,7 +8,9 @@ number is a launch that never ran (its defect says so) or where this run has no 
 
 from __future__ import annotations
 
+import json
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,7 +20,7 @@ import yaml
 
 from convlab.plan.families import DEFAULT_FAMILY, FAMILIES
 from convlab.report.codelabels import kernel_labels, ran_label, shared_code
-from convlab.status import OK
+from convlab.status import OK, UserError
 
 NOT_RUN = "not_run"  # this run has no cell for the seed's problem (family, size or kernel not configured)
 UNMAPPED = "unmapped"  # no pipeline cell reproduces the seed's number (method_map's `unmapped`)
@@ -45,9 +47,23 @@ NUMERIC = ("size", "batch", "H", "stride", "filter_size", "gemm_m", "kernel_ms",
            "setup_ms", "pct_of_floor", "C_in", "C_out", "W")
 
 
+def read_text_csv(path: str | Path) -> pd.DataFrame:
+    """A CSV with every value as its text (empty where empty). Its text columns are Python strings in one block,
+    not one array each: a report selects rows hundreds of times, and each selection copies every array."""
+    return pd.read_csv(path, dtype=object, keep_default_na=False)
+
+
+def typed(frame: pd.DataFrame, numeric: Iterable[str]) -> pd.DataFrame:
+    """``frame`` with its ``numeric`` columns as numbers (text that is none: NaN), its columns in two blocks."""
+    for column in numeric:
+        if column in frame.columns:
+            frame[column] = pd.to_numeric(frame[column], errors="coerce")
+    return frame.copy()  # one block of text and one of numbers: each selection copies two arrays, not sixty
+
+
 def load_summary(summary_csv: str | Path) -> pd.DataFrame:
     """The summary with numbers as numbers; older summaries (no experiment/size/batch) still load."""
-    frame = pd.read_csv(summary_csv, dtype=str, keep_default_na=False)
+    frame = read_text_csv(summary_csv)
     if "experiment" not in frame.columns:
         frame["experiment"] = DEFAULT_FAMILY
     for column in ("size", "batch", "gemm_m"):
@@ -55,10 +71,7 @@ def load_summary(summary_csv: str | Path) -> pd.DataFrame:
             frame[column] = ""
     frame.loc[frame["size"] == "", "size"] = frame.get("H", "")
     frame.loc[frame["batch"] == "", "batch"] = "1"
-    for column in NUMERIC:
-        if column in frame.columns:
-            frame[column] = pd.to_numeric(frame[column], errors="coerce")
-    return frame
+    return typed(frame, NUMERIC)
 
 
 def _gpu_name(name: str) -> str:
@@ -206,12 +219,13 @@ def _ratio(unit: str, seed_value: float, this_value: float) -> float:
     return seed_value / this_value if unit == "ms" else this_value / seed_value
 
 
-def compare(seeds: pd.DataFrame, method_map: dict, summary: pd.DataFrame) -> pd.DataFrame:
-    """One row per seed number: the seed's value, this run's in the same unit, and their ratio."""
+def compare(seeds: pd.DataFrame, method_map: dict, summary: pd.DataFrame, device: str = "") -> pd.DataFrame:
+    """One row per seed number: the seed's value, this run's in the same unit, and their ratio. ``device`` names
+    this run's device where no row of ``summary`` does (a family that did not run)."""
     entries = {(m["seed"], str(m["table"]), m["method"]): m for m in method_map.get("mappings", [])}
     unmapped = {(u["seed"], str(u["table"]), u["method"]): u["reason"] for u in method_map.get("unmapped", [])}
     devices = summary["device"].replace("", np.nan).dropna() if "device" in summary.columns else pd.Series()
-    this_gpu = devices.mode().iloc[0] if not devices.empty else ""
+    this_gpu = devices.mode().iloc[0] if not devices.empty else device
     out = []
     labels = {experiment: kernel_labels(part) for experiment, part in summary.groupby("experiment")}
     # Each kernel's rows once, in the few columns a pick reads: every selection copies each column it keeps,
@@ -260,15 +274,36 @@ def compare(seeds: pd.DataFrame, method_map: dict, summary: pd.DataFrame) -> pd.
     return table
 
 
-def comparison_from_files(seed_csv: str | Path, map_yaml: str | Path, summary_csv: str | Path) -> pd.DataFrame:
-    return compare(load_seeds(seed_csv), load_map(map_yaml), load_summary(summary_csv))
+def comparison_from_files(seed_csv: str | Path, map_yaml: str | Path, summary_csv: str | Path,
+                          family: str | None = None, device_json: str | Path | None = None) -> pd.DataFrame:
+    """The comparison of the seeds with the summary; with ``family``, of the seeds that family reproduces only
+    (its slice of the summary is all they read). ``device_json``: the device's copy bandwidth record, whose
+    device names this run where the summary has no row."""
+    seeds = load_seeds(seed_csv)
+    if family is not None:
+        if family not in FAMILIES:
+            raise UserError(f"no experiment family {family!r}: the families are {', '.join(FAMILIES)}")
+        seeds = seeds[seeds["seed"].isin(FAMILIES[family].seeds)]
+    device = ""
+    if device_json is not None:
+        try:
+            device = json.loads(Path(device_json).read_text()).get("device") or ""
+        except (OSError, ValueError):
+            device = ""
+    return compare(seeds, load_map(map_yaml), load_summary(summary_csv), device=device)
+
+
+def join_comparisons(part_csvs: list[str | Path]) -> str:
+    """The families' comparisons (comparison_from_files with a family) as one comparison's CSV text, in the
+    seed table's order (each seed is one family's), every value as its part wrote it."""
+    parts = [pd.read_csv(path, dtype=str, keep_default_na=False) for path in part_csvs]
+    table = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=COLUMNS)
+    return table.sort_values("seed", kind="stable").to_csv(index=False)
 
 
 def read_comparison(path: str | Path) -> pd.DataFrame:
     """The comparison CSV as written by ``compare``, with its numbers as numbers."""
-    frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+    frame = read_text_csv(path)
     if "ran_as" not in frame.columns:  # written before the column existed
         frame["ran_as"] = ""
-    for column in ("size", "stride", "filter_size", "seed_value", "this_value", "ratio"):
-        frame[column] = pd.to_numeric(frame[column], errors="coerce")
-    return frame
+    return typed(frame, ("size", "stride", "filter_size", "seed_value", "this_value", "ratio"))

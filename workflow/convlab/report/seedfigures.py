@@ -13,14 +13,20 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import seaborn as sns
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from convlab.plan.families import seed_family
 from convlab.report.codelabels import ran_labels
-from convlab.report.plotting import log_y_axis, natural_order, new_figure, palette_colors, save_figure
+from convlab.report.plotting import (
+    log_y_axis,
+    natural_order,
+    new_figure,
+    palette_colors,
+    report_style,
+    save_figure,
+)
 from convlab.report.seedcompare import (
     NEVER_RAN,
     NOT_RUN,
@@ -162,6 +168,41 @@ def _line_figure(comparison: pd.DataFrame, summary: pd.DataFrame, seed: str, ent
     return figure
 
 
+# The marks and dashes of the filters in the tiling sweep, in order: those seaborn's lineplot gives the levels of its
+# style variable.
+SWEEP_MARKERS = ("o", "X", (4, 0, 45), "P", (4, 0, 0), (4, 1, 0), "^", (4, 1, 45), "v")
+SWEEP_DASHES = ("", (4, 1.5), (1, 1), (3, 1.25, 1.5, 1.25), (5, 1, 1, 1), (5, 1, 2, 1, 2, 1), (2, 2, 3, 1.5),
+                (1, 2.5, 3, 1.2))
+
+
+def _sweep_lines(ax: Axes, best: pd.DataFrame) -> list[Line2D]:
+    """This run's tiling sweep, as seaborn's lineplot(hue="ran", style="filter", markers=True) draws it: a line per
+    twin (its colour) and filter (its marker and dashes), each sorted by size, the twins and filters in the order
+    they first appear and drawn twin by twin, filter by filter; and the legend's handles, a heading and an entry per
+    twin and per filter."""
+    rans, filters = list(pd.unique(best["ran"])), list(pd.unique(best["filter"]))
+    colors = dict(zip(rans, palette_colors(len(rans))))
+    marks = {name: (SWEEP_MARKERS[i % len(SWEEP_MARKERS)], SWEEP_DASHES[i % len(SWEEP_DASHES)])
+             for i, name in enumerate(filters)}
+    groups = dict(tuple(best.groupby(["ran", "filter"], sort=False)))
+    for ran, name in ((ran, name) for ran in rans for name in filters if (ran, name) in groups):
+        rows = groups[(ran, name)].sort_values(["size", "kernel_ms"])
+        marker, dashes = marks[name]
+        line, = ax.plot(rows["size"].to_numpy(float), rows["kernel_ms"].to_numpy(float), color=colors[ran],
+                        marker=marker, markeredgewidth=0.75, markeredgecolor="w")
+        line.set_dashes(dashes)
+    heading = {"linestyle": "", "marker": ""}
+    handles = [Line2D([], [], label="ran", **heading)]
+    handles += [Line2D([], [], color=colors[ran], label=ran) for ran in rans]
+    handles.append(Line2D([], [], label="filter", **heading))
+    for name in filters:
+        handle = Line2D([], [], color=".2", marker=marks[name][0], markeredgewidth=0.75, markeredgecolor="w",
+                        label=name)
+        handle.set_dashes(marks[name][1])
+        handles.append(handle)
+    return handles
+
+
 def _tiling_figure(comparison: pd.DataFrame, summary: pd.DataFrame, seed: str, entry: SeedFigure) -> Figure:
     part = _drawn_rows(comparison, seed, entry)
     seed_gpu, this_gpu = gpu_names(part)
@@ -201,13 +242,12 @@ def _tiling_figure(comparison: pd.DataFrame, summary: pd.DataFrame, seed: str, e
         best["ran"] = ran_labels(best)  # the twin that ran, on the cpu backend
         best["filter"] = best["filter_size"].astype(int).astype(str).radd("filter ").str.cat(
             best["filter_size"].astype(int).astype(str), sep="x")
-        sns.lineplot(data=best, x="size", y="kernel_ms", hue="ran", style="filter", markers=True,
-                     estimator=None, ax=ax, palette=palette_colors(best["ran"].nunique()))
+        handles = _sweep_lines(ax, best)
         _size_axis(ax, best["size"].tolist(), "image size (pixels)")
         log_y_axis(ax)
         ax.set_ylabel("kernel time (ms, best variant)")
         ax.set_title(f"this run's tiling sweep ({this_gpu})", fontsize=9)
-        ax.legend(loc="center left", bbox_to_anchor=(1.02, 0.5), frameon=False, fontsize=8)
+        ax.legend(handles=handles, loc="center left", bbox_to_anchor=(1.02, 0.5), frameon=False, fontsize=8)
     figure.suptitle(f"{entry.title}\nseed: {seed_gpu}   this run: {this_gpu}")
     return figure
 
@@ -256,7 +296,7 @@ DRAWINGS = {LINES: _line_figure, TILING_BARS: _tiling_figure, LAYER_SPEEDUPS: _l
 def seed_figure_object(seed: str, name: str, comparison: pd.DataFrame, summary: pd.DataFrame) -> Figure:
     """The figure ``name`` of seed ``seed`` (convlab.report.seeds) as a Figure; render_seed_figure() saves it."""
     entry = seed_figure(seed, name)
-    with sns.axes_style("whitegrid"), sns.plotting_context("notebook"):
+    with report_style():
         return DRAWINGS[entry.drawing](comparison, summary, seed, entry)
 
 
@@ -265,5 +305,5 @@ def render_seed_figure(comparison: pd.DataFrame, summary: pd.DataFrame, seed: st
     """The figure ``name`` of seed ``seed`` as a PNG at ``out_png``."""
     out_png = Path(out_png)
     out_png.parent.mkdir(parents=True, exist_ok=True)
-    with sns.axes_style("whitegrid"), sns.plotting_context("notebook"):
+    with report_style():
         return save_figure(seed_figure_object(seed, name, comparison, summary), out_png)

@@ -8,17 +8,23 @@ import argparse
 from convlab.app.console import Console
 from convlab.atomicfile import write_text_atomically
 from convlab.report.aggregate import aggregate as aggregate_rows
+from convlab.report.aggregate import write_slice
 from convlab.report.figures import render_files
 from convlab.report.findings import write_findings
 from convlab.report.gpus import write_gpus_page
 from convlab.report.roofline import render_roofline
-from convlab.report.seedcompare import comparison_from_files, load_summary, read_comparison
+from convlab.report.seedcompare import comparison_from_files, join_comparisons, load_summary, read_comparison
 from convlab.report.seedfigures import render_seed_figure
 from convlab.report.seedtable import seed_table_html
+from convlab.status import UserError
 
 
 def aggregate(args: argparse.Namespace, console: Console) -> int:
-    summary, warnings = aggregate_rows(args.cells, args.out)
+    if args.slice:
+        by_status = write_slice(args.cells, args.out)
+        console.say(f"{args.out}: {sum(by_status.values())} rows; by status: {by_status}")
+        return 0
+    summary, warnings = aggregate_rows(args.cells, args.out, slices=args.slices)
     for warning in warnings:
         console.warn(warning)
     console.say(f"{args.out}: {len(summary)} rows; by status: {summary['status'].value_counts().to_dict()}")
@@ -31,8 +37,15 @@ def figures(args: argparse.Namespace, console: Console) -> int:
 
 
 def seed_compare(args: argparse.Namespace, console: Console) -> int:
-    table = comparison_from_files(args.seeds, args.map, args.summary)
-    write_text_atomically(args.out, table.to_csv(index=False))
+    if args.parts:
+        write_text_atomically(args.out, join_comparisons(args.parts))
+        table = read_comparison(args.out)
+    else:
+        missing = [f"--{name}" for name in ("seeds", "map", "summary") if getattr(args, name) is None]
+        if missing:
+            raise UserError(f"seed-compare needs {', '.join(missing)} (or --parts to join families' comparisons)")
+        table = comparison_from_files(args.seeds, args.map, args.summary, args.family, args.bandwidth)
+        write_text_atomically(args.out, table.to_csv(index=False))
     console.say(f"{args.out}: {len(table)} seed numbers; this run's status: "
                 f"{table['this_status'].value_counts().to_dict()}")
     return 0

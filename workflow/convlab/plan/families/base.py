@@ -46,7 +46,7 @@ class Family(ABC):
     # (column, ascending) pairs that put the problem the findings page headlines first; empty: the last
     # problem in problem_columns order
     headline_order: tuple[tuple[str, bool], ...] = ()
-    size_figures: bool = False  # the report's figures against size (convlab.report.figurenames) draw its rows
+    size_figures: bool = False  # the report's figures against size (convlab.report.figuretable) draw its rows
     gallery: bool = False  # its cells at the gallery size draw the edge-map gallery from the pictures
 
     @abstractmethod
