@@ -48,41 +48,11 @@ rule sgemm_ceiling:
         logged("{params.runner} ceiling --backend {params.backend} --out {output}")
 
 
-# Every source module of the grid compiled before the first cell, on all the host's cores, into
-# the device worker that then measures the cells and into CuPy's disk cache: no cell pays a cold
-# compile. Its inputs are the grid's kernel files, so a kernel edit re-runs it (the unchanged
-# modules come from the cache); the cells wait for it but take its output as ancient(), so that
-# its re-run re-measures only the cells whose own files changed.
-rule compile_kernels:
-    input:
-        kernels=lambda wildcards: grid_kernel_files(wildcards.device),
-    output:
-        COMPILED,
-    log:
-        f"{RESULTS}/logs/device/{BACKEND}_compile_kernels.log",
-    conda:
-        "../../envs/convlab.yaml"
-    resources:
-        **placement_resources(),
-        gpu=GPU_JOB,
-    params:
-        code=CODE["measurement"],
-        runner=RUNNER,
-        backend=BACKEND,
-        grid=json.dumps(config, sort_keys=True),
-    shell:
-        logged(
-            "{params.runner} compile-kernels --config {params.grid:q} --device {wildcards.device} "
-            "--backend {params.backend} --out {output}"
-        )
-
-
 rule cell:
     input:
         image=cell_image,
         kernel=kernel_files,
         bandwidth=BANDWIDTH,
-        compiled=compiled_modules,
     output:
         row=CELL_PATH,
     log:

@@ -106,7 +106,7 @@ SIZES = image_sizes(CELLS)
 GALLERY_SIZE = gallery_size(config, CELLS)
 BANDWIDTH = f"{RESULTS}/device/{BACKEND}_copy_bandwidth.json"
 CEILING = f"{RESULTS}/device/{BACKEND}_sgemm_ceiling.json"
-# what compile_kernels compiled ahead of the cells (cells/{backend} that compile sources: cuda)
+# what compile_ahead() compiled before the cells
 COMPILED = f"{RESULTS}/device/{BACKEND}_compiled_kernels.json"
 GPU_JOB = 1 if BACKEND == "cuda" else 0
 
@@ -114,6 +114,7 @@ GPU_JOB = 1 if BACKEND == "cuda" else 0
 onstart:
     preflight()
     lift_local_rate_limit()
+    compile_ahead()
 
 
 # On a cluster these run on the submitting host: they are quick and need no GPU.
@@ -187,20 +188,6 @@ def kernel_files(wildcards):
     return list(files_of(wildcards.kernel, wildcards.backend))
 
 
-def grid_kernel_files(device):
-    """The files of every kernel the device label's cells run."""
-    kernels = {cell.kernel for cell in CELLS if cell.device == device}
-    return sorted({path for kernel in kernels for path in files_of(kernel, BACKEND)})
-
-
-def compiled_modules(wildcards):
-    """A cuda cell waits for the grid's modules to be compiled ahead (ancient: their re-run after
-    another kernel's edit re-measures nothing); the cpu backend compiles nothing."""
-    if wildcards.backend != "cuda":
-        return []
-    return ancient(COMPILED.format(device=wildcards.device))
-
-
 def gallery_kernel_files(wildcards):
     return list(files_of(wildcards.kernel, BACKEND))
 
@@ -244,6 +231,33 @@ def lift_local_rate_limit():
     re-evaluates every waiting job. A cluster run keeps it: it paces submissions."""
     if workflow.executor_plugin.name == "local":
         workflow.scheduler.job_rate_limiter = None
+
+
+def compile_ahead():
+    """Before the first cell of a local cuda run that measures cells: every source module of the
+    grid compiled on all the host's cores, into the device worker that then measures the cells
+    and into CuPy's cache, so that no cell pays a cold compile (unchanged modules come from the
+    cache). Not a rule: the cells would have to depend on it, and its re-run after one kernel's
+    edit would re-measure every cell (with ancient() inputs Snakemake skips the cells' own checks
+    instead). On a cluster each group compiles as its cells ask."""
+    if BACKEND != "cuda" or workflow.executor_plugin.name != "local":
+        return
+    if not any(job.rule.name == "cell" for job in workflow.dag.needrun_jobs()):
+        return
+    grid = shlex.quote(json.dumps(config, sort_keys=True))
+    for label in DEVICES:
+        log = Path(f"results/{label}/logs/device/{BACKEND}_compile_kernels.log")
+        log.parent.mkdir(parents=True, exist_ok=True)
+        out = COMPILED.format(device=label)
+        command = f"{RUNNER} compile-kernels --config {grid} --device {label} --backend {BACKEND} --out {out}"
+        with open(log, "w") as output:
+            subprocess.run(
+                command,
+                shell=True,
+                check=False,
+                stdout=output,
+                stderr=subprocess.STDOUT,
+            )
 
 
 def placement_resources():

@@ -178,6 +178,12 @@ class MeasurementService:
             try:
                 uid = peer_uid(connection)
                 if uid != os.getuid():
+                    # its request is read first (and dropped): a peer still sending when the
+                    # refusal closes the connection would see a broken pipe, not the refusal
+                    try:
+                        receive_message(connection)
+                    except (ProtocolError, ConnectionError, TimeoutError, OSError):
+                        pass
                     send_message(connection, error_response(
                         f"refused: this measurement service belongs to uid {os.getuid()}, not {uid}"))
                     return
