@@ -12,7 +12,7 @@ import yaml
 from conftest import REPO
 
 from convlab.app.sharedcount import HOPPER_OPTIN_BYTES, large_shared_cells
-from convlab.plan.config import load_config
+from convlab.plan.config import load_config, validate_config
 from convlab.plan.grid import build_cells
 
 README = REPO / "README.md"
@@ -181,7 +181,20 @@ def grids() -> dict:
     default = load_config(REPO / "config" / "config.yaml")
     tiny = load_config(REPO / "config" / "tiny-cpu.yaml")
     return {"default cpu": build_cells(default, "cpu"), "default cuda": build_cells(default, "cuda"),
-            "tiny cpu": build_cells(tiny, "cpu")}
+            "tiny cpu": build_cells(tiny, "cpu"), "benchmark cuda": build_cells(laid_over("pipeline-bench.yaml"), "cuda")}
+
+
+def laid_over(name: str) -> dict:
+    """config/<name> laid over config/config.yaml, key by key, as `--configfile` does."""
+
+    def merged(base: dict, over: dict) -> dict:
+        return {**base, **{key: merged(base[key], value) if isinstance(value, dict) and isinstance(base.get(key), dict)
+                           else value for key, value in over.items()}}
+
+    def read(file: str) -> dict:
+        return yaml.safe_load((REPO / "config" / file).read_text())
+
+    return validate_config(merged(read("config.yaml"), read(name)))
 
 
 def number(page: str, pattern: str, groups: int = 1) -> tuple[int, ...]:
@@ -194,6 +207,11 @@ def number(page: str, pattern: str, groups: int = 1) -> tuple[int, ...]:
 def test_cpu_grid_counts(grids):
     assert number("docs/pipeline.md", r"default config's cpu grid is (\d+) cells") == (len(grids["default cpu"]),)
     assert number("docs/pipeline.md", r"`config/tiny-cpu.yaml` is (\d+)\b") == (len(grids["tiny cpu"]),)
+
+
+def test_pipeline_benchmark_counts(grids):
+    assert number("docs/benchmark.md", r"pipeline-bench.yaml` \((\d+) cells") == (len(grids["benchmark cuda"]),)
+    assert number("docs/benchmark.md", r"default grid \((\d[\d,]*) cells\)") == (len(grids["default cuda"]),)
 
 
 def test_shared_memory_counts(grids):
@@ -215,6 +233,7 @@ CHECKED_PHRASES = {
     "docs/slurm.md": [r"\d+ cells per submission", r"of its \d+ cells"],  # the same
     "docs/pipeline.md": [r"cpu grid is \d+ cells"],  # test_cpu_grid_counts
     "docs/measurement.md": [r"\d+ of \d+ cuda cells"],  # test_shared_memory_counts
+    "docs/benchmark.md": [r"\(\d+ cells: conv2d", r"grid \(\d[\d,]* cells\)"],  # test_pipeline_benchmark_counts
 }
 
 
