@@ -9,6 +9,7 @@ sys.path.insert(0, str(REPO / "workflow"))
 from workflow_helpers import copy_repo  # noqa: E402
 
 from convlab.backends import get_backend, gpu_visible  # noqa: E402
+from convlab.plan.problemcache import PROBLEMS  # noqa: E402
 
 HAS_GPU = gpu_visible()
 
@@ -45,3 +46,13 @@ def repo_copy(tmp_path: Path) -> Path:
     (target / "data").mkdir()
     (target / "results").mkdir()
     return target
+
+
+@pytest.fixture
+def kept():
+    """The process's problem cache on, as a service worker has it; off and empty again after."""
+    PROBLEMS.clear()
+    PROBLEMS.capacity = 4
+    yield PROBLEMS
+    PROBLEMS.clear()
+    PROBLEMS.capacity = 0

@@ -13,7 +13,6 @@ import pytest
 
 from convlab.plan.config import validate_config
 from convlab.plan.grid import build_cells
-from convlab.plan.problemcache import PROBLEMS
 from convlab.problem.verify import compare
 from convlab.run.runner import run_cell
 from convlab.run.steps import comparing_module, load_inputs, place
@@ -30,15 +29,6 @@ def picture(tmp_path: Path) -> Path:
     path = tmp_path / f"input_{SIZE}.png"
     cv2.imwrite(str(path), np.random.default_rng(4).integers(0, 256, (SIZE, SIZE, 3), dtype=np.uint8))
     return path
-
-
-@pytest.fixture
-def kept():
-    PROBLEMS.clear()
-    PROBLEMS.capacity = 4
-    yield PROBLEMS
-    PROBLEMS.clear()
-    PROBLEMS.capacity = 0
 
 
 def cells() -> list:

@@ -44,16 +44,6 @@ def bandwidth(tmp_path_factory) -> Path:
     return path
 
 
-@pytest.fixture
-def kept():
-    """The process's problem cache on, as a service worker has it; off and empty again after."""
-    PROBLEMS.clear()
-    PROBLEMS.capacity = 4
-    yield PROBLEMS
-    PROBLEMS.clear()
-    PROBLEMS.capacity = 0
-
-
 def cpu_cells() -> list:
     """The tiny grid's cells on the cpu backend: conv2d at two strides, a tiling mosaic, CNN
     layers and GEMM."""
