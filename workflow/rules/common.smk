@@ -106,6 +106,10 @@ SIZES = image_sizes(CELLS)
 GALLERY_SIZE = gallery_size(config, CELLS)
 BANDWIDTH = f"{RESULTS}/device/{BACKEND}_copy_bandwidth.json"
 CEILING = f"{RESULTS}/device/{BACKEND}_sgemm_ceiling.json"
+# The verdict's file: the report's drawing jobs start after it (ancient: the history job's re-run
+# re-draws nothing by itself; each drawing job still re-runs when the rows it reads change), so
+# that the verdict prints before anything is drawn, also while they run side by side.
+RECORDED = ancient(f"{RESULTS}/verdicts/latest.txt")
 # what compile_ahead() compiled before the cells
 COMPILED = f"{RESULTS}/device/{BACKEND}_compiled_kernels.json"
 GPU_JOB = 1 if BACKEND == "cuda" else 0

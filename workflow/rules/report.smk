@@ -15,6 +15,7 @@ rule figures:
     input:
         # the narrowest it reads: the slice of the family drawn against size, or every row
         summary=figure_rows,
+        recorded=RECORDED,
     output:
         # Captioned by figure.rst, which shows the entry's caption file from the job's params (a
         # rule has one caption file). update(): a failed re-render restores the previous file.
@@ -162,6 +163,7 @@ rule seed_comparison:
 rule seed_table:
     input:
         comparison=seed_comparison_part,
+        recorded=RECORDED,
     output:
         table=report(
             update(SEED_TABLE),
@@ -193,6 +195,7 @@ rule seed_figure:
     input:
         comparison=seed_comparison_part,
         summary=seed_summary,
+        recorded=RECORDED,
     output:
         figure=report(
             update(SEED_FIGURE),
@@ -228,6 +231,7 @@ rule roofline:
         summary=f"{RESULTS}/summary.csv",
         bandwidth=BANDWIDTH,
         ceiling=CEILING,
+        recorded=RECORDED,
     output:
         figure=report(
             update(f"{RESULTS}/figures/roofline.png"),
@@ -258,6 +262,7 @@ rule findings:
         comparison=f"{SEED_DIR}/comparison.csv",
         bandwidth=BANDWIDTH,
         ceiling=CEILING,
+        recorded=RECORDED,
     output:
         page=report(
             update(f"{RESULTS}/findings.html"),
