@@ -12,9 +12,10 @@ from workflow_helpers import TINY as TINY_CONFIG
 from convlab.app.cli import main
 from convlab.history import record as record_module
 from convlab.history import store
-from convlab.history.record import record
+from convlab.history.record import record as record_rows
 from convlab.history.verdicts import MAX_KERNEL_LINES, NEW, judge, summary_lines
 from convlab.measure.row import build_row, write_row_atomically
+from convlab.measure.rowjournal import keep_unrecorded
 from convlab.paths import REPO_ROOT
 from convlab.plan.config import load_config
 from convlab.plan.grid import build_cells
@@ -31,18 +32,31 @@ def lab(tmp_path, monkeypatch):
     return tmp_path, cells[:6]
 
 
+# The run whose jobs wrote the latest rows (write_rows), which record() records as its own.
+RUNS = {"latest": ""}
+
+
+def record(results_dir, cells, device, **options):
+    """The record step of the run that wrote the latest rows (as the history rule passes its run)."""
+    return record_rows(results_dir, cells, device, run_id=options.pop("run_id", RUNS["latest"]), **options)
+
+
 def write_rows(cells, ms: float, iqr_fraction: float = 0.01, status: str = "ok", uuid: str = "GPU-a",
                commit: str = "c0ffee") -> None:
+    """The rows of ``cells`` as the jobs of a new run place them."""
+    RUNS["latest"] = f"20261124T1000{len(RUNS):02d}-run"
+    RUNS[RUNS["latest"]] = ""
     for index, cell in enumerate(cells):
         kernel_ms = ms * (1 + index / 10)
         measured = {"kernel_ms": kernel_ms, "kernel_ms_iqr": kernel_ms * iqr_fraction, "reps": 20,
                     "max_rel_err": 1e-7, "tolerance": 1e-4, "flops": 1000, "gflops": 1.0, "device": "cpu",
-                    "started_at": "2026-11-24T10:00:00", "finished_at": f"2026-11-24T10:00:{index:02d}"}
+                    "started_at": f"2026-11-24T10:00:{index:02d}", "finished_at": f"2026-11-24T10:00:{index + 1:02d}"}
         values = {"experiment": cell.experiment, "kernel": cell.kernel, "variant": cell.variant, "backend": "cpu",
                   "size": cell.size, "stride": cell.stride, "filter_size": cell.filter_size, "batch": cell.batch,
                   "padding": cell.padding, "status": status, "git_commit": commit, "code_version": "abc", "gpu_uuid": uuid,
                   **(measured if status == "ok" else {"reason": "planted"})}
         write_row_atomically(build_row([values]), cell.path)
+        keep_unrecorded(cell.path, RUNS["latest"])
 
 
 def database_rows(folder: Path) -> int:
@@ -211,8 +225,9 @@ def test_a_read_only_database_costs_a_warning_and_keeps_the_rows(lab, monkeypatc
     recorded = record(results_of(folder), cells, DEVICE)
     assert recorded.added == 0 and len(recorded.warnings) == 1
     assert "read-only" in recorded.warnings[0] or "readonly" in recorded.warnings[0]
-    # the cells kept before still give verdicts, the rest are new
-    assert {v.verdict for v in recorded.verdicts} == {"SAME", NEW}
+    # the cells kept before give verdicts against their kept rows, the rest against the rows the
+    # first run placed and could not record for them (they still wait in unrecorded/)
+    assert {v.verdict for v in recorded.verdicts} == {"SAME"}
     monkeypatch.setattr(store, "connect", original)
     assert database_rows(results_of(folder)) == 2
 
@@ -284,3 +299,63 @@ def test_the_history_figure_follows_runs_in_order_and_marks_where_kernel_files_c
                               folder / "history.png", folder / "history.html")
     assert "2 runs" in page and (folder / "history.png").stat().st_size > 10_000
     assert (folder / "history.html").read_text().count("SLOWER") >= len(cells)
+
+
+def test_rows_of_two_runs_that_could_not_record_are_all_added_by_the_next(lab, monkeypatch):
+    folder, cells = lab
+    store.open_for_writing(store.database_path(results_of(folder)))[0].close()  # a device with a history
+    write_rows(cells, 1.0)
+    original = store.connect
+    monkeypatch.setattr(store, "connect", lambda path, timeout_s=1.0, read_only=False: original(path, timeout_s, True))
+    first = RUNS["latest"]
+    assert record(results_of(folder), cells, DEVICE).added == 0  # read-only
+    monkeypatch.setattr(store, "connect", original)
+    write_rows(cells, 2.0)  # the next run measures the same cells again: their files are replaced
+    holder = sqlite3.connect(store.database_path(results_of(folder)))
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        assert record(results_of(folder), cells, DEVICE, timeout_s=0.2).added == 0  # locked
+    finally:
+        holder.rollback()
+        holder.close()
+    write_rows(cells, 2.0, commit="beef")
+    third = record(results_of(folder), cells, DEVICE)
+    assert third.added == 3 * len(cells)
+    assert database_rows(results_of(folder)) == 3 * len(cells)
+    # this run's verdicts are its own cells', against the run before, which was recorded with them
+    assert len(third.verdicts) == len(cells) and {v.verdict for v in third.verdicts} == {"SAME"}
+    assert any(line.startswith(f"  also recorded: {2 * len(cells)} rows that earlier runs measured") and first in line
+               for line in third.lines)
+    assert not (results_of(folder) / "unrecorded").exists() or not any((results_of(folder) / "unrecorded").rglob("*"))
+
+
+def test_only_cells_a_job_of_this_run_measured_get_a_verdict(lab):
+    folder, cells = lab
+    write_rows(cells, 1.0)
+    record(results_of(folder), cells, DEVICE)
+    write_rows(cells[:2], 1.1)
+    for link in (results_of(folder) / "unrecorded").rglob("*.csv"):
+        link.unlink()  # as if written by hand: no job of a run placed them
+    recorded = record(results_of(folder), cells, DEVICE)
+    assert recorded.verdicts == [] and recorded.added == 2
+    assert recorded.lines[0] == f"history: no cell of {DEVICE} was re-measured in this run"
+    assert "without a verdict: 2 rows that no job of a run placed" in recorded.lines[1]
+
+
+def test_a_changed_input_picture_is_named_in_the_verdict(lab):
+    folder, cells = lab
+    pictured = [cell for cell in cells if cell.image]
+    assert pictured
+    for image in {cell.image for cell in pictured}:
+        Path(image).parent.mkdir(parents=True, exist_ok=True)
+        Path(image).write_bytes(b"the first picture")
+    write_rows(pictured, 1.0)
+    record(results_of(folder), pictured, DEVICE)
+    write_rows(pictured, 1.01)
+    assert {v.changed for v in record(results_of(folder), pictured, DEVICE).verdicts} == {()}
+    for image in {cell.image for cell in pictured}:
+        Path(image).write_bytes(b"another picture")
+    write_rows(pictured, 1.02)
+    recorded = record(results_of(folder), pictured, DEVICE)
+    assert {v.changed for v in recorded.verdicts} == {("input picture",)}
+    assert any("changed: input picture" in line for line in recorded.lines)

@@ -4,6 +4,7 @@ run changes nothing on disk."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from workflow_helpers import RESULTS, TINY, cell_rows, copy_repo, snakemake, snakemake_env
+from workflow_helpers import RESULTS, TINY, cell_rows, copy_repo, planned_cells, snakemake, snakemake_env
 
 from convlab.measure.row import read_row_file
 
@@ -42,8 +43,8 @@ def test_a_first_run_says_its_cells_are_new_and_keeps_them(built):
 
 def test_an_edited_kernel_re_measures_its_cells_and_the_run_ends_with_their_verdict(built):
     before = row_checks(built)
-    with open(built / "kernels" / "direct.cu", "a") as source:
-        source.write("// an edit that changes no instruction\n")
+    with open(built / "kernels" / "direct.yaml", "a") as description:
+        description.write("# an edit that changes no launch\n")
     started = time.time_ns()
     result = snakemake(built, 2)
     after = row_checks(built)
@@ -67,6 +68,22 @@ def test_an_edited_kernel_re_measures_its_cells_and_the_run_ends_with_their_verd
                             capture_output=True, text=True, timeout=120)
     assert listed.returncode == 0, listed.stderr
     assert len([line for line in listed.stdout.splitlines() if "kernel~direct" in line]) == 2 * len(changed)
+
+
+def test_a_cu_edit_on_the_cpu_backend_measures_nothing_and_says_where_it_is_measured(built):
+    source = built / "kernels" / "direct.cu"
+    original, stamp = source.read_bytes(), source.stat()
+    source.write_text(source.read_text() + "\n this is not CUDA\n")
+    try:
+        result = snakemake(built, 1, "--dry-run")
+        text = result.stdout + result.stderr
+        assert not planned_cells(result)
+        notes = [line for line in text.splitlines() if line.startswith("note: kernels/direct.cu changed")]
+        assert len(notes) == 1 and "the cpu backend runs each kernel's cpu twin" in notes[0]
+        assert "measured on a GPU" in notes[0]
+    finally:
+        source.write_bytes(original)
+        os.utime(source, ns=(stamp.st_atime_ns, stamp.st_mtime_ns))
 
 
 def test_a_dry_run_changes_nothing_on_disk_and_names_the_damaged_row(built):

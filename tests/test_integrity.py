@@ -28,6 +28,7 @@ from workflow_helpers import (
     snakemake_env,
 )
 
+from convlab.app.damaged import move_damaged_rows
 from convlab.atomicfile import current_umask
 from convlab.measure.row import COLUMNS, DamagedRow, OtherFormat, format_row, parse_row, write_row_atomically
 
@@ -39,7 +40,7 @@ def whole_row(**values) -> str:
     base = {"experiment": "conv2d", "kernel": "direct", "variant": "default", "backend": "cpu", "size": 64,
             "status": "ok", "git_commit": "abc", "code_version": "0123456789ab", "kernel_ms": 0.5, "reps": 3,
             "max_rel_err": 1e-7, "tolerance": 1e-5, "flops": 100, "gflops": 2.0, "device": "cpu",
-            "started_at": "t0", "finished_at": "t1"}
+            "started_at": "2026-11-24T10:00:00", "finished_at": "2026-11-24T10:00:01"}
     return format_row({**base, **values})
 
 
@@ -67,6 +68,42 @@ def test_a_row_without_what_its_status_requires_is_damaged():
     with pytest.raises(DamagedRow, match="without reason"):
         parse_row(whole_row(status="error", reason=None))
     parse_row(whole_row(status="error", reason="launch refused", kernel_ms=None))
+
+
+@pytest.mark.parametrize(("values", "why"), [
+    # the median edited below its minimum, the check recomputed: written as a whole row
+    ({"kernel_ms": 2.1, "kernel_ms_min": 20.0, "kernel_ms_max": 25.0}, "kernel_ms 2.1 outside kernel_ms_min 20"),
+    ({"kernel_ms": 30.0, "kernel_ms_min": 20.0, "kernel_ms_max": 25.0}, "outside kernel_ms_min"),
+    ({"kernel_ms_min": 0.4, "kernel_ms_max": 0.6, "kernel_ms_iqr": 0.5}, "kernel_ms_iqr 0.5 outside"),
+    ({"reps": 0}, "reps 0 is not a count"),
+    ({"kernel_ms": -1.0}, "not a positive time"),
+    ({"finished_at": "2026-11-24T09:59:59"}, "before started_at"),
+    ({"started_at": "yesterday"}, "is not a time"),
+    # 3000 repeats of 0.5 ms cannot fit in the cell's one second
+    ({"reps": 3000}, "3000 repeats of at least 0.5 ms cannot fit in the 1000.0 ms"),
+    ({"reps": 300, "graph_launches": 10}, "cannot fit"),
+])
+def test_a_row_whose_values_contradict_each_other_is_damaged_saying_how(values, why):
+    with pytest.raises(DamagedRow, match="contradict each other") as refused:
+        parse_row(whole_row(**values))
+    assert why in str(refused.value)
+
+
+def test_rounded_values_at_their_bounds_are_consistent():
+    parse_row(whole_row(kernel_ms=0.5, kernel_ms_min=0.5, kernel_ms_max=0.5, kernel_ms_iqr=0.0))
+    parse_row(whole_row(kernel_ms=1 / 3, kernel_ms_min=1 / 3, kernel_ms_max=2 / 3, kernel_ms_iqr=1 / 3, reps=1000,
+                        graph_launches=3))
+    parse_row(whole_row(status="wrong", kernel_ms=0.5, kernel_ms_min=0.49, kernel_ms_max=0.51))
+
+
+def test_a_contradicting_row_is_moved_aside_before_the_run_and_measured_again(tmp_path):
+    path = tmp_path / "results" / "cpu" / "cells" / "row.csv"
+    path.parent.mkdir(parents=True)
+    path.write_text(whole_row(kernel_ms=2.1, kernel_ms_min=20.0, kernel_ms_max=25.0, reps=20, started_at=
+                              "2026-11-24T10:00:00", finished_at="2026-11-24T10:00:01"))
+    moved = move_damaged_rows([str(path)], tmp_path / "results" / "cpu")
+    assert len(moved) == 1 and not path.exists()
+    assert "contradict each other: kernel_ms 2.1 outside kernel_ms_min 20" in moved[0].line()
 
 
 def test_a_whole_row_of_another_format_is_not_damaged():

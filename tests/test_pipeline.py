@@ -95,8 +95,9 @@ def test_nothing_runs_without_a_change(built):
 
 
 def test_editing_a_kernel_reruns_exactly_its_cells(built):
-    source = built / "kernels/direct.cu"
-    source.write_text(source.read_text() + "\n// an edit\n")
+    # its launch description: the cpu backend runs the kernel's twin, never its .cu
+    source = built / "kernels/direct.yaml"
+    source.write_text(source.read_text() + "\n# an edit\n")
     scheduled = scheduled_cells(built)
     summary = pd.read_csv(built / f"{RESULTS}/summary.csv")
     # direct takes part in conv2d and tiling: its cells in both, and nothing else
@@ -136,9 +137,9 @@ def test_an_edit_to_one_kernel_plans_only_the_report_jobs_that_read_its_families
     are drawn again; the other families' seed pages are not. A GEMM kernel's edit redraws GEMM's pages and
     what reads every row, none of the figures against size."""
     for kernel in ("direct", "sgemm_naive"):
-        source = built / f"kernels/{kernel}.cu"
+        source = built / f"kernels/{kernel}.yaml"
         original = source.read_bytes()
-        source.write_text(source.read_text() + "\n// an edit\n")
+        source.write_text(source.read_text() + "\n# an edit\n")
         summary = pd.read_csv(built / f"{RESULTS}/summary.csv")
         families = set(summary.loc[summary["kernel"] == kernel, "experiment"])
         planned = planned_outputs(snakemake(built, "--dry-run"))
@@ -151,8 +152,8 @@ def test_an_edit_to_one_kernel_plans_only_the_report_jobs_that_read_its_families
 def test_the_report_stage_runs_side_by_side_at_one_core_and_no_wider_than_its_limit(built):
     """At --cores 1 the report's jobs (no core of their own) run together, at most `render` (the profile's
     limit, the tools pool's size) at once; with the service off each of them is a process of its own."""
-    source = built / "kernels/direct.cu"
-    source.write_text(source.read_text() + "\n// one more edit\n")
+    source = built / "kernels/direct.yaml"
+    source.write_text(source.read_text() + "\n# one more edit\n")
     run = run_snakemake(built, 1, env={**snakemake_env(built), "CONVLAB_SERVICE": "off"}, timeout=900)
     limit = min(4, os.cpu_count() or 1)
     most = most_at_once(run, RENDERING)

@@ -16,7 +16,16 @@ from pathlib import Path
 import pytest
 from workflow_helpers import RESULTS, cell_rows, copy_repo, snakemake, snakemake_command, snakemake_env
 
-from convlab.app.runlock import Run, is_alive, process_start, read_runs, release_stale_lock, this_run, write_runs
+from convlab.app.runlock import (
+    Run,
+    is_alive,
+    live_run_line,
+    process_start,
+    read_runs,
+    release_stale_lock,
+    this_run,
+    write_runs,
+)
 
 
 def dead_run() -> Run:
@@ -70,6 +79,37 @@ def test_a_live_runs_lock_is_kept_and_this_run_noted_beside_it(tmp_path, sleeper
     assert lock_names(folder) == ["0.input.lock", "0.output.lock"]
     # never over the live run: when this run has gone and the live one is killed, the lock is stale
     assert read_runs(folder) == [live, killed, this_run()]
+
+
+def test_a_run_beside_a_live_one_stops_with_one_line_naming_it_and_no_unlock_advice(tmp_path, sleeper):
+    live = Run(sleeper.pid, socket.gethostname(), process_start(sleeper.pid), since="2026-11-25T19:20:03")
+    for locks in (True, False):  # held, or removed by an --unlock given while it runs
+        folder = locked_folder(tmp_path / str(locks), [live])
+        if not locks:
+            for path in (folder / "locks").iterdir():
+                path.unlink()
+        line = live_run_line(folder)
+        assert line == (f"error: another run is working in this folder (pid {sleeper.pid}, started 2026-11-25 "
+                        "19:20:03); wait for it to end, then run again: its rows are kept. Do not --unlock while "
+                        "it runs")
+
+
+def test_a_dead_run_or_this_run_lets_the_run_go_on(tmp_path):
+    assert live_run_line(locked_folder(tmp_path / "a", [dead_run()])) is None
+    assert live_run_line(locked_folder(tmp_path / "b", [this_run()])) is None
+    assert live_run_line(locked_folder(tmp_path / "c", None)) is None
+
+
+def test_another_hosts_run_holding_the_lock_is_named_with_when_to_unlock(tmp_path):
+    remote = Run(4242, "gpu-node-7", None, since="2026-11-25T08:00:00")
+    line = live_run_line(locked_folder(tmp_path / "a", [remote]))
+    assert line.startswith("error: a run on host gpu-node-7 (pid 4242, started 2026-11-25 08:00:00) holds this folder")
+    assert "gone for good" in line
+    # without a lock it holds nothing: its run ended
+    folder = locked_folder(tmp_path / "b", [remote])
+    for path in (folder / "locks").iterdir():
+        path.unlink()
+    assert live_run_line(folder) is None
 
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="a zombie is told by its state in /proc")

@@ -24,7 +24,7 @@ DEVICE = "AMD EPYC (2 cores)"
 def _row(**values) -> dict:
     row = {"experiment": "", "kernel": "direct", "variant": "default", "backend": "cpu", "size": 64, "status": "ok",
            "git_commit": "abc", "code_version": "0123456789ab", "kernel_ms": 0.5, "reps": 3, "max_rel_err": 1e-7,
-           "tolerance": 1e-5, "flops": 100, "gflops": 2.0, "device": DEVICE, "started_at": "t0", "finished_at": "t1",
+           "tolerance": 1e-5, "flops": 100, "gflops": 2.0, "device": DEVICE, "started_at": "2026-11-24T10:00:00", "finished_at": "2026-11-24T10:00:01",
            "implementation": "numpy sliding-window (cpu twin of direct)"}
     row.update(values)
     return row

@@ -19,6 +19,21 @@ FAMILY_CELL_PATHS = {
 }
 
 
+# The whole report stage is made again from here when a run may have left part of it stale: a
+# run that stopped, or changed code, captions or config (REPORT_SUSPECT, common.smk).
+rule report_stage_reset:
+    input:
+        REPORT_SUSPECT,
+    output:
+        REDRAWN,
+    log:
+        "results/logs/report_stage_reset.log",
+    conda:
+        "../../envs/convlab.yaml"
+    shell:
+        logged("touch {output}")
+
+
 rule aggregate_family:
     input:
         cells=lambda wildcards: FAMILY_CELL_PATHS[wildcards.device][
@@ -34,9 +49,10 @@ rule aggregate_family:
                 for path in paths
             ]
         ),
+        # made again after a run that may have left the report stage stale (common.smk)
+        redrawn=REDRAWN,
     output:
-        # update(): a failed aggregation restores the previous slice instead of deleting it
-        summary=update(f"{RESULTS}/summary/{{experiment}}.csv"),
+        summary=f"{RESULTS}/summary/{{experiment}}.csv",
     log:
         f"{RESULTS}/logs/summary/{{experiment}}.log",
     conda:
@@ -59,9 +75,8 @@ rule aggregate:
             allow_missing=True,
         ),
     output:
-        # update(): a failed aggregation restores the previous summary instead of deleting it
         summary=report(
-            update(f"{RESULTS}/summary.csv"),
+            f"{RESULTS}/summary.csv",
             caption="../report/summary.rst",
             category="Summary",
             labels={"table": "all cells"},

@@ -6,6 +6,7 @@
 
 onsuccess:
     stop_measurement_service()
+    note_clean_run(REPORT_FINGERPRINT)
 
 
 onerror:

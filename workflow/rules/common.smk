@@ -1,5 +1,6 @@
 # Configuration, backend and the cell grid. Everything here runs when the DAG is built.
 import functools
+import hashlib
 import json
 import os
 import shlex
@@ -28,10 +29,23 @@ from convlab.plan.devicelabel import choose_devices, unplaceable
 from convlab.plan.families import FAMILIES, GALLERY_FAMILY, SIZE_FIGURE_FAMILY
 from convlab.plan.grid import build_cells, gallery_size, image_sizes
 from convlab.plan.cell import CELL_PATH, LOG_PATH
+from convlab.plan.cpusources import cpu_source_note, sources_edited_after_cpu_rows
 from convlab.plan.registry import load_registry, relative
 from convlab.measure.row import row_format
-from convlab.app.runlock import release_stale_lock
-from convlab.app.service.client import RUN_COMMIT_ENV, export_service_settings
+from convlab.app.runlock import (
+    follows_clean_run,
+    forget_clean_run,
+    live_run_line,
+    mark_report_stage,
+    note_clean_run,
+    release_stale_lock,
+)
+from convlab.app.service.client import (
+    RUN_COMMIT_ENV,
+    RUN_ID_ENV,
+    export_service_settings,
+)
+from convlab.measure.rowjournal import new_run_id
 from convlab.measure.provenance import read_git_commit
 from convlab.status import UserError
 
@@ -54,6 +68,7 @@ try:
     CELLS = [cell for label in DEVICES for cell in build_cells(config, BACKEND, label)]
 except UserError as error:
     sys.exit(f"error: {error}")
+KERNELS = load_registry()
 # Every output of a device label lives here (the rules' {device} wildcard); other devices'
 # results beside it stay untouched.
 RESULTS = "results/{device}"
@@ -66,13 +81,22 @@ CELL_PATHS = {
 # that this run measures its cell again. Jobs that Snakemake starts on cluster nodes re-read
 # this file; only the run the user started speaks (and moves files).
 if workflow.is_main_process:
-    print(f"{CHOICE.line}; {DEVICE_LINE}", file=sys.stderr)
     # workflow.dryrun is not set yet while the Snakefile is read; the output settings already
     # hold the command line's dry run, which only says what the real run will do.
     DRY_RUN = workflow.output_settings.dryrun
+    # A second run beside a live one stops here, before it moves or prints anything, with the
+    # line that names the live run (Snakemake's own refusal advises --unlock).
+    beside = None if DRY_RUN else live_run_line()
+    if beside:
+        sys.exit(beside)
+    print(f"{CHOICE.line}; {DEVICE_LINE}", file=sys.stderr)
     for label, paths in CELL_PATHS.items():
         for moved in move_damaged_rows(paths, f"results/{label}", DRY_RUN):
             print(moved.line(), file=sys.stderr)
+    if BACKEND == "cpu":
+        edited = sources_edited_after_cpu_rows(CELLS, KERNELS)
+        if edited:
+            print(cpu_source_note(edited), file=sys.stderr)
     # A run killed with SIGKILL leaves Snakemake's lock behind; the next run removes it (never
     # a live run's).
     released = release_stale_lock(dry_run=DRY_RUN)
@@ -86,6 +110,10 @@ export_service_settings(
 )
 # The commit the rows name, read once per run rather than by the service for every cell.
 os.environ[RUN_COMMIT_ENV] = read_git_commit()
+# The run's id: its jobs (on a cluster node too, where this file is read again) keep the one the
+# user's run chose, so that the record step knows which rows this run measured.
+if workflow.is_main_process:
+    os.environ[RUN_ID_ENV] = new_run_id()
 # Part of every cell's params: a change to the row's columns re-measures every cell once.
 ROW_FORMAT = row_format()
 # Hashes of the Python code behind each kind of output, in their rules' params: an edit to the
@@ -101,21 +129,17 @@ CODE = {
 }
 
 CELLS_BY_PATH = {cell.path: cell for cell in CELLS}
-KERNELS = load_registry()
 SIZES = image_sizes(CELLS)
 GALLERY_SIZE = gallery_size(config, CELLS)
 BANDWIDTH = f"{RESULTS}/device/{BACKEND}_copy_bandwidth.json"
 CEILING = f"{RESULTS}/device/{BACKEND}_sgemm_ceiling.json"
-# The verdict's file: the report's drawing jobs start after it (ancient: the history job's re-run
-# re-draws nothing by itself; each drawing job still re-runs when the rows it reads change), so
-# that the verdict prints before anything is drawn, also while they run side by side.
-RECORDED = ancient(f"{RESULTS}/verdicts/latest.txt")
 # what compile_ahead() compiled before the cells
 COMPILED = f"{RESULTS}/device/{BACKEND}_compiled_kernels.json"
 GPU_JOB = 1 if BACKEND == "cuda" else 0
 
 
 onstart:
+    forget_clean_run()
     preflight()
     lift_local_rate_limit()
     compile_ahead()
@@ -124,6 +148,7 @@ onstart:
 # On a cluster these run on the submitting host: they are quick and need no GPU.
 localrules:
     all,
+    report_stage_reset,
     source_image,
     downscale,
     aggregate,
@@ -226,6 +251,14 @@ def preflight():
         problem = unplaceable(placed, *offers)
         if problem:
             sys.exit(f"error: {problem}")
+
+
+def report_fingerprint():
+    """What shapes the report's jobs besides their inputs: the code, the config and the captions."""
+    texts = [json.dumps(CODE, sort_keys=True), json.dumps(config, sort_keys=True)]
+    captions = sorted((Path(workflow.basedir) / "workflow" / "report").glob("*.rst"))
+    texts += [path.read_text() for path in captions]
+    return hashlib.sha256("\x1f".join(texts).encode()).hexdigest()[:16]
 
 
 def lift_local_rate_limit():
@@ -332,3 +365,23 @@ def final_outputs():
             for kernel in gallery_cells(label)
         ]
     return outputs + expand(DEVICE_REPORT_OUTPUTS, device=DEVICES) + REPORT_OUTPUTS
+
+
+# Two inputs only order jobs, as ancient() files: the report's drawing jobs start after the
+# verdict's file, so that the verdict prints before anything is drawn; and a family's slice of the
+# summary waits for every cell (aggregate.smk), so that nothing is drawn while a cell is timed.
+# But Snakemake never checks on its own merits a job below an ancient() input of a job that must
+# run: an output left older than its inputs by a run that stopped, or whose params changed with
+# the code, would stay so. So unless this run follows one that ended cleanly with the same code,
+# captions and config (or starts from nothing), it re-makes the whole report stage: the slices
+# take REDRAWN, which is made again whenever REPORT_SUSPECT is newer.
+RECORDED = ancient(f"{RESULTS}/verdicts/latest.txt")
+REPORT_SUSPECT = ".snakemake/convlab-report-suspect"
+REDRAWN = "results/.report-redrawn"
+# read before any job runs: what the run ends noting, if it ends cleanly
+REPORT_FINGERPRINT = report_fingerprint()
+if workflow.is_main_process:
+    mark_report_stage(
+        Path(REPORT_SUSPECT),
+        suspect=not follows_clean_run(REPORT_FINGERPRINT, os.path.exists(REDRAWN)),
+    )

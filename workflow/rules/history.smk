@@ -10,8 +10,8 @@ rule history:
         summary=f"{RESULTS}/summary.csv",
         cells=lambda wildcards: CELL_PATHS[wildcards.device],
     output:
-        verdicts=update(f"{RESULTS}/verdicts/latest.txt"),
-        table=update(f"{RESULTS}/verdicts/latest.csv"),
+        verdicts=f"{RESULTS}/verdicts/latest.txt",
+        table=f"{RESULTS}/verdicts/latest.csv",
     log:
         f"{RESULTS}/logs/history.log",
     priority: 50
@@ -31,7 +31,8 @@ rule history:
     shell:
         logged(
             "{params.runner} record --results {params.results} --backend {params.backend} "
-            "--device {params.device} --config {params.grid:q} --out {output.verdicts}",
+            '--device {params.device} --config {params.grid:q} --run-id "$CONVLAB_RUN_ID" '
+            "--out {output.verdicts}",
             then="{{ printf '%s' {params.heading:q}; cat {output.verdicts}; }} >&2",
         )
 
@@ -41,13 +42,13 @@ rule history_page:
         table=f"{RESULTS}/verdicts/latest.csv",
     output:
         figure=report(
-            update(f"{RESULTS}/figures/history.png"),
+            f"{RESULTS}/figures/history.png",
             caption="../report/history.rst",
             category="Summary",
             labels={"table": "kernel times across runs"},
         ),
         page=report(
-            update(f"{RESULTS}/history.html"),
+            f"{RESULTS}/history.html",
             caption="../report/verdicts.rst",
             category="Summary",
             labels={"table": "what the latest run changed"},

@@ -4,6 +4,10 @@
 # The report stage's jobs are thin clients of the measurement service, whose tools workers do the
 # work: they claim no core (threads: 0), so that they run side by side even at --cores 1, and one
 # `render` each, whose limit (profiles/default/config.yaml) bounds how many start at once.
+#
+# No output here, in aggregate.smk or in history.smk is update(): Snakemake restores an update()
+# output of a failed job under a new time, so the stale file would count as up to date for good.
+# A failed job leaves no output instead, and the next run makes it again.
 
 
 include: "report_common.smk"
@@ -18,9 +22,9 @@ rule figures:
         recorded=RECORDED,
     output:
         # Captioned by figure.rst, which shows the entry's caption file from the job's params (a
-        # rule has one caption file). update(): a failed re-render restores the previous file.
+        # rule has one caption file).
         figure=report(
-            update(f"{RESULTS}/figures/{{file}}"),
+            f"{RESULTS}/figures/{{file}}",
             caption="../report/figure.rst",
             category=lambda wildcards: figure_filed(wildcards)[0],
             subcategory=lambda wildcards: figure_filed(wildcards)[1],
@@ -53,7 +57,7 @@ rule gallery_input:
         image="data/input_{size}.png",
     output:
         image=report(
-            update(f"{RESULTS}/gallery/input_{{size}}.png"),
+            f"{RESULTS}/gallery/input_{{size}}.png",
             caption="../report/input.rst",
             category=GALLERY_FAMILY.name,
             subcategory="Gallery",
@@ -74,7 +78,7 @@ rule gallery:
         original=f"{RESULTS}/gallery/input_{{size}}.png",
     output:
         edges=report(
-            update(f"{RESULTS}/gallery/{{kernel}}_{{size}}.png"),
+            f"{RESULTS}/gallery/{{kernel}}_{{size}}.png",
             caption="../report/gallery.rst",
             category=GALLERY_FAMILY.name,
             subcategory="Gallery",
@@ -111,7 +115,7 @@ rule seed_comparison_family:
         # names this run's device where the family has no row
         bandwidth=BANDWIDTH,
     output:
-        table=update(FAMILY_COMPARISON),
+        table=FAMILY_COMPARISON,
     log:
         f"{RESULTS}/logs/seeds/comparison_{{experiment}}.log",
     wildcard_constraints:
@@ -137,7 +141,7 @@ rule seed_comparison:
         parts=expand(FAMILY_COMPARISON, experiment=SEEDED, allow_missing=True),
     output:
         table=report(
-            update(f"{SEED_DIR}/comparison.csv"),
+            f"{SEED_DIR}/comparison.csv",
             caption="../report/seed_comparison.rst",
             category="Summary",
             labels={"table": "seed numbers vs this run"},
@@ -166,7 +170,7 @@ rule seed_table:
         recorded=RECORDED,
     output:
         table=report(
-            update(SEED_TABLE),
+            SEED_TABLE,
             caption="../report/seed_table.rst",
             category=seed_experiment,
             subcategory="Seed {seed} vs this run",
@@ -198,7 +202,7 @@ rule seed_figure:
         recorded=RECORDED,
     output:
         figure=report(
-            update(SEED_FIGURE),
+            SEED_FIGURE,
             caption="../report/seed_figure.rst",
             category=seed_experiment,
             subcategory="Seed {seed} vs this run",
@@ -234,7 +238,7 @@ rule roofline:
         recorded=RECORDED,
     output:
         figure=report(
-            update(f"{RESULTS}/figures/roofline.png"),
+            f"{RESULTS}/figures/roofline.png",
             caption="../report/roofline.rst",
             category="Summary",
             labels={"table": "roofline (every experiment)"},
@@ -265,7 +269,7 @@ rule findings:
         recorded=RECORDED,
     output:
         page=report(
-            update(f"{RESULTS}/findings.html"),
+            f"{RESULTS}/findings.html",
             caption="../report/findings.rst",
             category="Summary",
             labels={"table": "findings"},
@@ -296,7 +300,7 @@ rule gpus:
         comparisons=expand(f"{SEED_DIR}/comparison.csv", device=DEVICES),
     output:
         page=report(
-            update("results/gpus.html"),
+            "results/gpus.html",
             caption="../report/gpus.rst",
             category="Summary",
             labels={"table": "devices compared"},

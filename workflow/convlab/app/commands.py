@@ -187,6 +187,8 @@ TABLE: tuple[Command, ...] = (
         arg("--backend", required=True, choices=["cuda", "cpu"]),
         arg("--device", required=True),
         arg("--config", required=True, help="the run's validated config as JSON"),
+        arg("--run-id", default="", help="the run whose jobs measured the cells the verdicts are about "
+                                        "(default: a new run, which measured none)"),
         file_arg("--out", help="the verdict lines (verdicts/latest.txt)"),
     ), runs=TOOLS),
     Command("history", "a device's runs, or a kernel's or cell's measurements over time",

@@ -8,17 +8,22 @@ each run notes its pid and host in .snakemake/convlab-run.json before Snakemake 
 record keeps every run that may hold a lock: a second run started beside a live one is noted
 beside it, never over it, so that the live run keeps its lock whichever of the two fails.
 Lock files are stale only when every run noted is of this host and dead.
+
+A run started while another one of this folder is alive stops before Snakemake's lock does, with
+one line naming the live run: Snakemake's own refusal ends with advice to `--unlock`, which,
+followed while that run is working, makes both runs fail.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import fcntl
 import json
 import os
 import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from convlab.atomicfile import write_text_atomically
@@ -31,11 +36,13 @@ GUARD_NAME = "convlab-run.guard"
 
 @dataclass(frozen=True)
 class Run:
-    """One snakemake process: its pid, its host, and when it started (to tell a reused pid)."""
+    """One snakemake process: its pid, its host, and when it started (to tell a reused pid; and
+    ``since``, the wall-clock time, to name it to a person)."""
 
     pid: int
     host: str
     started: str | None = None
+    since: str | None = field(default=None, compare=False)
 
 
 def process_start(pid: int) -> str | None:
@@ -60,7 +67,8 @@ def process_state(pid: int) -> str | None:
 
 
 def this_run() -> Run:
-    return Run(pid=os.getpid(), host=socket.gethostname(), started=process_start(os.getpid()))
+    return Run(pid=os.getpid(), host=socket.gethostname(), started=process_start(os.getpid()),
+               since=dt.datetime.now().isoformat(timespec="seconds"))
 
 
 def is_alive(run: Run) -> bool:
@@ -92,7 +100,8 @@ def read_runs(snakemake_dir: Path) -> list[Run] | None:
     nothing is known about who holds a lock)."""
     try:
         noted = json.loads((snakemake_dir / RECORD_NAME).read_text())
-        return [Run(pid=int(run["pid"]), host=str(run["host"]), started=run.get("started")) for run in noted["runs"]]
+        return [Run(pid=int(run["pid"]), host=str(run["host"]), started=run.get("started"), since=run.get("since"))
+                for run in noted["runs"]]
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
@@ -122,6 +131,25 @@ def stale_lock_owner(locks: list[Path], runs: list[Run] | None, host: str) -> Ru
     if any(run.host != host for run in runs) or any(is_alive(run) for run in runs):
         return None
     return runs[0]
+
+
+def live_run_line(snakemake_dir: Path = Path(".snakemake"), me: Run | None = None) -> str | None:
+    """The `error:` line for a run started while another run of this folder is alive (one of this
+    host that is running; or one of another host while a lock is held, since its processes cannot
+    be seen from here); None when this run may go on."""
+    me = me or this_run()
+    locks = lock_files(snakemake_dir)
+    for run in read_runs(snakemake_dir) or []:
+        if run == me:
+            continue
+        since = f", started {run.since.replace('T', ' ')}" if run.since else ""
+        if run.host == me.host and is_alive(run):
+            return (f"error: another run is working in this folder (pid {run.pid}{since}); wait for it to end, "
+                    "then run again: its rows are kept. Do not --unlock while it runs")
+        if run.host != me.host and locks:
+            return (f"error: a run on host {run.host} (pid {run.pid}{since}) holds this folder; wait for it to end. "
+                    "Only if that run is gone for good (its host went down), remove its lock with --unlock")
+    return None
 
 
 def release_stale_lock(snakemake_dir: Path = Path(".snakemake"), dry_run: bool = False) -> str | None:
@@ -156,3 +184,41 @@ def release_stale_lock(snakemake_dir: Path = Path(".snakemake"), dry_run: bool =
     if owner is None:
         return None
     return f"warning: a previous run (pid {owner.pid}) was killed; its lock on this folder was removed"
+
+
+# What the last run that ended cleanly left: the fingerprint of what shapes the report's jobs.
+CLEAN_NAME = "convlab-clean.json"
+
+
+def forget_clean_run(snakemake_dir: Path = Path(".snakemake")) -> None:
+    """A run starts: until it ends cleanly, the folder may hold outputs it meant to make again."""
+    (snakemake_dir / CLEAN_NAME).unlink(missing_ok=True)
+
+
+def note_clean_run(fingerprint: str, snakemake_dir: Path = Path(".snakemake")) -> None:
+    """The run ended with every job done: nothing it planned is left older than its inputs."""
+    write_text_atomically(snakemake_dir / CLEAN_NAME, json.dumps({"fingerprint": fingerprint}) + "\n")
+
+
+def follows_clean_run(fingerprint: str, made_before: bool, snakemake_dir: Path = Path(".snakemake")) -> bool:
+    """Whether this run follows a run that ended cleanly with the same ``fingerprint`` (or, with
+    nothing ``made_before``, starts from nothing): then no output can be older than its inputs
+    without a job of this run re-making those inputs."""
+    try:
+        noted = json.loads((snakemake_dir / CLEAN_NAME).read_text())["fingerprint"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return not made_before
+    return noted == fingerprint
+
+
+def mark_report_stage(suspect_file: Path, suspect: bool) -> None:
+    """``suspect``: write something new into ``suspect_file`` (Snakemake takes a small input
+    whose content is unchanged for unchanged, whatever its time), so that the job made from it, and
+    everything below it, runs again. Otherwise only make sure it exists, older than anything that
+    job made."""
+    suspect_file.parent.mkdir(parents=True, exist_ok=True)
+    if suspect:
+        write_text_atomically(suspect_file, f"{dt.datetime.now().isoformat()} {os.getpid()}\n")
+    elif not suspect_file.exists():
+        write_text_atomically(suspect_file, "\n")
+        os.utime(suspect_file, (0, 0))

@@ -1,24 +1,24 @@
 """The record step: add this run's new rows to the device's results database and say, per
 kernel, whether the re-measured cells got faster or slower.
 
-It is the database's one writer. It reads the grid's row files (a row already kept is skipped,
-a damaged one is never read), judges each new row against the cell's previous ``ok``
-measurement, adds them all in one transaction, and writes the verdicts to
-results/<device>/verdicts/ (<run>.csv, latest.csv, latest.txt). A database that cannot be
-written (locked by another run, read-only, a full disk) costs one `warning:` line and no row:
-the rows stay in their CSV files and the next run that records adds them.
+It is the database's one writer. It reads the rows that jobs placed and no record step has added
+yet (results/<device>/unrecorded/, see convlab.measure.rowjournal) and the grid's row files (a row
+already kept is skipped, a damaged one is never read), judges each new row against the cell's
+previous ``ok`` measurement, adds them all in one transaction, and writes the verdicts to
+results/<device>/verdicts/ (<run>.csv, latest.csv, latest.txt). The verdicts are about the cells a
+job of this run measured; rows that earlier runs measured but could not record, and rows on disk
+that no job placed, are added with a line each. A database that cannot be written (locked by
+another run, read-only, a full disk) costs one `warning:` line and no row: the rows wait in
+unrecorded/, whatever happens to their cells' files, and the next run that records adds them.
 """
 
 from __future__ import annotations
 
 import csv
-import datetime as dt
 import hashlib
 import io
 import json
-import secrets
 import socket
-from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,11 +28,13 @@ from convlab.codeversion import fingerprint
 from convlab.history import store
 from convlab.history.verdicts import CSV_COLUMNS, CellVerdict, csv_records, judge, summary_lines
 from convlab.measure.row import COLUMNS, DamagedRow, OtherFormat, read_row_file
+from convlab.measure.rowjournal import FOLDER, UnrecordedRow, forget, new_run_id, unrecorded_rows
 from convlab.paths import REPO_ROOT
 from convlab.plan.cell import Cell
 from convlab.plan.registry import load_registry
 
 VERDICTS_DIR = "verdicts"
+UNRECORDED_NOTE = f"{FOLDER}/"
 
 
 @dataclass
@@ -45,11 +47,6 @@ class Recorded:
     lines: list[str]
     added: int
     warnings: list[str] = field(default_factory=list)
-
-
-def new_run_id() -> str:
-    """Sortable by time, unique across hosts: 20261124T143012-3fa9."""
-    return f"{dt.datetime.now().strftime('%Y%m%dT%H%M%S')}-{secrets.token_hex(2)}"
 
 
 def config_hash(cell: Cell) -> str:
@@ -76,12 +73,17 @@ def read_rows(cells: list[Cell]) -> list[tuple[Cell, dict[str, str]]]:
     """Each cell's row, where its file is a whole row of the current format."""
     rows = []
     for cell in cells:
-        try:
-            values = read_row_file(cell.path)
-        except (FileNotFoundError, DamagedRow, OtherFormat):
-            continue
-        rows.append((cell, dict(zip(COLUMNS, values))))
+        values = _read(cell.path)
+        if values is not None:
+            rows.append((cell, values))
     return rows
+
+
+def _read(path: str | Path) -> dict[str, str] | None:
+    try:
+        return dict(zip(COLUMNS, read_row_file(path)))
+    except (FileNotFoundError, DamagedRow, OtherFormat):
+        return None
 
 
 def _float(text: str) -> float | None:
@@ -91,24 +93,75 @@ def _float(text: str) -> float | None:
         return None
 
 
-def measurement_of(cell: Cell, row: dict[str, str], run_id: str, kernel_hash: str) -> dict[str, Any]:
+class InputHashes:
+    """The hash of each picture a cell reads (empty for cells on random data), once each."""
+
+    def __init__(self) -> None:
+        self.known: dict[str, str] = {}
+
+    def __call__(self, cell: Cell) -> str:
+        if not cell.image:
+            return ""
+        if cell.image not in self.known:
+            try:
+                self.known[cell.image] = hashlib.sha256(Path(cell.image).read_bytes()).hexdigest()[:12]
+            except OSError:
+                self.known[cell.image] = ""
+        return self.known[cell.image]
+
+
+def measurement_of(cell: Cell, row: dict[str, str], run_id: str, kernel_hash: str,
+                   input_hash: str = "") -> dict[str, Any]:
     """The store's columns for one row (verdict columns filled by the caller)."""
     return {"row_check": row["row_check"], "run_id": run_id, "cell": cell.path, "experiment": row["experiment"],
             "kernel": row["kernel"], "variant": row["variant"], "status": row["status"],
             "kernel_ms": _float(row["kernel_ms"]), "kernel_ms_iqr": _float(row["kernel_ms_iqr"]),
             "finished_at": row["finished_at"] or row["started_at"] or "", "git_commit": row["git_commit"],
             "code_version": row["code_version"], "kernel_hash": kernel_hash, "config_hash": config_hash(cell),
-            "gpu_uuid": row["gpu_uuid"], "row_json": _json(row)}
+            "gpu_uuid": row["gpu_uuid"], "row_json": _json(row), "input_hash": input_hash}
 
 
 def _json(row: dict[str, str]) -> str:
     return json.dumps(row, separators=(",", ":"))
 
 
+@dataclass
+class Found:
+    """A row the record step found: its cell, its values, the run whose job placed it (None for a
+    row on disk that no job of a run placed), and its links in unrecorded/."""
+
+    cell: Cell
+    row: dict[str, str]
+    run_id: str | None
+    links: list[UnrecordedRow] = field(default_factory=list)
+
+
+def found_rows(results_dir: Path, cells: list[Cell]) -> tuple[dict[str, Found], list[UnrecordedRow]]:
+    """Every row to consider, by its check: those waiting in unrecorded/ (for cells of this grid),
+    then the grid's row files; and the waiting links that can never be added (damaged)."""
+    by_tail = {cell.path.partition("/cells/")[2]: cell for cell in cells}
+    found: dict[str, Found] = {}
+    unreadable = []
+    for link in unrecorded_rows(results_dir):
+        cell = by_tail.get(link.cell_tail)
+        if cell is None:
+            continue  # a cell of another grid: it waits for a run of that grid
+        row = _read(link.file)
+        if row is None:
+            unreadable.append(link)
+            continue
+        entry = found.setdefault(row["row_check"], Found(cell, row, link.run_id))
+        entry.links.append(link)
+    for cell, row in read_rows(cells):
+        found.setdefault(row["row_check"], Found(cell, row, None))
+    return found, unreadable
+
+
 def record(results_dir: str | Path, cells: list[Cell], device: str, run_id: str | None = None,
            timeout_s: float = store.BUSY_TIMEOUT_S) -> Recorded:
     """Add the rows of ``cells`` that are not kept yet to results_dir/history.sqlite, judge them,
-    and write the verdict files. Never raises for a database that cannot be used: it warns."""
+    and write the verdict files; the verdicts are those of the rows jobs of ``run_id`` placed.
+    Never raises for a database that cannot be used: it warns."""
     results_dir = Path(results_dir)
     run_id = run_id or new_run_id()
     warnings: list[str] = []
@@ -120,38 +173,63 @@ def record(results_dir: str | Path, cells: list[Cell], device: str, run_id: str 
         warnings += opened
     except store.HistoryUnavailable as error:
         writable = False
-        warnings.append(f"history not recorded: {error}; the rows stay in {results_dir}/cells and the next run "
-                        "that records adds them")
+        warnings.append(f"history not recorded: {error}; the rows wait in {results_dir}/{UNRECORDED_NOTE} and the "
+                        "next run that records adds them")
         try:
             connection = store.open_for_reading(path)
         except store.HistoryUnavailable:
             connection = None
+    added = 0
     try:
-        rows = read_rows(cells)
-        known = store.known_checks(connection, [row["row_check"] for _, row in rows]) if connection else set()
-        hashes = KernelHashes()
-        fresh = [measurement_of(cell, row, run_id, hashes(cell.kernel, cell.backend))
-                 for cell, row in rows if row["row_check"] not in known]
-        previous = store.latest_ok(connection, [m["cell"] for m in fresh]) if connection else {}
+        found, unreadable = found_rows(results_dir, cells)
+        known = store.known_checks(connection, list(found)) if connection else set()
+        hashes, inputs = KernelHashes(), InputHashes()
+        fresh = sorted((entry for check, entry in found.items() if check not in known),
+                       key=lambda entry: entry.row["finished_at"] or entry.row["started_at"])
+        measurements = [measurement_of(entry.cell, entry.row, entry.run_id or run_id,
+                                       hashes(entry.cell.kernel, entry.cell.backend), inputs(entry.cell))
+                        for entry in fresh]
+        previous = store.latest_ok(connection, [m["cell"] for m in measurements]) if connection else {}
         verdicts = []
-        for measurement in fresh:
+        for entry, measurement in zip(fresh, measurements):
             judged = judge(measurement, previous.get(measurement["cell"]))
             measurement.update(verdict=judged.verdict, ratio=judged.ratio, previous=judged.previous_check,
                                changed=";".join(judged.changed))
-            verdicts.append(judged)
-        added = 0
-        if writable and connection is not None and fresh:
-            commits = Counter(m["git_commit"] for m in fresh)
+            if measurement["status"] == "ok" and measurement["kernel_ms"]:
+                # a cell measured by several runs none of which recorded: each against the one before
+                previous[measurement["cell"]] = store.Measurement(
+                    **{name: measurement.get(name) for name in store.MEASUREMENT_COLUMNS})
+            if entry.run_id == run_id:
+                verdicts.append(judged)
+        if writable and connection is not None:
             try:
-                added = store.add_run(connection, run_id, commits.most_common(1)[0][0], socket.gethostname(), fresh)
+                added = store.add_measurements(connection, socket.gethostname(), measurements) if measurements else 0
+                forget([link for entry in found.values() for link in entry.links] + unreadable)
             except store.HistoryUnavailable as error:
-                warnings.append(f"history not recorded: {path}: {error}; the rows stay in {results_dir}/cells and "
-                                "the next run that records adds them")
+                warnings.append(f"history not recorded: {path}: {error}; the rows wait in "
+                                f"{results_dir}/{UNRECORDED_NOTE} and the next run that records adds them")
     finally:
         if connection is not None:
             connection.close()
     details = write_verdicts(results_dir, run_id, verdicts)
-    return Recorded(run_id, verdicts, summary_lines(verdicts, device, run_id, details), added, warnings)
+    lines = summary_lines(verdicts, device, run_id, details) + other_rows_lines(fresh, run_id)
+    return Recorded(run_id, verdicts, lines, added, warnings)
+
+
+def other_rows_lines(fresh: list[Found], run_id: str) -> list[str]:
+    """A line for the new rows no job of this run measured: those of earlier runs that could not
+    record them, and those no job placed (written by hand, or by an older convlab)."""
+    earlier = sorted({entry.run_id for entry in fresh if entry.run_id not in (None, run_id)})
+    lines = []
+    if earlier:
+        count = sum(entry.run_id in earlier for entry in fresh)
+        lines.append(f"  also recorded: {count} rows that earlier runs measured but could not record "
+                     f"(run {', '.join(earlier)})")
+    unplaced = sum(entry.run_id is None for entry in fresh)
+    if unplaced:
+        lines.append(f"  also recorded, without a verdict: {unplaced} rows that no job of a run placed (written by "
+                     "hand, or by an older convlab)")
+    return lines
 
 
 def write_verdicts(results_dir: Path, run_id: str, verdicts: list[CellVerdict]) -> str:

@@ -16,6 +16,7 @@ import datetime as dt
 import json
 import os
 import sqlite3
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -63,13 +64,18 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX measurements_by_kernel ON measurements(kernel, finished_at);
     CREATE INDEX measurements_by_run ON measurements(run_id);
     """,
+    # 1 -> 2: the hash of the picture a cell read, so that a verdict can name a changed input
+    # (NULL for rows kept before: not known, never taken for a change)
+    """
+    ALTER TABLE measurements ADD COLUMN input_hash TEXT;
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
 # The measurement columns, in table order (row_json aside, which holds the whole row).
 MEASUREMENT_COLUMNS = ("row_check", "run_id", "cell", "experiment", "kernel", "variant", "status", "kernel_ms",
                        "kernel_ms_iqr", "finished_at", "git_commit", "code_version", "kernel_hash", "config_hash",
-                       "gpu_uuid", "row_json", "verdict", "ratio", "previous", "changed")
+                       "gpu_uuid", "row_json", "verdict", "ratio", "previous", "changed", "input_hash")
 
 
 class HistoryUnavailable(UserError, RuntimeError):
@@ -101,6 +107,7 @@ class Measurement:
     ratio: float | None = None
     previous: str | None = None
     changed: str | None = None
+    input_hash: str | None = None
 
     @property
     def row(self) -> dict[str, str]:
@@ -242,19 +249,25 @@ def latest_ok(connection: sqlite3.Connection, cells: Iterable[str]) -> dict[str,
     return latest
 
 
-def add_run(connection: sqlite3.Connection, run_id: str, git_commit: str, host: str,
-            measurements: list[Mapping[str, Any]]) -> int:
-    """Add one run and its measurements in one transaction: all of it or nothing (a full disk
-    or a lost lock rolls it back). Rows already kept are skipped. Returns the rows added."""
+def add_measurements(connection: sqlite3.Connection, host: str, measurements: list[Mapping[str, Any]]) -> int:
+    """Add measurements, each under the run its ``run_id`` names (a run that measured it; the runs
+    oldest first), in one transaction: all of it or nothing (a full disk or a lost lock rolls it
+    back). Rows already kept are skipped. Returns the rows added."""
     try:
         with connection:
             known = known_checks(connection, [m["row_check"] for m in measurements])
             fresh = [m for m in measurements if m["row_check"] not in known]
-            connection.execute("INSERT OR IGNORE INTO runs VALUES (?, ?, ?, ?, ?)",
-                               (run_id, dt.datetime.now().isoformat(timespec="seconds"), git_commit, host, len(fresh)))
+            by_run: dict[str, list[Mapping[str, Any]]] = {}
+            for measurement in fresh:
+                by_run.setdefault(measurement["run_id"], []).append(measurement)
+            recorded_at = dt.datetime.now().isoformat(timespec="seconds")
+            for run_id in sorted(by_run):
+                commits = Counter(m["git_commit"] for m in by_run[run_id])
+                connection.execute("INSERT OR IGNORE INTO runs VALUES (?, ?, ?, ?, ?)",
+                                   (run_id, recorded_at, commits.most_common(1)[0][0], host, len(by_run[run_id])))
             marks = ",".join("?" * len(MEASUREMENT_COLUMNS))
-            connection.executemany(f"INSERT OR IGNORE INTO measurements VALUES ({marks})",
-                                   [tuple(m.get(c) for c in MEASUREMENT_COLUMNS) for m in fresh])
+            connection.executemany(f"INSERT OR IGNORE INTO measurements ({', '.join(MEASUREMENT_COLUMNS)}) "
+                                   f"VALUES ({marks})", [tuple(m.get(c) for c in MEASUREMENT_COLUMNS) for m in fresh])
     except sqlite3.Error as error:
         raise HistoryUnavailable(f"{_describe(error)}") from None
     return len(fresh)

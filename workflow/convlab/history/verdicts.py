@@ -20,7 +20,7 @@ from convlab.history.store import Measurement
 NEW = "new"
 # What a change between two measurements of a cell is called, by the field that differs.
 CHANGE_NAMES = {"kernel_hash": "kernel files", "code_version": "measurement code", "config_hash": "config",
-                "gpu_uuid": "GPU board"}
+                "gpu_uuid": "GPU board", "input_hash": "input picture"}
 # Most kernel lines a run's verdict prints; the rest are summed up in one line.
 MAX_KERNEL_LINES = 10
 # Kernels with these verdicts are listed first.
@@ -54,9 +54,11 @@ def _number(value: object) -> float | None:
 
 
 def what_changed(new: Mapping[str, object], previous: Measurement) -> tuple[str, ...]:
-    """The names of what differs between a new measurement and an earlier one."""
+    """The names of what differs between a new measurement and an earlier one. A field the earlier
+    one never recorded (NULL: kept before the field existed) is not known, so not named."""
     return tuple(name for field, name in CHANGE_NAMES.items()
-                 if str(new.get(field) or "") != str(getattr(previous, field) or ""))
+                 if getattr(previous, field) is not None
+                 and str(new.get(field) or "") != str(getattr(previous, field) or ""))
 
 
 def judge(new: Mapping[str, object], previous: Measurement | None) -> CellVerdict:

@@ -14,7 +14,9 @@ a result.
 from __future__ import annotations
 
 import csv
+import datetime as dt
 import io
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from numbers import Integral, Real
@@ -215,7 +217,62 @@ def parse_row(text: str) -> list[str]:
     missing = [name for name in required if not row[name]]
     if missing:
         raise DamagedRow(f"status {row['status'] or '(none)'} without {', '.join(missing)}")
+    if row["status"] in MEASURED_STATUSES:
+        problem = contradiction(row)
+        if problem:
+            raise DamagedRow(f"its values contradict each other: {problem}")
     return values
+
+
+# Rounding to six significant digits (the row's text) and the clocks' resolution.
+ROUNDING = 1e-5
+WINDOW_SLACK_MS = 1.0
+
+
+def _number(text: str) -> float | None:
+    try:
+        number = float(text)
+    except ValueError:
+        return None
+    return number if math.isfinite(number) else None
+
+
+def _moment(text: str) -> dt.datetime | None:
+    try:
+        return dt.datetime.fromisoformat(text)
+    except ValueError:
+        return None
+
+
+def contradiction(row: Mapping[str, str]) -> str | None:
+    """What a measured row's values say against each other, or None: a median outside its
+    min..max, a spread wider than the range, fewer than one repeat, or repeats that could not fit
+    between the cell's start and finish. A row edited by hand with its check recomputed is caught
+    here, and never taken for a measurement."""
+    ms, low, high = (_number(row[name]) for name in ("kernel_ms", "kernel_ms_min", "kernel_ms_max"))
+    iqr, reps = _number(row["kernel_ms_iqr"]), _number(row["reps"])
+    if ms is None or ms <= 0:
+        return f"kernel_ms {row['kernel_ms'] or '(none)'} is not a positive time"
+    if reps is None or reps < 1 or reps != int(reps):
+        return f"reps {row['reps']} is not a count of one or more"
+    if low is not None and high is not None:
+        if not low * (1 - ROUNDING) <= ms <= high * (1 + ROUNDING):
+            return f"kernel_ms {row['kernel_ms']} outside kernel_ms_min {row['kernel_ms_min']} .. kernel_ms_max " \
+                   f"{row['kernel_ms_max']}"
+        if iqr is not None and not 0 <= iqr <= (high - low) * (1 + ROUNDING) + high * ROUNDING:
+            return f"kernel_ms_iqr {row['kernel_ms_iqr']} outside 0 .. kernel_ms_max - kernel_ms_min"
+    started, finished = _moment(row["started_at"]), _moment(row["finished_at"])
+    if started is None or finished is None:
+        return "started_at or finished_at is not a time"
+    window_ms = (finished - started).total_seconds() * 1e3
+    if window_ms < 0:
+        return f"finished_at {row['finished_at']} before started_at {row['started_at']}"
+    launches = _number(row["graph_launches"]) or 1
+    timed_ms = reps * launches * (low if low is not None else ms)
+    if timed_ms > window_ms * (1 + ROUNDING) + WINDOW_SLACK_MS:
+        return f"{row['reps']} repeats of at least {low if low is not None else ms:g} ms cannot fit in the " \
+               f"{window_ms:.1f} ms between started_at and finished_at"
+    return None
 
 
 def read_row_file(path: str | Path) -> list[str]:

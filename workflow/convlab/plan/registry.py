@@ -152,9 +152,10 @@ class KernelSpec:
         return {key: evaluate(value, names) for key, value in self.defines.items()}
 
     def files(self, backend: str) -> list[Path]:
-        """The files whose change must re-run this kernel's cells on ``backend``."""
+        """The files whose change must re-run this kernel's cells on ``backend``. The cpu backend
+        runs the kernel's twin, never its .cu: an edit of the .cu is measured on a GPU."""
         paths = [self.description_path]
-        if self.source is not None:
+        if backend == "cuda" and self.source is not None:
             paths.append(self.source)
         if backend == "cuda" and self.library:
             paths.append(library_file(self.library))

@@ -33,7 +33,7 @@ def compare(args: argparse.Namespace, console: Console) -> int:
 def record(args: argparse.Namespace, console: Console) -> int:
     """Add the run's new rows to the device's results database and write its verdicts."""
     cells = build_cells(json.loads(args.config), args.backend, args.device)
-    recorded = record_rows(args.results, cells, args.device)
+    recorded = record_rows(args.results, cells, args.device, run_id=args.run_id or None)
     for warning in recorded.warnings:
         console.warn(f"warning: {warning}")
     write_text_atomically(args.out, "\n".join(recorded.lines) + "\n")

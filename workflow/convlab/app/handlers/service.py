@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 
 from convlab.app.console import Console
 from convlab.app.service import control
-from convlab.app.service.client import job_start
+from convlab.app.service.client import RUN_ID_ENV, job_start
 from convlab.measure.phases import PhaseClock
+from convlab.measure.rowjournal import keep_unrecorded
 
 # Measuring here needs NumPy, the backends and the kernels' code, which the thin client never
 # imports: they are imported when this path is taken, and their time is the row's `imports` phase.
@@ -27,6 +29,7 @@ def cell(args: argparse.Namespace, console: Console) -> int:
     clock.lap("imports")
     console.say(in_process.measure_here(args.spec, args.out, args.image, args.bandwidth,
                                         {"startup": startup_ms, **clock.laps}, started_at))
+    keep_unrecorded(args.out, os.environ.get(RUN_ID_ENV))
     return 0
 
 

@@ -41,6 +41,9 @@ if TYPE_CHECKING:
 DEFAULT_CELL_TIMEOUT_S = 300.0
 # set by the run (workflow/rules/common.smk) for its jobs
 RUN_COMMIT_ENV = "CONVLAB_RUN_COMMIT"
+# The run's id, set once by the run the user started (its jobs inherit it): the service keeps each
+# row it places under it until a record step adds the row (convlab.measure.rowjournal).
+RUN_ID_ENV = "CONVLAB_RUN_ID"
 DEFAULT_IDLE_TIMEOUT_S = 60.0
 START_TIMEOUT_S = 60.0
 # past the cell's own timeout: the service needs a moment to kill a hung worker and write its row
@@ -93,11 +96,12 @@ def export_service_settings(cell_timeout_s: float, idle_timeout_s: float) -> Non
     os.environ[RUN_CODE_ENV] = code_fingerprint()
 
 
-def run_commit() -> dict[str, str]:
-    """The commit the run read once at its start (RUN_COMMIT_ENV), for the cell's row: the
-    service would otherwise ask git for it, twice, per cell."""
-    commit = os.environ.get(RUN_COMMIT_ENV)
-    return {"git_commit": commit} if commit else {}
+def run_fields() -> dict[str, str]:
+    """What the run says of itself in each cell's request: the commit it read once at its start
+    (RUN_COMMIT_ENV), for the cell's row (the service would otherwise ask git for it, twice, per
+    cell), and its id (RUN_ID_ENV), under which the service keeps the row until it is recorded."""
+    fields = {"git_commit": os.environ.get(RUN_COMMIT_ENV), "run_id": os.environ.get(RUN_ID_ENV)}
+    return {name: value for name, value in fields.items() if value}
 
 
 def service_paths(identity: Identity | None = None) -> ServicePaths:
@@ -220,10 +224,12 @@ def _write_own_row(spec_text: str, out: str, reason: str, started_at: float) -> 
     # here, not at the top: a failure path (the service died twice, or did not answer), kept out of the
     # start of every cell job
     from convlab.measure.row import failure_row, write_row_atomically
+    from convlab.measure.rowjournal import keep_unrecorded
 
     spec = json.loads(spec_text)
     row = failure_row(spec, "error", reason, job_ms=(time.time() - started_at) * 1e3)
     write_row_atomically(row, out)
+    keep_unrecorded(out, os.environ.get(RUN_ID_ENV))
     return f"{out}: error {reason}"
 
 
@@ -245,7 +251,7 @@ def measure_through_service(spec: str, out: str, image: str | None, bandwidth: s
                 for name, value in (("image", image), ("bandwidth", bandwidth), ("out", out))}
     client = {"pid": os.getpid(), "started_at": started_at, "startup_ms": startup_ms}
     for attempt in (1, 2):
-        request = {"op": "cell", "spec": spec, "timeout_s": timeout_s, **absolute, **run_commit(),
+        request = {"op": "cell", "spec": spec, "timeout_s": timeout_s, **absolute, **run_fields(),
                    "client": {**client, "sent_at": time.time()}}
         try:
             response = ask(paths, request, timeout_s + ANSWER_GRACE_S)

@@ -26,7 +26,7 @@ MAX_MESSAGE = 1 << 20  # a cell spec is about 1 KiB
 HEADER = struct.Struct(">I")
 REQUEST_FIELDS = {
     "cell": {"op": str, "spec": str, "image": (str, type(None)), "bandwidth": (str, type(None)), "out": str,
-             "timeout_s": (int, float), "client": dict, "git_commit": str},
+             "timeout_s": (int, float), "client": dict, "git_commit": str, "run_id": str},
     "run": {"op": str, "argv": list, "cwd": str, "pool": str, "timeout_s": (int, float)},
     "ping": {"op": str},
     "stop": {"op": str},

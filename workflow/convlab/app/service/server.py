@@ -34,6 +34,7 @@ from convlab.app.service.protocol import (
 from convlab.app.service.workers import WorkerGone, WorkerPool, WorkerTimeout
 from convlab.measure.provenance import read_git_commit
 from convlab.measure.row import failure_row, write_row_atomically
+from convlab.measure.rowjournal import keep_unrecorded
 
 REQUEST_READ_TIMEOUT_S = 30.0
 TOOLS_WORKERS = min(4, os.cpu_count() or 1)  # report and data commands side by side
@@ -256,6 +257,7 @@ class MeasurementService:
         if pending.exists():
             if client_connected(connection):
                 os.replace(pending, out)
+                keep_unrecorded(out, request.get("run_id"))
             else:
                 pending.unlink()
                 print(f"{now_utc()} {out}: the job that asked for it is gone; its row is discarded",
