@@ -12,6 +12,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
+from convlab.history.summary import read_summary
 from convlab.plan.families import DEFAULT_FAMILY, FAMILIES, SIZE_FIGURE_FAMILY
 from convlab.report.codelabels import TWIN_BACKENDS, kernel_labels
 from convlab.report.figuretable import NAMES, SIZE_FAMILY, figure_entry
@@ -40,19 +41,13 @@ from convlab.report.plotting import (
     size_axis,
     with_filter,
 )
-from convlab.report.seedcompare import read_text_csv, typed
 from convlab.report.time_vs_size import time_vs_size_figure
 from convlab.status import ERROR, INVALID_CONFIG, OK, OOM, STATUSES, UNSUPPORTED, WRONG
 
-NUMERIC = ("H", "stride", "filter_size", "kernel_ms", "gflops", "pct_of_floor")
 STATUS_COLORS = {
     OK: "#2a9d4b", WRONG: "#d62728", INVALID_CONFIG: "#ff7f0e",
     OOM: "#9467bd", UNSUPPORTED: "#8c8c8c", ERROR: "#3b3b3b",
 }
-
-
-def _load(summary_csv: str | Path) -> pd.DataFrame:
-    return typed(read_text_csv(summary_csv), NUMERIC)
 
 
 def _natural_column(column: pd.Series) -> pd.Series:
@@ -270,7 +265,7 @@ def render_figures(summary_csv: str | Path, outdir: str | Path, names: Iterable[
     every cell failed.
     """
     entries = [figure_entry(name) for name in names]
-    everything = _load(summary_csv)
+    everything = read_summary(summary_csv)
     family = everything
     if "experiment" in family.columns:  # the other families have figures of their own (seedfigures, roofline)
         family = family[family["experiment"] == SIZE_FIGURE_FAMILY.name]

@@ -16,6 +16,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter
 
+from convlab.history.summary import read_summary
 from convlab.plan.families import FAMILIES
 from convlab.report.codelabels import TWIN_BACKENDS, code_identity, code_labels
 from convlab.report.plotting import (
@@ -26,7 +27,7 @@ from convlab.report.plotting import (
     report_style,
     save_figure,
 )
-from convlab.report.seedcompare import load_summary
+from convlab.report.precision import row_precisions
 from convlab.status import OK
 
 ABOVE_COLOR = "#b2182b"
@@ -109,7 +110,7 @@ def roof_notes(points: pd.DataFrame, bandwidth: dict, ceiling: dict) -> list[str
         else:
             text += f" That ceiling is {measured}, not the GPU's peak."
         kernels = above["kernel"].astype(str)
-        if kernels.str.contains("tf32").any():
+        if (row_precisions(above) == "tf32").any():
             text += " TF32 cuDNN plans use tensor cores, which an FP32 SGEMM does not."
         if kernels.str.startswith(("fft", "winograd")).any():
             text += (" FFT and Winograd cells are credited with a direct convolution's FLOP count but do fewer "
@@ -198,5 +199,5 @@ def render_roofline(summary_csv: str | Path, bandwidth_json: str | Path, ceiling
     out_png = Path(out_png)
     out_png.parent.mkdir(parents=True, exist_ok=True)
     with report_style():
-        figure = roofline_figure(load_summary(summary_csv), load_device(bandwidth_json), load_device(ceiling_json))
+        figure = roofline_figure(read_summary(summary_csv), load_device(bandwidth_json), load_device(ceiling_json))
         return save_figure(figure, out_png)
