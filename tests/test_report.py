@@ -23,6 +23,7 @@ from PIL import Image
 from workflow_helpers import copy_repo, snakemake
 
 from convlab.app.cli import main
+from convlab.history.summary import read_summary
 from convlab.report import figures, findings, plotting, roofline, seedcompare, seedfigures
 from convlab.report.figuretable import FIGURES as FIGURE_TABLE
 from convlab.report.findings import fastest
@@ -33,7 +34,6 @@ from convlab.report.seedcompare import (
     compare,
     load_map,
     load_seeds,
-    load_summary,
     read_comparison,
 )
 
@@ -409,7 +409,7 @@ def test_comparison_has_ratios_where_both_sides_exist(reported):
 
 @pytest.mark.pipeline
 def test_findings_name_the_fastest_kernel_of_the_data(reported):
-    summary = load_summary(reported / "summary.csv")
+    summary = read_summary(reported / "summary.csv")
     table = fastest(summary, "conv2d")
     winner = table["fastest"].value_counts().index[0]
     page = (reported / "findings.html").read_text()
@@ -429,7 +429,7 @@ def test_seed_tables_show_defects(reported):
 
 @pytest.mark.pipeline
 def test_tiny_run_names_the_twins_and_reads_one_way_on_every_page(reported):
-    summary = load_summary(reported / "summary.csv")
+    summary = read_summary(reported / "summary.csv")
     page = (reported / "findings.html").read_text()
     assert "cudnn → OpenCV filter2D" in page and not re.search(r"<b>(cudnn|cublas)</b>", page)
     # cublas and the tiled sgemm kernels ran one numpy matmul on cpu: one entry, never ranked apart

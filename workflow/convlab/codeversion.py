@@ -101,7 +101,8 @@ def history_version() -> str:
 
 
 def report_version() -> str:
-    return code_version("report")
+    # the report reads its summaries, the results database and the comparison rule through history's modules
+    return code_version("report", "history")
 
 
 def gallery_version(backend: str) -> str:

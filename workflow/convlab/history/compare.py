@@ -49,6 +49,7 @@ from pathlib import Path
 import pandas as pd
 
 from convlab.atomicfile import write_text_atomically
+from convlab.history.summary import SummaryError, read_summary
 from convlab.status import UserError
 
 # The columns that say which cell a row measured, whatever the backend that measured it.
@@ -112,10 +113,9 @@ def load_set(path: str | Path) -> ResultSet:
     """Read one side. Raises CompareError for a missing file or one that is not a summary."""
     file = summary_path(path)
     try:
-        rows = pd.read_csv(file, low_memory=False)
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, OSError) as error:
-        raise CompareError(f"{file} is not a summary CSV ({str(error).splitlines()[0] if str(error) else error})") \
-            from None
+        rows = read_summary(file)
+    except SummaryError as error:
+        raise CompareError(str(error)) from None
     lacking = [name for name in NEEDED_COLUMNS if name not in rows.columns]
     if lacking:
         raise CompareError(f"{file} is not a summary CSV (no column {', '.join(lacking)})")
@@ -257,7 +257,8 @@ def _values(rows: pd.DataFrame, column: str) -> str:
     """A column's values in one set, most rows first (mixed sets name every value)."""
     if column not in rows:
         return "(not recorded)"
-    counts = rows[column].fillna("unknown").astype(str).value_counts()
+    values = rows[column]
+    counts = values.where(values.notna() & (values.astype(str) != ""), "unknown").astype(str).value_counts()
     if len(counts) == 1:
         return str(counts.index[0])
     return ", ".join(f"{value} ({n} rows)" for value, n in counts.items())
@@ -416,7 +417,7 @@ def same_measurements(a: pd.DataFrame, b: pd.DataFrame) -> set[str]:
     """Row checks present on both sides: one measurement, not two to compare."""
     if "row_check" not in a or "row_check" not in b:
         return set()
-    return set(a["row_check"].dropna().astype(str)) & set(b["row_check"].dropna().astype(str))
+    return (set(a["row_check"].dropna().astype(str)) & set(b["row_check"].dropna().astype(str))) - {""}
 
 
 def compare_result_sets(a: ResultSet, b: ResultSet, out: str | Path | None = None,

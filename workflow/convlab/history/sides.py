@@ -12,6 +12,7 @@ import pandas as pd
 
 from convlab.history import store
 from convlab.history.compare import CompareError, ResultSet, load_set
+from convlab.history.summary import typed_summary
 
 LATEST, PREVIOUS = "@latest", "@previous"
 COMMIT = re.compile(r"^[0-9a-f]{4,40}$")
@@ -95,9 +96,4 @@ def load_side(spec: str, results: str | Path = "results", device: str | None = N
         rows = snapshot(connection, how, value)
     finally:
         connection.close()
-    numeric = ("kernel_ms", "kernel_ms_iqr", "reps", "size", "batch", "H", "W", "C_in", "C_out", "filter_size",
-               "stride", "padding", "gemm_m", "gemm_n", "gemm_k")
-    for column in numeric:
-        if column in rows:
-            rows[column] = pd.to_numeric(rows[column].replace("", None), errors="coerce")
-    return ResultSet(label, path, rows)
+    return ResultSet(label, path, typed_summary(rows))

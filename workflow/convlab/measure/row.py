@@ -42,6 +42,9 @@ def _typed(kind: tuple[type, ...], *names: str) -> dict[str, tuple[type, ...]]:
 TYPES: dict[str, tuple[type, ...]] = {
     # what was measured
     **_typed(TEXT, "experiment", "kernel", "variant", "backend", "implementation", "layout"),
+    # the arithmetic precision the cell computed in and was verified in (fp32, tf32): its kernel's, or tf32 where
+    # the cell's settings allow TF32 math; the report ranks kernels within one precision by it
+    **_typed(TEXT, "precision"),
     **_typed(WHOLE, "size", "batch", "H", "W", "C_in", "C_out", "filter_size", "stride", "padding", "OH", "OW",
              "gemm_m", "gemm_n", "gemm_k", "block"),
     **_typed(TEXT, "engine", "engine_heuristic", "launch"),

@@ -6,6 +6,7 @@ The description format is documented in kernels/README.md.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -130,6 +131,11 @@ class KernelSpec:
 
     def backends(self) -> list[str]:
         return ["cuda", "cpu"] if self.cpu_twin else ["cuda"]
+
+    def precision_under(self, settings: Mapping[str, Any]) -> str:
+        """The precision the kernel computes in under ``settings`` (its own, or a cell's with the config's
+        overrides): tf32 where they allow TF32 math, else the description's ``precision``."""
+        return "tf32" if settings.get("math") == "tf32" else self.precision
 
     def tunables_for(self, backend: str) -> dict[str, list[Any]]:
         """Launch tunables apply on the GPU only; a cpu twin has none."""

@@ -12,6 +12,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
+from convlab.history.summary import read_summary
 from convlab.plan.families import DEFAULT_FAMILY, FAMILIES, SIZE_FIGURE_FAMILY
 from convlab.report.codelabels import TWIN_BACKENDS, kernel_labels
 from convlab.report.figuretable import NAMES, SIZE_FAMILY, figure_entry
@@ -22,10 +23,12 @@ from convlab.report.plotting import (
     SIZE_LABEL,
     TIME_LABEL,
     TIMED,
+    WRONG_LABEL,
     best_variants,
     figure_title,
     hide_y_ticks,
     legend_handles,
+    log_axis,
     log_y_axis,
     natural_key,
     natural_order,
@@ -40,19 +43,13 @@ from convlab.report.plotting import (
     size_axis,
     with_filter,
 )
-from convlab.report.seedcompare import read_text_csv, typed
 from convlab.report.time_vs_size import time_vs_size_figure
 from convlab.status import ERROR, INVALID_CONFIG, OK, OOM, STATUSES, UNSUPPORTED, WRONG
 
-NUMERIC = ("H", "stride", "filter_size", "kernel_ms", "gflops", "pct_of_floor")
 STATUS_COLORS = {
     OK: "#2a9d4b", WRONG: "#d62728", INVALID_CONFIG: "#ff7f0e",
     OOM: "#9467bd", UNSUPPORTED: "#8c8c8c", ERROR: "#3b3b3b",
 }
-
-
-def _load(summary_csv: str | Path) -> pd.DataFrame:
-    return typed(read_text_csv(summary_csv), NUMERIC)
 
 
 def _natural_column(column: pd.Series) -> pd.Series:
@@ -120,17 +117,66 @@ def _by_stride(frame: pd.DataFrame, path: Path, what: str, y: str, ylabel: str,
 
 
 def single_variant_reason(frame: pd.DataFrame) -> str:
-    """Why the variants figure has nothing to draw, in the words of a user who has not read the code."""
-    kernels = frame["kernel"].nunique()
-    text = (f"Each of the {kernels} kernel{'s' if kernels != 1 else ''} in this run has a single variant,\n"
-            "so there is no tunable to compare (its one line is in 'time vs size').\n\n")
+    """Why every kernel has a single variant, in the words of a user who has not read the code: a line under the title."""
     backends = set(frame["backend"]) if "backend" in frame.columns else set()
     if backends & set(TWIN_BACKENDS):
-        return text + ("On the cpu backend every kernel runs its cpu twin (numpy or OpenCV),\n"
-                       "which has no tunables: the block sizes and cuDNN plans that are\n"
-                       "the variants on a GPU do not apply. Run with backend cuda to see them.")
-    return text + ("Every tunable lists one value in this configuration: give a kernel several\n"
-                   "(e.g. kernels: {direct: {block: [8, 16, 32]}} in the config) to sweep it.")
+        return ("each kernel has a single variant: on the cpu backend it runs its cpu twin, which has no tunables "
+                "(block sizes and cuDNN plans are a GPU's variants)")
+    return ("each kernel has a single variant: every tunable lists one value in this configuration "
+            "(e.g. kernels: {direct: {block: [8, 16, 32]}} sweeps one)")
+
+
+def single_variants_figure(frame: pd.DataFrame) -> Figure:
+    """The variants figure where every kernel has one variant: each kernel's variant and its time at every image
+    size, one row per kernel and one panel per stride, so that the variants that ran are still read off a chart."""
+    what = "Kernel time of every variant"
+    timed = frame[frame["status"].isin(TIMED) & frame["kernel_ms"].notna()]
+    names = kernel_labels(frame)
+    kernel_names = frame["kernel"].map(lambda kernel: names.get(kernel, kernel))
+    labels = with_filter(frame, kernel_names + " [" + frame["variant"] + "]")
+    order = natural_order(labels)
+    rank = {label: index for index, label in enumerate(order)}
+    strides = sorted(frame["stride"].dropna().unique())
+    sizes = sorted(timed["H"].dropna().unique())
+    palette = dict(zip(sizes, palette_colors(len(sizes))))
+    figure, axes = new_figure(1, len(strides), width=5.2, height=0.45 * len(order) + 2.2, legend_width=2.0)
+    positions = pd.Series(labels.map(rank), index=frame.index)
+    for ax, stride in zip(axes[0], strides):
+        part = timed[timed["stride"] == stride]
+        for size in sizes:
+            at = part[part["H"] == size]
+            ax.scatter(at["kernel_ms"].to_numpy(float), positions[at.index].to_numpy(float), color=palette[size],
+                       s=42, edgecolor="w", linewidth=0.6, zorder=3)
+        wrong = part[part["status"] == WRONG]
+        if not wrong.empty:
+            ax.scatter(wrong["kernel_ms"].to_numpy(float), positions[wrong.index].to_numpy(float), marker="X",
+                       s=120, color="none", edgecolor="black", linewidth=1.2, zorder=4)
+        if part.empty:
+            note_on_axes(ax, NO_TIMED_CELLS)
+        panel_title(ax, f"stride {int(stride)}")
+        ax.set_xlabel(TIME_LABEL)
+        ax.grid(axis="y", visible=False)
+    # the panels share both axes: one row of names on the left, one time scale
+    first = axes[0][0]
+    first.set_yticks(range(len(order)), labels=order, fontsize=9)
+    first.set_ylim(len(order) - 0.5, -0.5)
+    if timed.empty:  # no time anywhere: an autoscaled time axis would be made up
+        for ax in axes[0]:
+            ax.tick_params(axis="x", which="both", labelbottom=False)
+    else:
+        low, high = timed["kernel_ms"].min(), timed["kernel_ms"].max()
+        first.set_xlim(low / 1.4, high * 1.4)
+        for ax in axes[0]:
+            log_axis(ax, "x")
+    handles = [Line2D([], [], color=palette[size], marker="o", linestyle="none", label=str(int(size)))
+               for size in sizes]
+    if (timed["status"] == WRONG).any():
+        handles.append(Line2D([], [], color="black", marker="X", markerfacecolor="none", linestyle="none",
+                              label=WRONG_LABEL))
+    figure.legend(handles=handles, title=SIZE_LABEL.replace(" (", "\n("), loc="center left",
+                  bbox_to_anchor=(1.0, 0.5), frameon=False)
+    figure.suptitle(figure_title(frame, f"{what}\n{single_variant_reason(frame)}"))
+    return figure
 
 
 def variants_figure(frame: pd.DataFrame) -> Figure:
@@ -142,7 +188,7 @@ def variants_figure(frame: pd.DataFrame) -> Figure:
     counts = frame.groupby("kernel")["variant"].nunique()
     kernels = sorted(counts[counts > 1].index)
     if not kernels:
-        return note_figure_object(figure_title(frame, what), single_variant_reason(frame), width=9.0, height=3.6)
+        return single_variants_figure(frame)
     strides = sorted(frame["stride"].dropna().unique())
     sizes = sorted(frame["H"].dropna().unique())
     # Only the columns drawn: every selection below copies each column of the summary's sixty.
@@ -179,7 +225,9 @@ def variants_figure(frame: pd.DataFrame) -> Figure:
                        loc="center left", bbox_to_anchor=(1.02, 0.5), frameon=False)
     for ax in axes[-1]:  # the panels share x: only the bottom row has its numbers, and so its label
         ax.set_xlabel(SIZE_LABEL)
-    figure.suptitle(figure_title(frame, what))
+    # a fixed gap from the top: the layout leaves room for the title's height only, and the default place (a
+    # fraction of the height) drops it into the first row of a figure of many kernels
+    figure.suptitle(figure_title(frame, what), y=1 - 0.1 / figure.get_figheight())
     return figure
 
 
@@ -270,7 +318,7 @@ def render_figures(summary_csv: str | Path, outdir: str | Path, names: Iterable[
     every cell failed.
     """
     entries = [figure_entry(name) for name in names]
-    everything = _load(summary_csv)
+    everything = read_summary(summary_csv)
     family = everything
     if "experiment" in family.columns:  # the other families have figures of their own (seedfigures, roofline)
         family = family[family["experiment"] == SIZE_FIGURE_FAMILY.name]

@@ -15,13 +15,14 @@ from pathlib import Path
 
 import pandas as pd
 
+from convlab.history.summary import read_summary
 from convlab.plan.families import FAMILIES
 from convlab.report.aggregate import mixed_code_note, throttled_note
 from convlab.report.codelabels import TWIN_BACKENDS, code_identity, code_labels
 from convlab.report.pages import html_page, write_page
 from convlab.report.precision import STRICT, UNKNOWN, precision_name, row_precisions
 from convlab.report.roofline import load_device, roof_notes, roofline_points
-from convlab.report.seedcompare import NEVER_RAN, load_summary, problem_sizes, ratio_text, read_comparison, seed_ratios
+from convlab.report.seedcompare import NEVER_RAN, problem_sizes, ratio_text, read_comparison, seed_ratios
 from convlab.status import OK
 
 
@@ -318,7 +319,7 @@ def findings_html(summary: pd.DataFrame, comparison: pd.DataFrame, bandwidth: di
 
 def write_findings(summary_csv: str | Path, comparison_csv: str | Path, bandwidth_json: str | Path,
                    ceiling_json: str | Path, out_html: str | Path) -> Path:
-    summary = load_summary(summary_csv)
+    summary = read_summary(summary_csv)
     comparison = read_comparison(comparison_csv)
     return write_page(out_html, findings_html(summary, comparison, load_device(bandwidth_json),
                                               load_device(ceiling_json)))

@@ -17,6 +17,7 @@ import pandas as pd
 
 from convlab.atomicfile import write_text_atomically
 from convlab.history.compare import CompareError, compare_sets, geomean, kernel_lines
+from convlab.history.summary import read_summary
 
 VERDICTS = ("FASTER", "SLOWER", "SAME", "UNCLEAR")
 
@@ -44,7 +45,7 @@ def device_table(summaries: dict[str, Path]) -> pd.DataFrame:
     """One line per device folder: what ran there and how it went."""
     lines = []
     for label, path in summaries.items():
-        frame = pd.read_csv(path)
+        frame = read_summary(path)
         throttled = int((frame["throttled"].astype(str) == "yes").sum()) if "throttled" in frame else 0
         lines.append({"label": label, "device": _values(frame, "device"), "backend": _values(frame, "backend"),
                       "cells": len(frame), "ok": int((frame["status"] == "ok").sum()),
@@ -56,7 +57,7 @@ def device_table(summaries: dict[str, Path]) -> pd.DataFrame:
 def pair_table(summaries: dict[str, Path]) -> tuple[pd.DataFrame, dict[tuple[str, str], list[str]]]:
     """Every pair of devices: the geometric mean of B/A over the cells both ran, and the verdicts;
     and per pair, the per-kernel lines."""
-    frames = {label: pd.read_csv(path) for label, path in summaries.items()}
+    frames = {label: read_summary(path) for label, path in summaries.items()}
     lines, per_kernel = [], {}
     for a, b in itertools.combinations(frames, 2):
         try:

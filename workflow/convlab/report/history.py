@@ -9,15 +9,17 @@ import math
 from collections import defaultdict
 from pathlib import Path
 
+from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from convlab.history import store
 from convlab.history.listing import short_cell
 from convlab.history.verdicts import ORDER, geomean
 from convlab.report.pages import html_page, write_page
-from convlab.report.plotting import new_figure, note_figure, panel_title, save_figure
+from convlab.report.plotting import new_figure, note_figure, note_figure_object, panel_title, save_figure
 
 COLUMNS = 5
+RELATIVE_LABEL = "time / first time\n(1 = unchanged)"
 
 
 def relative_times(measurements: list[store.Measurement]) -> dict[str, list[tuple[int, float, bool]]]:
@@ -47,17 +49,21 @@ def relative_times(measurements: list[store.Measurement]) -> dict[str, list[tupl
 
 
 def render_history_figure(measurements: list[store.Measurement], device: str, out: str | Path) -> Path:
+    return save_figure(history_figure(measurements, device), Path(out))
+
+
+def history_figure(measurements: list[store.Measurement], device: str) -> Figure:
     """Small multiples, one panel per kernel: its relative time per run; a red marker and line
     where its files changed."""
     series = relative_times(measurements)
     if not series:
-        return note_figure(Path(out), f"{device}: kernel times across runs", "no ok measurement kept yet")
+        return note_figure_object(f"{device}: kernel times across runs", "no ok measurement kept yet")
     kernels = sorted(series)
     rows = math.ceil(len(kernels) / COLUMNS)
     columns = min(COLUMNS, len(kernels))
     figure, axes = new_figure(rows, columns, width=2.8, height=2.1, share=False)
     flat = [ax for row in axes for ax in row]
-    for ax, kernel in zip(flat, kernels):
+    for index, (ax, kernel) in enumerate(zip(flat, kernels)):
         points = series[kernel]
         xs, ys = [p[0] for p in points], [p[1] for p in points]
         ax.plot(xs, ys, marker="o", markersize=3.5, color="#3a6ea5", linewidth=1.2)
@@ -71,17 +77,23 @@ def render_history_figure(measurements: list[store.Measurement], device: str, ou
         low, high = min(ys + [1.0]), max(ys + [1.0])
         margin = max(0.05, (high - low) * 0.15)
         ax.set_ylim(low - margin, high + margin)
-        ax.yaxis.set_major_locator(MaxNLocator(nbins=4))
+        ax.yaxis.set_major_locator(MaxNLocator(nbins=4, steps=[1, 2, 2.5, 5, 10]))
         ax.yaxis.set_major_formatter(lambda v, _: f"{v:.2f}")
         ax.set_xlim(0.5, max(xs) + 0.5)
-        ax.xaxis.get_major_locator().set_params(integer=True)
+        # whole runs only: a run is a count, and a lone run's axis would otherwise read 0.6 ... 1.4
+        ax.xaxis.set_major_locator(MaxNLocator(nbins=6, integer=True, min_n_ticks=1))
         ax.tick_params(labelsize=7)
+        if index % columns == 0:  # each row's first panel names the y axis
+            ax.set_ylabel(RELATIVE_LABEL, fontsize=8)
     for ax in flat[len(kernels):]:
         ax.set_axis_off()
+    runs = len({m.run_id for m in measurements})
+    lone_run = ("\none run kept so far: every time is its own first measurement (1); a later run that "
+                "re-measures the cells shows how they moved") if runs == 1 else ""
     figure.suptitle(f"{device}: each kernel's time per run (geomean over the cells it re-measured, relative to each "
-                    "cell's first measurement; red: its files changed)", fontsize=10)
-    figure.supxlabel("run (in order)", fontsize=9)
-    return save_figure(figure, Path(out))
+                    f"cell's first measurement; red: its files changed){lone_run}", fontsize=10)
+    figure.supxlabel(f"run (in order; {runs} run{'s' if runs != 1 else ''} kept)", fontsize=9)
+    return figure
 
 
 def _verdict_rows(latest_csv: Path) -> list[dict[str, str]]:

@@ -207,18 +207,24 @@ def plain_tick(value: float, _position: object = None) -> str:
 
 def log_y_axis(ax: Axes) -> None:
     """Log y with plain numbers (0.01, not 10^-2), labelling more minor ticks the fewer decades show."""
-    ax.set_yscale("log")
-    ax.yaxis.set_major_formatter(FuncFormatter(plain_tick))
-    low, high = ax.get_ylim()
+    log_axis(ax, "y")
+
+
+def log_axis(ax: Axes, which: str) -> None:
+    """Log ``which`` axis ("x" or "y") with plain numbers, as log_y_axis() draws y."""
+    axis = ax.yaxis if which == "y" else ax.xaxis
+    ax.set_yscale("log") if which == "y" else ax.set_xscale("log")
+    axis.set_major_formatter(FuncFormatter(plain_tick))
+    low, high = ax.get_ylim() if which == "y" else ax.get_xlim()
     decades = math.log10(high / low) if low > 0 else math.inf
     # Leading digits of the labelled minor ticks: enough to read a value, too few to collide.
     digits = "2345678" if decades < 0.5 else "23457" if decades < 1 else "25" if decades < 3 else ""
     if digits:
-        ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: plain_tick(v) if f"{v:.0e}"[0] in digits else ""))
-        ax.grid(True, which="minor", axis="y", linewidth=0.5, alpha=0.5)
+        axis.set_minor_formatter(FuncFormatter(lambda v, _: plain_tick(v) if f"{v:.0e}"[0] in digits else ""))
+        ax.grid(True, which="minor", axis=which, linewidth=0.5, alpha=0.5)
     else:
-        ax.yaxis.set_minor_formatter(NullFormatter())
-    ticks_in_view(ax.yaxis)
+        axis.set_minor_formatter(NullFormatter())
+    ticks_in_view(axis)
 
 
 def palette_colors(n: int) -> list:

@@ -12,10 +12,12 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter
 
+from convlab.history.summary import read_summary
 from convlab.plan.families import FAMILIES
 from convlab.report.codelabels import TWIN_BACKENDS, code_identity, code_labels
 from convlab.report.plotting import (
@@ -26,10 +28,12 @@ from convlab.report.plotting import (
     report_style,
     save_figure,
 )
-from convlab.report.seedcompare import load_summary
+from convlab.report.precision import row_precisions
 from convlab.status import OK
 
 ABOVE_COLOR = "#b2182b"
+RING_SIZE = 90  # points squared: the ring around a point above a roof
+RING_GID, COUNT_GID = "above-roof-ring", "above-roof-count"  # its artists, for the tests to read back
 # Kernel name prefix -> the kernel group shown in the legend (first match wins); anything else is its own group.
 KERNEL_GROUPS = [("im2col_gemm", "im2col + own GEMM"), ("im2col_cublas", "im2col + cuBLAS"), ("cudnn", "cuDNN"),
             ("winograd", "Winograd"), ("tiled", "tiled (shared memory)"), ("direct", "direct"),
@@ -109,7 +113,7 @@ def roof_notes(points: pd.DataFrame, bandwidth: dict, ceiling: dict) -> list[str
         else:
             text += f" That ceiling is {measured}, not the GPU's peak."
         kernels = above["kernel"].astype(str)
-        if kernels.str.contains("tf32").any():
+        if (row_precisions(above) == "tf32").any():
             text += " TF32 cuDNN plans use tensor cores, which an FP32 SGEMM does not."
         if kernels.str.startswith(("fft", "winograd")).any():
             text += (" FFT and Winograd cells are credited with a direct convolution's FLOP count but do fewer "
@@ -121,6 +125,34 @@ def roof_notes(points: pd.DataFrame, bandwidth: dict, ceiling: dict) -> list[str
                      f"bandwidth ({copy:,.3g} GB/s): their input, weights and output fit in cache and are read from it "
                      "on every repeat, while the copy is measured on arrays far larger than the caches.")
     return notes
+
+
+def spots(ax: Axes, xs: np.ndarray, ys: np.ndarray, reach_pt: float) -> list[list[int]]:
+    """The points (data coordinates of ``ax``, its scales and limits set) grouped by where they are drawn: each
+    group's points lie within ``reach_pt`` points of its first one, so one marker there covers them all."""
+    pixels = ax.transData.transform(np.column_stack([xs, ys]))
+    reach = reach_pt * ax.figure.dpi / 72
+    groups: list[list[int]] = []
+    for index, (x, y) in enumerate(pixels):
+        near = next((group for group in groups if math.dist((x, y), pixels[group[0]]) < reach), None)
+        if near is None:
+            groups.append([index])
+        else:
+            near.append(index)
+    return groups
+
+
+def ring_above(ax: Axes, xs: np.ndarray, ys: np.ndarray) -> None:
+    """A red ring on every spot where points above a roof are drawn, and beside a ring that covers several of them
+    their number: cells of one code and problem size lie on top of each other, and a ring per cell would show fewer
+    rings than the note counts."""
+    for group in spots(ax, xs, ys, math.sqrt(RING_SIZE) / 2):  # within a ring's radius: inside the ring
+        x, y = math.exp(np.log(xs[group]).mean()), math.exp(np.log(ys[group]).mean())  # its middle, on log axes
+        ax.scatter([x], [y], s=RING_SIZE, facecolor="none", edgecolor=ABOVE_COLOR, linewidth=1.2, zorder=5,
+                   gid=RING_GID)
+        if len(group) > 1:
+            ax.annotate(str(len(group)), (x, y), xytext=(7, 0), textcoords="offset points", va="center", fontsize=8,
+                        fontweight="bold", color=ABOVE_COLOR, zorder=6, gid=COUNT_GID)
 
 
 def roofline_figure(summary: pd.DataFrame, bandwidth: dict, ceiling: dict) -> Figure:
@@ -147,9 +179,6 @@ def roofline_figure(summary: pd.DataFrame, bandwidth: dict, ceiling: dict) -> Fi
             for (experiment, name), part in points.groupby(["experiment", "group"]):
                 ax.scatter(part["intensity"], part[y], s=22, alpha=0.75, color=palette[name],
                            marker=_marker(experiment), edgecolor="none")
-            if over.any():  # ring the points that lie above a roof: the note under the panels says why
-                ax.scatter(points.loc[over, "intensity"], points.loc[over, y], s=90, facecolor="none",
-                           edgecolor=ABOVE_COLOR, linewidth=1.2, zorder=5)
             if y == "achieved_gflops":
                 if copy_gbps == copy_gbps:
                     roof = np.minimum(grid * copy_gbps, peak) if peak == peak else grid * copy_gbps
@@ -168,6 +197,8 @@ def roofline_figure(summary: pd.DataFrame, bandwidth: dict, ceiling: dict) -> Fi
             ax.yaxis.set_major_formatter(FuncFormatter(plain_tick))
             ax.set_xlabel("arithmetic intensity (FLOP / byte moved)")
             ax.set_ylabel(ylabel)
+            if over.any():  # ring the points that lie above a roof: the note under the panels says why
+                ring_above(ax, points.loc[over, "intensity"].to_numpy(float), points.loc[over, y].to_numpy(float))
         axes[0][0].set_title("compute: min(intensity x copy GB/s, SGEMM ceiling)", fontsize=10)
         axes[0][1].set_title("memory: measured copy bandwidth as the roof", fontsize=10)
         handles = [Line2D([], [], color=palette[n], marker="o", linestyle="none", label=textwrap.fill(n, 44))
@@ -183,7 +214,9 @@ def roofline_figure(summary: pd.DataFrame, bandwidth: dict, ceiling: dict) -> Fi
                                   label=f"FP32 SGEMM {peak:,.3g} GFLOP/s (measured,\n{ceiling.get('math', '')})"))
         if over.any():
             handles.append(Line2D([], [], marker="o", markerfacecolor="none", markeredgecolor=ABOVE_COLOR,
-                                  linestyle="none", markersize=9, label="above a measured roof:\nsee the note below"))
+                                  linestyle="none", markersize=9,
+                                  label=f"above a measured roof: {int(over.sum())} cell{'s' if over.sum() > 1 else ''}"
+                                        "\n(a number: the cells one ring covers;\nsee the note below)"))
         figure.legend(handles=handles, loc="center left", bbox_to_anchor=(1.0, 0.5), frameon=False, fontsize=9)
         notes = roof_notes(points, bandwidth, ceiling)
         if notes:
@@ -198,5 +231,5 @@ def render_roofline(summary_csv: str | Path, bandwidth_json: str | Path, ceiling
     out_png = Path(out_png)
     out_png.parent.mkdir(parents=True, exist_ok=True)
     with report_style():
-        figure = roofline_figure(load_summary(summary_csv), load_device(bandwidth_json), load_device(ceiling_json))
+        figure = roofline_figure(read_summary(summary_csv), load_device(bandwidth_json), load_device(ceiling_json))
         return save_figure(figure, out_png)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,7 +17,8 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from convlab.plan.families import DEFAULT_FAMILY, FAMILIES
+from convlab.history.summary import read_summary, read_text_csv, typed
+from convlab.plan.families import FAMILIES
 from convlab.report.codelabels import kernel_labels, ran_label, shared_code
 from convlab.status import OK, UserError
 
@@ -43,37 +43,6 @@ COLUMNS = ["seed", "table", "method", "experiment", "kernel", "variant", "size",
 # What picking a seed number's cell reads of the summary (_problem, _pick, _this_value, ran_label).
 PICK_COLUMNS = ("experiment", "kernel", "variant", "status", "reason", "implementation", "backend", "kernel_ms",
                 "gflops", "gemm_m", "size", "stride", "filter_size")
-NUMERIC = ("size", "batch", "H", "stride", "filter_size", "gemm_m", "kernel_ms", "gflops", "gbps", "flops", "bytes",
-           "setup_ms", "pct_of_floor", "C_in", "C_out", "W")
-
-
-def read_text_csv(path: str | Path) -> pd.DataFrame:
-    """A CSV with every value as its text (empty where empty). Its text columns are Python strings in one block,
-    not one array each: a report selects rows hundreds of times, and each selection copies every array."""
-    return pd.read_csv(path, dtype=object, keep_default_na=False)
-
-
-def typed(frame: pd.DataFrame, numeric: Iterable[str]) -> pd.DataFrame:
-    """``frame`` with its ``numeric`` columns as numbers (text that is none: NaN), its columns in two blocks."""
-    for column in numeric:
-        if column in frame.columns:
-            frame[column] = pd.to_numeric(frame[column], errors="coerce")
-    return frame.copy()  # one block of text and one of numbers: each selection copies two arrays, not sixty
-
-
-def load_summary(summary_csv: str | Path) -> pd.DataFrame:
-    """The summary with numbers as numbers; older summaries (no experiment/size/batch) still load."""
-    frame = read_text_csv(summary_csv)
-    if "experiment" not in frame.columns:
-        frame["experiment"] = DEFAULT_FAMILY
-    for column in ("size", "batch", "gemm_m"):
-        if column not in frame.columns:
-            frame[column] = ""
-    frame.loc[frame["size"] == "", "size"] = frame.get("H", "")
-    frame.loc[frame["batch"] == "", "batch"] = "1"
-    return typed(frame, NUMERIC)
-
-
 def _gpu_name(name: str) -> str:
     return "GPU not named" if name == "unnamed" else name
 
@@ -290,7 +259,7 @@ def comparison_from_files(seed_csv: str | Path, map_yaml: str | Path, summary_cs
             device = json.loads(Path(device_json).read_text()).get("device") or ""
         except (OSError, ValueError):
             device = ""
-    return compare(seeds, load_map(map_yaml), load_summary(summary_csv), device=device)
+    return compare(seeds, load_map(map_yaml), read_summary(summary_csv), device=device)
 
 
 def join_comparisons(part_csvs: list[str | Path]) -> str:

@@ -36,6 +36,7 @@ from convlab.run.steps import (
     launch,
     load_inputs,
     place,
+    precision,
     round_trip,
     set_up,
     time_kernel,
@@ -113,7 +114,7 @@ def describe(inputs: CellInputs, layout: dict[str, str]) -> dict[str, Any]:
     cell, problem = inputs.cell, inputs.problem
     return {
         "experiment": cell.experiment, "kernel": cell.kernel, "variant": cell.variant,
-        "backend": cell.backend, "layout": layout["input"], "size": cell.size,
+        "backend": cell.backend, "layout": layout["input"], "precision": precision(inputs), "size": cell.size,
         **inputs.operands.describe(),
         "block": cell.tunables.get("block"),
         "flops": problem.flops, "bytes": problem.bytes_moved,

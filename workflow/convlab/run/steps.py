@@ -158,9 +158,14 @@ def round_trip(backend: Backend, inputs: CellInputs, placed: Placed, prepared: P
         return backend.end_to_end_ms(prepared.kernel.run, placed.host_inputs, placed.buffers, reps)
 
 
+def precision(inputs: CellInputs) -> str:
+    """The precision the cell computes in, under its own settings (the config's overrides included): what it is
+    verified in, and what its row records for the report to rank it by."""
+    return inputs.spec.precision_under(inputs.cell.settings)
+
+
 def tolerance(inputs: CellInputs) -> float:
-    precision = "tf32" if inputs.cell.settings.get("math") == "tf32" else inputs.spec.precision
-    return inputs.cell.verify["tolerance"][precision]
+    return inputs.cell.verify["tolerance"][precision(inputs)]
 
 
 def comparing_module(backend: Backend, inputs: CellInputs) -> Any:

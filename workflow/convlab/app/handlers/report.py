@@ -7,13 +7,14 @@ import argparse
 
 from convlab.app.console import Console
 from convlab.atomicfile import write_text_atomically
+from convlab.history.summary import read_summary
 from convlab.report.aggregate import aggregate as aggregate_rows
 from convlab.report.aggregate import write_slice
 from convlab.report.figures import render_files
 from convlab.report.findings import write_findings
 from convlab.report.gpus import write_gpus_page
 from convlab.report.roofline import render_roofline
-from convlab.report.seedcompare import comparison_from_files, join_comparisons, load_summary, read_comparison
+from convlab.report.seedcompare import comparison_from_files, join_comparisons, read_comparison
 from convlab.report.seedfigures import render_seed_figure
 from convlab.report.seedtable import seed_table_html
 from convlab.status import UserError
@@ -52,7 +53,7 @@ def seed_compare(args: argparse.Namespace, console: Console) -> int:
 
 
 def seed_figure(args: argparse.Namespace, console: Console) -> int:
-    console.say(str(render_seed_figure(read_comparison(args.comparison), load_summary(args.summary), args.seed,
+    console.say(str(render_seed_figure(read_comparison(args.comparison), read_summary(args.summary), args.seed,
                                        args.figure, args.out)))
     return 0
 
