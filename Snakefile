@@ -5,7 +5,8 @@ from snakemake.utils import min_version
 min_version("9.3.1")
 
 
-configfile: "config/config.yaml"
+# config/config.yaml, checked before Snakemake reads it
+include: "workflow/rules/configfile.smk"
 
 
 report: "workflow/report/workflow.rst"

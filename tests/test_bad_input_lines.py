@@ -284,6 +284,10 @@ CONFIG_MISTAKES = {
     "misspelt key": ({"conv2d": {"stride": [1]}},
                      [WHERE + "conv2d: Additional properties are not allowed ('stride' was unexpected)"]),
     "stride below 1": ({"conv2d": {"strides": [0]}}, [WHERE + "conv2d.strides.0: 0 is less than the minimum of 1"]),
+    # a key of several forms (all, or a list): the line says which are valid
+    "no kernels": ({"conv2d": {"kernels": []}},
+                   [WHERE + "conv2d.kernels: [] is not valid here; give all or a non-empty list of distinct kernel "
+                    "names (kernels/registry.yaml)"]),
     "size below 1": ({"cpu": {"sizes": [0]}}, [WHERE + "cpu.sizes.0: 0 is less than the minimum of 1"]),
     "block below 1": ({"kernels": {"direct": {"block": [0]}}},
                       ["error: kernels.direct.block: 0 is not a positive integer; give values >= 1 such as "

@@ -22,6 +22,7 @@ PLUGIN_SOURCE = REPO / "workflow/logger"
 # says when that copy is stale)
 sys.path.insert(0, str(PLUGIN_SOURCE))
 
+import snakemake_logger_plugin_convlab as plugin  # noqa: E402
 from snakemake_logger_plugin_convlab import LogHandler  # noqa: E402
 from snakemake_logger_plugin_convlab.display import PlainDisplay, TerminalDisplay  # noqa: E402
 from snakemake_logger_plugin_convlab.progress import RunProgress, format_duration  # noqa: E402
@@ -50,15 +51,29 @@ def record(event: LogEvent | None = None, msg: str | None = None, level: int = l
     return logging.makeLogRecord(attributes)
 
 
-class Run:
-    """A reporter fed like Snakemake feeds the plugin, its output collected."""
+# Where Snakemake's complete log is once it has opened one.
+COMPLETE_LOG = "/repo/.snakemake/log/x.snakemake.log"
 
-    def __init__(self, terminal: bool = False, show_progress: bool = True) -> None:
+
+class Run:
+    """A reporter fed like Snakemake feeds the plugin, its output collected. ``complete_log``: None
+    before Snakemake opens its complete log; ``keeps``: whether a traceback can be kept in a file
+    of its own (the texts kept are in ``kept``)."""
+
+    def __init__(self, terminal: bool = False, show_progress: bool = True, complete_log: str | None = COMPLETE_LOG,
+                 keeps: bool = True) -> None:
         self.clock = Clock()
         self.written: list[str] = []
+        self.kept: list[str] = []
         display = (TerminalDisplay(self.written.append, lambda: os.terminal_size((COLUMNS, ROWS))) if terminal
                    else PlainDisplay(self.written.append))
-        self.reporter = Reporter(display, show_progress=show_progress, clock=self.clock)
+
+        def keep(text: str) -> str | None:
+            self.kept.append(text)
+            return "/repo/.snakemake/log/x.traceback.log" if keeps else None
+
+        self.reporter = Reporter(display, show_progress=show_progress, clock=self.clock,
+                                 complete_log=lambda: complete_log, keep=keep)
         self.jobs_done = 0
         self.jobs_total = 0
         self.next_jobid = 1
@@ -279,6 +294,70 @@ def test_a_long_snakemake_error_is_cut_to_a_few_lines():
     assert lines[0] == "MissingInputException in rule all in file Snakefile, line 23:"
     assert len(lines) == MESSAGE_LINES + 1 and lines[-1] == "  (27 more lines in the complete log)"
     assert all(len(line) <= LINE_CHARS for line in lines) and lines[1].endswith("…")
+
+
+def test_a_long_error_before_the_complete_log_exists_is_whole():
+    """Snakemake reads the command line before it opens its complete log: nothing would hold the rest."""
+    run = Run(complete_log=None)
+    message = "WorkflowError:\n" + "\n".join(f"line {n}" for n in range(8))
+    run.reporter.handle(record(LogEvent.ERROR, message, logging.ERROR, exception="WorkflowError"))
+    assert run.text.splitlines() == [f"line {n}" for n in range(8)]
+
+
+# What Snakemake logs for an exception outside any rule (here a bad --config) before it reads the Snakefile.
+TRACEBACK = """Traceback (most recent call last):
+
+  File "/venv/lib/python3.11/site-packages/snakemake/common/__init__.py", line 79, in parse_key_value_arg
+    key, val = arg.split("=", 1)
+    ^^^^^^^^
+
+ValueError: not enough values to unpack (expected 2, got 1)
+
+During handling of the above exception, another exception occurred:
+
+Traceback (most recent call last):
+
+  File "/venv/lib/python3.11/site-packages/snakemake/cli.py", line 2167, in args_to_api
+    config=parse_config(args.config),
+
+ValueError: Invalid config definition: Config entries have to be defined as name=value pairs. (Unparsable value: 'foo')
+"""
+CAUSE = ("error: ValueError: Invalid config definition: Config entries have to be defined as name=value pairs. "
+         "(Unparsable value: 'foo')")
+
+
+def test_a_traceback_is_one_line_naming_its_cause_and_where_the_traceback_is():
+    run = Run()
+    run.reporter.handle(record(LogEvent.ERROR, TRACEBACK, logging.ERROR, exception="ValueError"))
+    assert run.text.splitlines() == [f"{CAUSE} (its traceback: {COMPLETE_LOG})"]
+    assert run.kept == []
+
+
+def test_a_traceback_before_the_complete_log_is_kept_in_a_file_of_its_own():
+    run = Run(complete_log=None)
+    run.reporter.handle(record(None, TRACEBACK, logging.ERROR))
+    assert run.text.splitlines() == [f"{CAUSE} (its traceback: /repo/.snakemake/log/x.traceback.log)"]
+    assert run.kept == [TRACEBACK]
+
+
+def test_a_traceback_nothing_can_keep_follows_its_cause_whole():
+    run = Run(complete_log=None, keeps=False)
+    run.reporter.handle(record(LogEvent.ERROR, TRACEBACK, logging.ERROR, exception="ValueError"))
+    assert run.text.splitlines() == [CAUSE, *TRACEBACK.rstrip().splitlines()]
+
+
+def test_the_plugin_finds_snakemakes_complete_log_and_keeps_a_traceback_beside_it(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert plugin.complete_log() is None
+    kept = plugin.keep_traceback(TRACEBACK)
+    assert kept and Path(kept).parent == Path(".snakemake/log") and Path(kept).read_text() == TRACEBACK
+    snakemake_logger = logging.getLogger(plugin.SNAKEMAKE_LOGGER)
+    complete = logging.FileHandler(tmp_path / "complete.log", delay=True)
+    snakemake_logger.addHandler(complete)
+    try:
+        assert plugin.complete_log() == str(tmp_path / "complete.log")
+    finally:
+        snakemake_logger.removeHandler(complete)
 
 
 def test_quiet_progress_prints_errors_only():

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import struct
 import sys
@@ -24,6 +25,7 @@ from typing import Any
 import ffmpeg
 import numpy as np
 
+from convlab.app.picturesize import FFMPEG_MAX_EDGE, header_size
 from convlab.status import UserError
 
 # A Mandelbrot render: sharp edges, smooth gradients and fine texture, the same on every machine.
@@ -35,6 +37,8 @@ BIT_DEPTHS = {np.dtype(np.uint8): 8, np.dtype(np.uint16): 16}
 # What to do, appended to every refusal of the user's picture.
 SOURCE_ADVICE = ("give an 8- or 16-bit RGB, RGBA or grayscale picture (PNG, JPEG, TIFF, ...), "
                  "or set source_image: null to generate one")
+# The `[png @ 0x55c18898da40] ` (or nested `[dec:png @ 0x...] `) an ffmpeg line starts with.
+FFMPEG_PREFIX = re.compile(r"^(?:\[[^\]]* @ 0x[0-9a-f]+\] )+")
 
 
 class DataError(UserError, ValueError):
@@ -54,12 +58,28 @@ def ffmpeg_executable() -> str:
     return imageio_ffmpeg.get_ffmpeg_exe()
 
 
-def _run(stream, what: str) -> None:
+def warn_on_stderr(line: str) -> None:
+    print(line, file=sys.stderr)
+
+
+def ffmpeg_cause(output: str) -> str:
+    """The cause of an ffmpeg failure: its first error line, without the `[component @ address]`
+    it starts with; the lines after it say what else the failure broke (its last, typically
+    "Nothing was written into output file", says nothing of why)."""
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    return FFMPEG_PREFIX.sub("", lines[0]) if lines else ""
+
+
+def _run(stream, what: str, warn: Callable[[str], None]) -> None:
+    """Runs ffmpeg. On failure its whole output goes to ``warn`` (the command's standard error,
+    which the rule's log keeps) and the DataError, the command's last line, names the cause."""
     try:
         stream.overwrite_output().global_args("-v", "error").run(cmd=ffmpeg_executable(), capture_stderr=True)
     except ffmpeg.Error as error:
-        message = (error.stderr or b"").decode(errors="replace").strip()
-        raise DataError(f"ffmpeg failed to {what}: {message or error}") from error
+        output = (error.stderr or b"").decode(errors="replace").strip()
+        if output:
+            warn(output)
+        raise DataError(f"ffmpeg failed to {what}: {ffmpeg_cause(output) or error}") from error
 
 
 def sidecar_path(out: str | Path) -> Path:
@@ -71,13 +91,14 @@ def _write_sidecar(out: str | Path, record: dict[str, Any]) -> None:
     sidecar_path(out).write_text(json.dumps(record, indent=2) + "\n")
 
 
-def generate_source(out: str | Path, size: int) -> dict[str, Any]:
-    """Render the deterministic source image (one frame of ffmpeg's lavfi mandelbrot)."""
+def generate_source(out: str | Path, size: int, warn: Callable[[str], None] = warn_on_stderr) -> dict[str, Any]:
+    """Render the deterministic source image (one frame of ffmpeg's lavfi mandelbrot); ffmpeg's
+    output on failure goes to ``warn``."""
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     stream = ffmpeg.input(SOURCE_FILTER.format(size=size), f="lavfi").output(
         str(out), vframes=1, pix_fmt="rgb24")
-    _run(stream, f"render the {size}x{size} source")
+    _run(stream, f"render the {size}x{size} source", warn)
     record = {"source_image": None, "generated": f"ffmpeg -f lavfi -i {SOURCE_FILTER.format(size=size)}",
               "size": size, "conversions": []}
     _write_sidecar(out, record)
@@ -132,9 +153,13 @@ def inspect_source(user_image: str | Path) -> tuple[np.ndarray, dict[str, Any]]:
         problem = png_problem(blob)
         if problem:
             raise refuse(problem)
+    size = header_size(user_image)
+    if size:
+        refuse_too_large(user_image, *size)
     pixels = cv2.imread(str(user_image), cv2.IMREAD_UNCHANGED)
     if pixels is None or pixels.size == 0:
         raise refuse("OpenCV cannot decode this file (not a picture, or a truncated or corrupt one)")
+    refuse_too_large(user_image, pixels.shape[1], pixels.shape[0])
     if pixels.dtype not in BIT_DEPTHS:
         raise refuse(f"its samples are {pixels.dtype} ({pixels.dtype.itemsize * 8}-bit); "
                      "save it with 8- or 16-bit integer samples")
@@ -147,6 +172,20 @@ def inspect_source(user_image: str | Path) -> tuple[np.ndarray, dict[str, Any]]:
     original = {"width": int(pixels.shape[1]), "height": int(pixels.shape[0]), "channels": channels,
                 "bit_depth": BIT_DEPTHS[pixels.dtype]}
     return pixels, original
+
+
+def refuse_too_large(user_image: Path, width: int, height: int) -> None:
+    """DataError for a picture whose square, the centre crop of its shorter side, ffmpeg cannot
+    scale to source_size: before it is decoded where its header says its size."""
+    edge = min(width, height)
+    if edge <= FFMPEG_MAX_EDGE:
+        return
+    square = " is" if width == height else f" is centre-cropped to {edge}x{edge},"
+    side = "a side" if width == height else "on its shorter side"
+    raise DataError(
+        f"config source_image: {user_image}: {width}x{height}{square} larger than ffmpeg scales (at most "
+        f"{FFMPEG_MAX_EDGE}x{FFMPEG_MAX_EDGE}); scale it down to at most {FFMPEG_MAX_EDGE} pixels {side}, "
+        "or set source_image: null to generate one")
 
 
 def to_square_rgb8(pixels: np.ndarray) -> tuple[np.ndarray, list[str]]:
@@ -186,10 +225,6 @@ def to_square_rgb8(pixels: np.ndarray) -> tuple[np.ndarray, list[str]]:
     return np.ascontiguousarray(pixels), conversions
 
 
-def warn_on_stderr(line: str) -> None:
-    print(line, file=sys.stderr)
-
-
 def import_source(user_image: str | Path, out: str | Path, size: int,
                   warn: Callable[[str], None] = warn_on_stderr) -> dict[str, Any]:
     """Bring the user's picture to a square 8-bit RGB PNG of ``size`` pixels.
@@ -219,7 +254,7 @@ def import_source(user_image: str | Path, out: str | Path, size: int,
                 raise DataError(f"could not write {normalised}")
             stream = ffmpeg.input(normalised).filter("scale", size, size, flags="bicubic").output(
                 str(out), vframes=1, pix_fmt="rgb24")
-            _run(stream, f"scale {user_image} to {size}x{size}")
+            _run(stream, f"scale {user_image} to {size}x{size}", warn)
         finally:
             Path(normalised).unlink(missing_ok=True)
     record = {
@@ -254,12 +289,11 @@ def check_source_image(user_image: str | Path, record: str | Path) -> None:
 
 
 def image_size(path: str | Path) -> tuple[int, int]:
-    """(width, height) of an image: from the PNG header when it is one, else decoded by OpenCV."""
+    """(width, height) of an image: from its header, else decoded by OpenCV."""
     path = Path(path)
-    with open(path, "rb") as handle:
-        head = handle.read(24)
-    if head.startswith(PNG_SIGNATURE) and head[12:16] == b"IHDR":
-        return struct.unpack(">II", head[16:24])
+    size = header_size(path)
+    if size:
+        return size
     import cv2
 
     pixels = cv2.imread(str(path), cv2.IMREAD_UNCHANGED)
@@ -268,8 +302,9 @@ def image_size(path: str | Path) -> tuple[int, int]:
     return int(pixels.shape[1]), int(pixels.shape[0])
 
 
-def downscale(source: str | Path, out: str | Path, size: int) -> None:
-    """Scale the source to ``size`` x ``size`` (bicubic, as the seeds' ffmpeg -vf scale=...).
+def downscale(source: str | Path, out: str | Path, size: int, warn: Callable[[str], None] = warn_on_stderr) -> None:
+    """Scale the source to ``size`` x ``size`` (bicubic, as the seeds' ffmpeg -vf scale=...); ffmpeg's
+    output on failure goes to ``warn``.
 
     A size larger than the source is refused: it would invent pixels without saying so.
     """
@@ -282,4 +317,4 @@ def downscale(source: str | Path, out: str | Path, size: int) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     stream = ffmpeg.input(str(source)).filter("scale", size, size, flags="bicubic").output(
         str(out), vframes=1, pix_fmt="rgb24")
-    _run(stream, f"scale {source} to {size}x{size}")
+    _run(stream, f"scale {source} to {size}x{size}", warn)

@@ -9,6 +9,8 @@ from typing import Any
 import yaml
 
 from convlab.paths import SCHEMA_PATH
+from convlab.plan.configfile import read_config_file
+from convlab.plan.schemawords import error_message
 from convlab.plan.yamlfile import safe_load
 from convlab.status import ConfigError  # the status module's: the families raise it and never import this one
 
@@ -84,7 +86,7 @@ def validate_config(config: dict, source: str = "config", schema: dict | None = 
     errors = sorted(validator.iter_errors(filled), key=lambda e: list(e.absolute_path))
     if errors:
         # one line: the first problem with its key, then how many more (each named)
-        problems = [f"{_key_path(e)}: {e.message}" for e in errors]
+        problems = [f"{_key_path(e)}: {error_message(e)}" for e in errors]
         more = f" (and {len(problems) - 1} more: {'; '.join(problems[1:])})" if len(problems) > 1 else ""
         raise ConfigError(f"{source}: {problems[0]}{more}")
     return filled
@@ -92,12 +94,6 @@ def validate_config(config: dict, source: str = "config", schema: dict | None = 
 
 def load_config(path: str | Path, overrides: dict | None = None) -> dict:
     """Read a YAML config file, apply overrides (top-level merge), validate."""
-    path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"config file not found: {path}")
-    with open(path) as handle:
-        raw = safe_load(handle) or {}
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{path}: the top level must be a mapping of keys to values")
+    raw = read_config_file(path)
     raw.update(overrides or {})
     return validate_config(raw, source=str(path))

@@ -17,7 +17,7 @@ import yaml
 from convlab.paths import KERNELS_DIR, REPO_ROOT
 from convlab.plan.families import DEFAULT_FAMILY, FAMILIES
 from convlab.plan.launch import evaluate, holds
-from convlab.plan.yamlfile import safe_load
+from convlab.plan.yamlfile import safe_load, yaml_problem
 from convlab.status import UserError
 
 PACKAGE_DIR = Path(__file__).resolve().parents[1]  # workflow/convlab
@@ -57,18 +57,6 @@ def shown(path: Path) -> str:
         return str(path)
 
 
-def _yaml_problem(error: yaml.YAMLError) -> str:
-    """A YAML error in one line: what is wrong and where (1-based line and column)."""
-    if not isinstance(error, yaml.MarkedYAMLError) or error.problem_mark is None:
-        return " ".join(str(error).split())
-    mark = error.problem_mark
-    text = f"invalid YAML at line {mark.line + 1}, column {mark.column + 1}: {error.problem}"
-    if error.context:
-        where = error.context_mark
-        text += f" ({error.context}" + (f" from line {where.line + 1}" if where is not None else "") + ")"
-    return text
-
-
 def read_yaml_mapping(path: Path) -> dict[str, Any]:
     """A registry or description file's top-level mapping ({} for an empty file). Raises
     DescriptionError naming the file for one that is missing, unreadable, not YAML or not a mapping."""
@@ -80,7 +68,7 @@ def read_yaml_mapping(path: Path) -> dict[str, Any]:
     except (OSError, UnicodeDecodeError) as error:
         raise DescriptionError(f"{shown(path)}: cannot be read ({error})") from None
     except yaml.YAMLError as error:
-        raise DescriptionError(f"{shown(path)}: {_yaml_problem(error)}") from None
+        raise DescriptionError(f"{shown(path)}: {yaml_problem(error)}") from None
     if raw is None:
         return {}
     if not isinstance(raw, dict):

@@ -21,3 +21,15 @@ def safe_load(stream: str | bytes | IO) -> Any:
         except yaml.YAMLError:
             pass
     return yaml.load(text, Loader=yaml.SafeLoader)
+
+
+def yaml_problem(error: yaml.YAMLError) -> str:
+    """A YAML error in one line: what is wrong and where (1-based line and column)."""
+    if not isinstance(error, yaml.MarkedYAMLError) or error.problem_mark is None:
+        return " ".join(str(error).split())
+    mark = error.problem_mark
+    text = f"invalid YAML at line {mark.line + 1}, column {mark.column + 1}: {error.problem}"
+    if error.context:
+        where = error.context_mark
+        text += f" ({error.context}" + (f" from line {where.line + 1}" if where is not None else "") + ")"
+    return text

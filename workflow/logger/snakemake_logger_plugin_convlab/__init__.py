@@ -11,9 +11,12 @@ Snakemake adds its default one.
 
 from __future__ import annotations
 
+import datetime
+import logging
 import os
 import sys
 from logging import LogRecord
+from pathlib import Path
 
 from snakemake_interface_logger_plugins.base import LogHandlerBase
 
@@ -22,6 +25,31 @@ from .reporter import Reporter
 
 # How often the status line is redrawn with nothing else happening: its elapsed time moves on.
 TICK_S = 1.0
+# Snakemake's logger, to which it adds the handler of its complete log once the workflow is set up.
+SNAKEMAKE_LOGGER = "snakemake.logging"
+# Where Snakemake keeps its complete logs, relative to where it runs.
+LOG_FOLDER = Path(".snakemake") / "log"
+
+
+def complete_log() -> str | None:
+    """The path of Snakemake's complete log; None before it opens one (while it reads the command
+    line and the config files) and in a dry run."""
+    for handler in logging.getLogger(SNAKEMAKE_LOGGER).handlers:
+        if isinstance(handler, logging.FileHandler):
+            return handler.baseFilename
+    return None
+
+
+def keep_traceback(text: str) -> str | None:
+    """Writes a traceback that no complete log holds into a file of its own beside the complete
+    logs, named as Snakemake names them; where it is, or None where it cannot be written."""
+    path = LOG_FOLDER / (datetime.datetime.now().isoformat().replace(":", "") + ".traceback.log")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text.rstrip() + "\n")
+    except OSError:
+        return None
+    return str(path)
 
 
 def quiet_about_progress(quiet: object) -> bool:
@@ -46,7 +74,8 @@ class LogHandler(LogHandlerBase):
         else:
             display = PlainDisplay(write)
         show_progress = not quiet_about_progress(getattr(settings, "quiet", None))
-        self.reporter = Reporter(display, show_progress=show_progress, tick_s=TICK_S)
+        self.reporter = Reporter(display, show_progress=show_progress, tick_s=TICK_S, complete_log=complete_log,
+                                 keep=keep_traceback)
 
     def emit(self, record: LogRecord) -> None:
         if self.reporter is None:

@@ -39,17 +39,32 @@ EXCEPTION_HEADER = re.compile(r"\w+:")
 FAILED_COMMAND = re.compile(r"CalledProcessError in |returned non-zero exit status")
 # Snakemake's closing error that repeats "a job execution failed" once a job error was shown.
 JOBS_FAILED_SUMMARY = "At least one job did not complete successfully."
+# How Snakemake's message for an exception outside any rule starts (a missing module, a bad
+# command-line value, a bug): the cause is its last line.
+TRACEBACK = "Traceback (most recent call last):"
 
 
-def condensed(message: str) -> list[str]:
-    """A message in at most MESSAGE_LINES lines of at most LINE_CHARS characters."""
+def condensed(message: str, complete_log: bool = True) -> list[str]:
+    """A message in at most MESSAGE_LINES lines of at most LINE_CHARS characters, when the complete
+    log has it whole; else (Snakemake has not opened its log yet) the message whole."""
     lines = [line.rstrip() for line in message.splitlines() if line.strip()]
     if len(lines) > 1 and EXCEPTION_HEADER.fullmatch(lines[0]):
         lines = lines[1:]
+    if not complete_log:
+        return lines
     shown = [line if len(line) <= LINE_CHARS else line[:LINE_CHARS - 1] + "…" for line in lines[:MESSAGE_LINES]]
     if len(lines) > MESSAGE_LINES:
         shown.append(f"  ({len(lines) - MESSAGE_LINES} more lines in the complete log)")
     return shown
+
+
+def traceback_cause(message: str) -> str | None:
+    """A Python traceback's cause: its last line, the exception and what it says; None for a
+    message that is no traceback."""
+    lines = [line.strip() for line in message.splitlines() if line.strip()]
+    if not lines or not any(line.startswith(TRACEBACK) for line in lines):
+        return None
+    return lines[-1]
 
 
 def job_error_line(rule: str, logs: list[str]) -> str:
@@ -62,8 +77,14 @@ class Reporter:
     terminal a ticker thread also redraws the status line each second, for the elapsed time."""
 
     def __init__(self, display: Display, show_progress: bool = True, clock: Callable[[], float] = time.monotonic,
-                 tick_s: float | None = None) -> None:
+                 tick_s: float | None = None, complete_log: Callable[[], str | None] = lambda: None,
+                 keep: Callable[[str], str | None] = lambda text: None) -> None:
+        """``complete_log``: the path of Snakemake's complete log once it has opened one. ``keep``:
+        writes a traceback that no complete log holds to a file of its own, and says where (None
+        where it cannot)."""
         self.display = display
+        self.complete_log = complete_log
+        self.keep = keep
         self.show_progress = show_progress
         self.clock = clock
         self.tick_s = tick_s
@@ -110,8 +131,11 @@ class Reporter:
         if record.levelno >= logging.WARNING:
             if self.run and self.run.jobs_failed and message.strip() == JOBS_FAILED_SUMMARY:
                 return
+            if record.levelno >= logging.ERROR and self._traceback(message):
+                return
             whole = self.run is None and record.levelno < logging.ERROR
-            for line in message.rstrip().splitlines() if whole else condensed(message):
+            lines = message.rstrip().splitlines() if whole else condensed(message, bool(self.complete_log()))
+            for line in lines:
                 self.display.print(line)
         elif message.startswith(SHOWN_INFO) or (self.run is None and not message.startswith(STARTUP_NOTES)):
             self.display.print(message.rstrip())
@@ -153,8 +177,24 @@ class Reporter:
             return
         if self.run and self.run.jobs_failed and JOBS_FAILED_SUMMARY in message:
             return
-        for line in condensed(message):
+        if self._traceback(message):
+            return
+        for line in condensed(message, bool(self.complete_log())):
             self.display.print(line)
+
+    def _traceback(self, message: str) -> bool:
+        """A traceback is shown as its cause, one `error:` line that says where the traceback is:
+        the complete log, or before Snakemake opened it, a file of its own. Where neither can hold
+        it, it follows whole. False for a message that is no traceback."""
+        cause = traceback_cause(message)
+        if cause is None:
+            return False
+        where = self.complete_log() or self.keep(message)
+        self.display.print(f"error: {cause}" + (f" (its traceback: {where})" if where else ""))
+        if not where:
+            for line in message.rstrip().splitlines():
+                self.display.print(line)
+        return True
 
     # -- output --------------------------------------------------------------------------------
 

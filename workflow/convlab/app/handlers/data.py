@@ -12,10 +12,10 @@ def source(args: argparse.Namespace, console: Console) -> int:
     if args.user_image:
         data.import_source(args.user_image, args.out, args.size, warn=console.warn)
     else:
-        data.generate_source(args.out, args.size)
+        data.generate_source(args.out, args.size, warn=console.warn)
     return 0
 
 
 def downscale(args: argparse.Namespace, console: Console) -> int:
-    data.downscale(args.source, args.out, args.size)
+    data.downscale(args.source, args.out, args.size, warn=console.warn)
     return 0

@@ -1,0 +1,176 @@
+"""Every `convlab …` and `python -m convlab …` command that README.md, docs/*.md and kernels/README.md
+show runs as written, from a fresh venv set up with the README's install line, in a copy of the
+checkout with the results of two small cpu runs made by that venv's `snakemake`: the console script
+and `python -m convlab` both, without PYTHONPATH, running the copy's own code. A command that needs
+a GPU or cannot run here is listed below with the reason, and its --help runs instead (the
+subcommand exists in the installed command line)."""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from workflow_helpers import REPO, RESULTS, TINY, copy_repo, snakemake_env
+
+pytestmark = pytest.mark.pipeline
+
+PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md")), REPO / "kernels" / "README.md"]
+INSTALL = "python3 -m venv .venv && . .venv/bin/activate && pip install -r envs/requirements.txt"
+FENCE = re.compile(r"^```[^\n]*\n(.*?)^```", re.S | re.M)
+SPAN = re.compile(r"`([^`]+)`")
+COMMAND = re.compile(r"^(?:convlab|python3? -m convlab)(?:\s|$)")
+NAME = re.compile(r"^(?:convlab|python3? -m convlab)$")
+# A shell comment after a command in a code block.
+COMMENT = re.compile(r"\s+#\s.*$")
+
+GPU = "needs a CUDA GPU"
+# Commands not run as written, and why.
+AS_HELP = {
+    "convlab bench": f"the floor and SGEMM benchmark {GPU}",
+    "convlab bench --sizes 128 256 512 2048 4096": f"the floor and SGEMM benchmark {GPU}",
+    "convlab compile-kernels --config JSON --device LABEL --backend cuda --out FILE":
+        f"compiles the grid's CUDA kernels into a GPU worker ({GPU}); its arguments are placeholders",
+    "convlab run --kernel direct --size 1024 --stride 2 --block 16": f"--block is a CUDA launch's ({GPU})",
+    "convlab run --kernel direct --size 1024 --block 64": f"--block is a CUDA launch's ({GPU})",
+    "convlab run --kernel cudnn --size 4096 --plan best --out /tmp/row.csv": f"cuDNN's plans ({GPU})",
+    "convlab bench-pipeline": "two full runs of the default grid and a bare Snakemake's (long on the cpu backend); "
+                              "tests/test_bench_pipeline.py runs it on the tiny grid",
+    "convlab bench-pipeline --configfile config/tiny-cpu.yaml --cores 1":
+        "tests/test_bench_pipeline.py runs it (minutes: three runs of the pipeline)",
+    "convlab bench-pipeline --checkout ../old --out old.json -- --scheduler greedy":
+        "needs a second checkout at ../old; tests/test_bench_pipeline.py runs the command",
+    "convlab serve": "runs the measurement service in the foreground until it idles out",
+    "convlab run": "named in prose, without the arguments a run needs",
+}
+# The run id of the docs' example, which no run here has: the first run's id stands for it.
+EXAMPLE_RUN = "20261124T143012-3fa9"
+# Device folders the docs' compare names: the first run's summary is copied into the first, the
+# second run's into the second.
+EXAMPLE_DEVICES = ("h100-80gb-hbm3", "h200")
+# Exit statuses a command may end with: `--fail-on slower` exits 1 when a cell is SLOWER, which
+# noise between two cpu runs can make one (docs/history.md, "Exit codes of compare").
+FAIL_ON = {0, 1}
+
+
+def documented_commands() -> dict[str, list[str]]:
+    """Each command the pages show (in code blocks, and inline), and the pages that show it."""
+    found: dict[str, list[str]] = {}
+    for page in PAGES:
+        text = page.read_text(encoding="utf-8")
+        lines = [COMMENT.sub("", line.strip().removeprefix("$ ")) for block in FENCE.findall(text)
+                 for line in block.splitlines()]
+        spans = [" ".join(span.split()) for span in SPAN.findall(FENCE.sub("", text))]
+        for command in lines + spans:
+            if COMMAND.match(command):
+                found.setdefault(command, []).append(page.relative_to(REPO).as_posix())
+    return found
+
+
+DOCUMENTED = documented_commands()
+
+
+def help_form(command: str) -> str:
+    """The command's subcommand with --help (the command line's own --help for its bare name)."""
+    words = shlex.split(command.replace("…", ""))
+    prefix = 1 if words[0] == "convlab" else 3
+    sub = next((word for word in words[prefix:] if not word.startswith("-")), None)
+    return shlex.join(words[:prefix] + ([sub] if sub else []) + ["--help"])
+
+
+def how_run(command: str) -> tuple[str, str | None]:
+    """(what runs, why not the command as written; None when it is)."""
+    if NAME.match(command):
+        return f"{command} --help", None  # the command's name in prose
+    if "…" in command:
+        return help_form(command), None  # a command named in prose, its arguments elided
+    if command in AS_HELP:
+        return help_form(command), AS_HELP[command]
+    return command, None
+
+
+def other_spelling(command: str) -> str:
+    """`python -m convlab X` for `convlab X`, and the other way round."""
+    if command.startswith("convlab"):
+        return "python -m " + command
+    return re.sub(r"^python3? -m convlab", "convlab", command)
+
+
+@pytest.fixture(scope="module")
+def fresh(tmp_path_factory) -> tuple[Path, dict[str, str]]:
+    """A copy of the checkout, set up with the README's install line in a venv of its own, and the
+    environment of a shell in which that venv is activated: no PYTHONPATH, nothing of the venv
+    that runs the tests on PATH."""
+    repo = copy_repo(tmp_path_factory.mktemp("documented") / "repo")
+    env = snakemake_env(repo)
+    env.pop("PYTHONPATH", None)
+    env.pop("VIRTUAL_ENV", None)
+    env["PATH"] = os.pathsep.join(entry for entry in env["PATH"].split(os.pathsep)
+                                  if Path(entry or ".").resolve() != Path(sys.executable).parent.resolve())
+    assert INSTALL in (REPO / "README.md").read_text(encoding="utf-8")
+    installed = subprocess.run(["bash", "-c", INSTALL], cwd=repo, env=env, capture_output=True, text=True,
+                               timeout=1800)
+    assert installed.returncode == 0, installed.stdout[-3000:] + installed.stderr[-3000:]
+    venv = repo / ".venv"
+    env["VIRTUAL_ENV"] = str(venv)
+    env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env['PATH']}"
+    return repo, env
+
+
+def shell(command: str, repo: Path, env: dict[str, str], timeout: float = 900) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", "-c", command], cwd=repo, env=env, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def results(fresh) -> tuple[Path, dict[str, str], str]:
+    """Two runs of the tiny cpu grid by the fresh venv's snakemake (the second re-measures one
+    kernel's cells, so that the history holds @previous, and the two summaries differ); the first
+    run's id."""
+    repo, env = fresh
+    run = f"snakemake --cores 2 --configfile {TINY}"
+    for label, edit in zip(EXAMPLE_DEVICES, (False, True)):
+        if edit:
+            with open(repo / "kernels" / "direct.cu", "a") as source:
+                source.write("// an edit that changes no instruction\n")
+        done = shell(run, repo, env)
+        assert done.returncode == 0, done.stderr[-4000:]
+        (repo / "results" / label).mkdir()
+        shutil.copy(repo / RESULTS / "summary.csv", repo / "results" / label / "summary.csv")
+    with sqlite3.connect(repo / RESULTS / "history.sqlite") as database:
+        (first_run,) = database.execute("SELECT run_id FROM runs WHERE rows_added > 0 ORDER BY rowid").fetchone()
+    return repo, env, first_run
+
+
+def test_the_pages_show_commands_and_every_exception_is_one_of_them():
+    assert "convlab history" in DOCUMENTED and "convlab compare @previous @latest" in DOCUMENTED
+    assert sorted(set(AS_HELP) - set(DOCUMENTED)) == []
+
+
+def test_the_install_gives_this_checkouts_package_without_pythonpath(fresh):
+    repo, env = fresh
+    for where in ("import convlab; print(convlab.__file__)", "import convlab.paths as p; print(p.REPO_ROOT)"):
+        result = shell(f"python -c {shlex.quote(where)}", repo, env)
+        assert result.returncode == 0, result.stderr
+        assert Path(result.stdout.strip()).resolve().is_relative_to(repo.resolve()), result.stdout
+    assert shutil.which("convlab", path=env["PATH"]) == str(repo / ".venv" / "bin" / "convlab")
+
+
+@pytest.mark.parametrize("command", sorted(DOCUMENTED))
+def test_a_documented_command_runs_from_the_fresh_venv(results, command):
+    repo, env, first_run = results
+    runs, why = how_run(command.replace(EXAMPLE_RUN, first_run))
+    for spelling in (runs, other_spelling(runs)):
+        result = shell(spelling, repo, env)
+        shown = f"{spelling} ({why or 'as written'}, from {DOCUMENTED[command]}):\n{result.stdout[-2000:]}" \
+                f"\n{result.stderr[-2000:]}"
+        allowed = FAIL_ON if "--fail-on" in spelling else {0}
+        assert result.returncode in allowed, shown
+        assert "Traceback" not in result.stderr and "No module named" not in result.stderr, shown
+        assert result.stdout.strip(), shown
