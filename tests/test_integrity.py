@@ -12,6 +12,7 @@ import os
 import shutil
 import stat
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -231,26 +232,38 @@ def last_lines(logs: Path) -> set[str]:
 
 
 @pytest.mark.pipeline
-@pytest.mark.parametrize("module, function, kept", [
+@pytest.mark.parametrize("module, function, made", [
     ("app/data.py", "downscale", []),
     ("backends/cpu.py", "copy_bandwidth_gbps", []),
     ("run/celljob.py", "measure_job", []),
-    ("report/aggregate.py", "aggregate", [f"{RESULTS}/summary.csv", f"{RESULTS}/findings.html"]),
+    ("report/aggregate.py", "aggregate", [f"{RESULTS}/summary.csv"]),
     ("report/figures.py", "render_figures", [f"{RESULTS}/figures/time_vs_size.png", f"{RESULTS}/figures/status.png"]),
     ("report/findings.py", "write_findings", [f"{RESULTS}/findings.html"]),
 ])
-def test_a_failing_step_shows_its_error_line_and_keeps_the_previous_outputs(finished, module, function, kept):
-    before = {name: (finished / name).read_bytes() for name in kept}
+def test_a_failing_step_shows_its_error_line_and_leaves_nothing_stale(finished, module, function, made):
+    """The failing step's line is on the terminal, and nothing of it is kept as if up to date: each
+    of its outputs is gone or was left by a job the stopped run never started, and once the step
+    works again the next plain run makes them all again (with the code as it was before the failure,
+    so that only the stopped run says they are stale)."""
     logs = finished / "results"  # data logs are under results/logs/data, the rest under the label
     earlier = last_lines(logs)
-    inject_failure(finished, module, function)
+    source = finished / "workflow/convlab" / module
+    original = source.read_text()
+    inject_failure(finished, module, function)  # its code changed: the step runs again
+    started = time.time()
     run = snakemake(finished, 1, check=False)
     assert run.returncode != 0
     # the failing rule's log ends in its one error line, and the terminal shows that same line
     new = {line for line in last_lines(logs) - earlier if line.startswith("error:") and "injected failure" in line}
     assert new, run.stderr[-3000:]
     assert new & set(run.stderr.splitlines()), run.stderr[-3000:]
-    assert {name: (finished / name).read_bytes() for name in kept} == before
+    assert not [name for name in made if (finished / name).exists() and (finished / name).stat().st_mtime > started]
+    if made:
+        source.write_text(original)
+        repaired = time.time()
+        snakemake(finished, 1)
+        assert all((finished / name).stat().st_mtime > repaired for name in made)
+        assert "Nothing to be done" in snakemake(finished, 1, "--dry-run").stdout
 
 
 @pytest.mark.pipeline

@@ -6,7 +6,7 @@
 
 onsuccess:
     stop_measurement_service()
-    note_clean_run(REPORT_FINGERPRINT)
+    note_clean_run()
 
 
 onerror:

@@ -1,6 +1,5 @@
 # Configuration, backend and the cell grid. Everything here runs when the DAG is built.
 import functools
-import hashlib
 import json
 import os
 import shlex
@@ -253,14 +252,6 @@ def preflight():
             sys.exit(f"error: {problem}")
 
 
-def report_fingerprint():
-    """What shapes the report's jobs besides their inputs: the code, the config and the captions."""
-    texts = [json.dumps(CODE, sort_keys=True), json.dumps(config, sort_keys=True)]
-    captions = sorted((Path(workflow.basedir) / "workflow" / "report").glob("*.rst"))
-    texts += [path.read_text() for path in captions]
-    return hashlib.sha256("\x1f".join(texts).encode()).hexdigest()[:16]
-
-
 def lift_local_rate_limit():
     """A local run has no job-rate limit. Snakemake's limiter (default 100 jobs/s) ends each
     scheduling round by arming a timer that starts another round a second later, which arms
@@ -371,17 +362,13 @@ def final_outputs():
 # verdict's file, so that the verdict prints before anything is drawn; and a family's slice of the
 # summary waits for every cell (aggregate.smk), so that nothing is drawn while a cell is timed.
 # But Snakemake never checks on its own merits a job below an ancient() input of a job that must
-# run: an output left older than its inputs by a run that stopped, or whose params changed with
-# the code, would stay so. So unless this run follows one that ended cleanly with the same code,
-# captions and config (or starts from nothing), it re-makes the whole report stage: the slices
-# take REDRAWN, which is made again whenever REPORT_SUSPECT is newer.
+# run: an output that a run which stopped left older than its inputs would stay so. So a run that
+# does not follow one that ended cleanly (or start from nothing) re-makes the whole report stage:
+# the slices take REDRAWN, which is made again whenever REPORT_SUSPECT is newer.
 RECORDED = ancient(f"{RESULTS}/verdicts/latest.txt")
 REPORT_SUSPECT = ".snakemake/convlab-report-suspect"
 REDRAWN = "results/.report-redrawn"
-# read before any job runs: what the run ends noting, if it ends cleanly
-REPORT_FINGERPRINT = report_fingerprint()
 if workflow.is_main_process:
     mark_report_stage(
-        Path(REPORT_SUSPECT),
-        suspect=not follows_clean_run(REPORT_FINGERPRINT, os.path.exists(REDRAWN)),
+        Path(REPORT_SUSPECT), suspect=not follows_clean_run(os.path.exists(REDRAWN))
     )

@@ -186,7 +186,7 @@ def release_stale_lock(snakemake_dir: Path = Path(".snakemake"), dry_run: bool =
     return f"warning: a previous run (pid {owner.pid}) was killed; its lock on this folder was removed"
 
 
-# What the last run that ended cleanly left: the fingerprint of what shapes the report's jobs.
+# Left by the last run that ended with every job done.
 CLEAN_NAME = "convlab-clean.json"
 
 
@@ -195,20 +195,17 @@ def forget_clean_run(snakemake_dir: Path = Path(".snakemake")) -> None:
     (snakemake_dir / CLEAN_NAME).unlink(missing_ok=True)
 
 
-def note_clean_run(fingerprint: str, snakemake_dir: Path = Path(".snakemake")) -> None:
+def note_clean_run(snakemake_dir: Path = Path(".snakemake")) -> None:
     """The run ended with every job done: nothing it planned is left older than its inputs."""
-    write_text_atomically(snakemake_dir / CLEAN_NAME, json.dumps({"fingerprint": fingerprint}) + "\n")
+    write_text_atomically(snakemake_dir / CLEAN_NAME,
+                          json.dumps({"ended": dt.datetime.now().isoformat(timespec="seconds")}) + "\n")
 
 
-def follows_clean_run(fingerprint: str, made_before: bool, snakemake_dir: Path = Path(".snakemake")) -> bool:
-    """Whether this run follows a run that ended cleanly with the same ``fingerprint`` (or, with
-    nothing ``made_before``, starts from nothing): then no output can be older than its inputs
-    without a job of this run re-making those inputs."""
-    try:
-        noted = json.loads((snakemake_dir / CLEAN_NAME).read_text())["fingerprint"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return not made_before
-    return noted == fingerprint
+def follows_clean_run(made_before: bool, snakemake_dir: Path = Path(".snakemake")) -> bool:
+    """Whether this run follows one that ended cleanly (or, with nothing ``made_before``, starts
+    from nothing): then no output can be older than its inputs without a job of this run re-making
+    those inputs."""
+    return (snakemake_dir / CLEAN_NAME).is_file() or not made_before
 
 
 def mark_report_stage(suspect_file: Path, suspect: bool) -> None:
