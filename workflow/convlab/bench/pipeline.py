@@ -199,6 +199,8 @@ def benchmark_pipeline(checkout: Path, configfile: str, cores: int, extra: Seque
     (bare / "Snakefile").write_text(bare_snakefile(jobs))
     if (copy / "profiles").is_dir():  # the same default profile: logger plugin, rerun-incomplete
         shutil.copytree(copy / "profiles", bare / "profiles")
+        # which reads each --configfile with the package beside the Snakefile, installed or not
+        (bare / "workflow").symlink_to(copy / "workflow", target_is_directory=True)
     bare_options = ["--cores", str(cores), *extra]
     bare_run = timed_snakemake(bare, bare_options, logs / "bare.log")
     bare_noop = timed_snakemake(bare, bare_options, logs / "bare-noop.log")
