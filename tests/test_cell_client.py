@@ -20,13 +20,22 @@ from convlab.app import cellentry
 from convlab.app.commands import COMMANDS, TABLE
 from convlab.app.console import Console
 from convlab.app.service import client
-from convlab.app.service.identity import RUN_CODE_ENV
-from convlab.app.service.protocol import check_request, receive_message, send_message
+from convlab.app.service.protocol import check_request, receive_message, send_frame, send_message, text_reply
+from convlab.app.service.runsocket import HOLDS_FOR_ENV, RUN_CODE_ENV, SOCKET_ENV
 
 REPO = Path(__file__).resolve().parents[1]
 
-# Every module a cell job may import on its way to the service, by top-level name: the
-# interpreter's own start and `-m` (runpy) ...
+# The modules a cell job imports on its lean path, where the run named its service: the
+# interpreter's own start (without runpy: the rule starts it with -c), the socket's C module and
+# these of convlab.
+LEAN = {"_abc", "_codecs", "_collections_abc", "_frozen_importlib_external", "_io", "_signal", "_stat",
+        "abc", "codecs", "encodings", "genericpath", "io", "marshal", "os", "posix", "posixpath", "stat", "time",
+        "zipimport", "_socket", "__future__"}
+LEAN_CONVLAB = {"convlab", "convlab.app", "convlab.app.cellentry", "convlab.app.service",
+                "convlab.app.service.jobenv", "convlab.app.service.runsocket"}
+RULE_START = ("-c", "from convlab.app.cellentry import run; run()")
+# Every module a cell job may import on its way to the service where it finds the service itself,
+# by top-level name: the interpreter's own start and `-m` (runpy) ...
 STARTUP = {"__future__", "_abc", "_codecs", "_collections", "_collections_abc", "_frozen_importlib_external",
            "_functools", "_io", "_operator", "_signal", "_sre", "_stat", "abc", "codecs", "collections", "contextlib",
            "copyreg", "encodings", "enum", "errno", "functools", "genericpath", "importlib", "io", "itertools",
@@ -37,9 +46,8 @@ PROTOCOL = {"_json", "json", "_socket", "socket", "select", "selectors", "array"
 # ... the service's identity, hashed; the code's own hash comes from the run that started the job ...
 IDENTITY = {"_hashlib", "_blake2", "hashlib"}
 # ... and these of convlab.
-CONVLAB = {"convlab", "convlab.app", "convlab.app.cellentry", "convlab.app.console", "convlab.app.service",
-           "convlab.app.service.client", "convlab.app.service.identity", "convlab.app.service.protocol",
-           "convlab.measure", "convlab.measure.hostinfo"}
+CONVLAB = LEAN_CONVLAB | {"convlab.app.console", "convlab.app.service.client", "convlab.app.service.identity",
+                          "convlab.app.service.protocol", "convlab.measure", "convlab.measure.hostinfo"}
 
 
 class FakeService:
@@ -49,6 +57,7 @@ class FakeService:
 
     def __init__(self, path: Path, reply: dict | None = None, silent: bool = False) -> None:
         self.requests: list[dict] = []
+        self.path = path
         self.reply, self.silent, self.held = reply, silent, []
         self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.listener.bind(str(path))
@@ -61,17 +70,21 @@ class FakeService:
                 connection, _ = self.listener.accept()
             except OSError:
                 return
-            self.requests.append(receive_message(connection))
+            request = receive_message(connection)
+            self.requests.append(request)
             if self.silent:
                 self.held.append(connection)
                 continue
-            if self.reply is not None:
+            if self.reply is not None and request.get("reply") == "text":
+                send_frame(connection, text_reply(self.reply))
+            elif self.reply is not None:
                 send_message(connection, self.reply)
             connection.close()
 
     def close(self) -> None:
         for connection in [self.listener, *self.held]:
             connection.close()
+        self.path.unlink(missing_ok=True)
 
 
 @pytest.fixture
@@ -87,6 +100,14 @@ def fake_service(sandbox: ServiceSandbox, reply: dict | None = None, silent: boo
                             "print(service_paths().socket)"], env=sandbox.env, capture_output=True, text=True,
                            timeout=60, check=True)
     return FakeService(Path(found.stdout.strip()), reply, silent)
+
+
+def named_by_the_run(sandbox: ServiceSandbox, service: FakeService) -> dict[str, str]:
+    """The environment a run hands its jobs when it names their service (the fake one)."""
+    facts = subprocess.run([sys.executable, "-S", "-c", "import sys; from convlab.app.service.runsocket import "
+                            "facts; sys.stdout.write(facts(sys.executable))"], env=sandbox.env, capture_output=True,
+                           text=True, timeout=60, check=True).stdout
+    return {SOCKET_ENV: str(service.path), HOLDS_FOR_ENV: facts}
 
 
 def job(sandbox: ServiceSandbox, argv: list[str], *python: str, **env: str) -> subprocess.CompletedProcess:
@@ -118,6 +139,70 @@ def test_the_cell_job_imports_only_what_its_request_needs(sandbox, tmp_path):
     outside = sorted(m for m in modules if m not in CONVLAB and m.split(".")[0] not in STARTUP | PROTOCOL | IDENTITY)
     assert outside == []
     assert len(service.requests) == 1
+
+
+def test_where_the_run_named_its_service_the_job_imports_no_json_and_no_socket_module(sandbox, tmp_path):
+    sandbox.env[RUN_CODE_ENV] = "the-runs-hash"
+    service = fake_service(sandbox, {"ok": True, "line": "row.csv: ok 1.0 ms"})
+    result = job(sandbox, rule_line(sandbox, tmp_path / "row.csv"), "-X", "importtime", *RULE_START,
+                 **named_by_the_run(sandbox, service))
+    service.close()
+    assert (result.returncode, result.stdout) == (0, "row.csv: ok 1.0 ms\n"), result.stderr
+    modules = imported(result.stderr)
+    assert sorted(m for m in modules if m not in LEAN_CONVLAB and m.split(".")[0] not in LEAN) == []
+    (request,) = service.requests
+    assert check_request(request)["reply"] == "text"
+
+
+def test_the_lean_path_sends_what_the_full_client_sends_and_says_what_it_says(sandbox, tmp_path):
+    sandbox.env[RUN_CODE_ENV] = "the-runs-hash"
+    for reply, said in (({"ok": True, "line": "row.csv: ok 1.0 ms"}, (0, "row.csv: ok 1.0 ms\n", "")),
+                        ({"ok": False, "error": "refused: no such kernel"}, (2, "", "error: refused: no such kernel\n"))):
+        service = fake_service(sandbox, reply)
+        line = rule_line(sandbox, tmp_path / "row 'quoted\"\t\u00e9.csv")
+        lean = job(sandbox, line, *RULE_START, **named_by_the_run(sandbox, service), CONVLAB_RUN_ID="run-1")
+        full = job(sandbox, line, *RULE_START, CONVLAB_RUN_ID="run-1")
+        service.close()
+        assert (lean.returncode, lean.stdout, lean.stderr) == (full.returncode, full.stdout, full.stderr) == said
+        sent, by_full = ({k: v for k, v in check_request(r).items() if k not in ("client", "reply")}
+                         for r in service.requests)
+        assert sent == by_full
+        assert [r.get("reply") for r in service.requests] == ["text", None]
+        assert set(service.requests[0]["client"]) == set(service.requests[1]["client"])
+
+
+def test_a_socket_named_for_another_process_is_not_used(sandbox, tmp_path):
+    """A job with other facts than the run's (here another Slurm job) finds its service itself."""
+    named = fake_service(sandbox, {"ok": True, "line": "the run's service"})
+    env = named_by_the_run(sandbox, named)
+    sandbox.env["SLURM_JOB_ID"] = "99"
+    own = fake_service(sandbox, {"ok": True, "line": "row.csv: ok 1.0 ms"})
+    result = job(sandbox, rule_line(sandbox, tmp_path / "row.csv"), *RULE_START, **env)
+    named.close()
+    own.close()
+    assert (result.returncode, result.stdout) == (0, "row.csv: ok 1.0 ms\n"), result.stderr
+    assert (len(named.requests), len(own.requests)) == (0, 1)
+
+
+def test_a_service_that_dies_on_the_lean_path_gets_the_cell_once_more_from_the_full_client(sandbox, tmp_path):
+    service = fake_service(sandbox)  # hangs up on every request
+    result = job(sandbox, rule_line(sandbox, tmp_path / "row.csv"), *RULE_START, **named_by_the_run(sandbox, service))
+    service.close()
+    assert result.returncode == 0, result.stderr
+    assert [r.get("reply") for r in service.requests] == ["text", None]
+    assert result.stderr.startswith("the measurement service went away during this cell")
+    assert read_row(tmp_path / "row.csv")["status"] == "error"
+
+
+def test_the_lean_json_writer_writes_what_json_reads():
+    import json
+
+    for value in ({"a": "x\u0000\u001f\"\\/\u2028é😀", "n": None, "i": -3, "f": 1e-7, "g": 1.5e16,
+                   "d": {"nested": "yes"}}, {}):
+        assert json.loads(cellentry.json_text(value)) == value
+    for bad in (float("inf"), float("nan"), True, [1]):
+        with pytest.raises(ValueError):
+            cellentry.json_text({"x": bad})
 
 
 def test_the_thin_entry_sends_the_request_the_whole_command_line_sends(sandbox, tmp_path):
@@ -228,7 +313,8 @@ def test_a_job_of_a_run_names_its_service_by_the_runs_code_hash(monkeypatch):
     """A run hashes the package once (export_service_settings) and its jobs take that hash rather
     than reading every module again; without it a process hashes the code itself."""
     from convlab.app.service.client import export_service_settings
-    from convlab.app.service.identity import RUN_CODE_ENV, code_fingerprint, current_identity
+    from convlab.app.service.identity import code_fingerprint, current_identity
+    from convlab.app.service.runsocket import RUN_CODE_ENV
 
     monkeypatch.setattr(os, "environ", {k: v for k, v in os.environ.items() if k != RUN_CODE_ENV})
     assert current_identity().code == code_fingerprint()

@@ -230,6 +230,25 @@ def test_an_idle_service_exits_and_a_dead_ones_socket_is_replaced(sandbox, tmp_p
     assert sandbox.run(sandbox.cell("direct"), tmp_path / "c.csv").returncode == 0
 
 
+def test_a_run_that_ends_leaves_its_service_resting_and_warm_for_the_next(sandbox, tmp_path, monkeypatch):
+    """The end of a run (end_of_run, through the socket the run named for its jobs) lets the
+    workers drop what they keep and keeps their processes; a failed run's end stops the service."""
+    from convlab.app.service.client import end_of_run
+    from convlab.app.service.runsocket import SOCKET_ENV
+
+    assert sandbox.run(sandbox.cell("direct"), tmp_path / "a.csv").returncode == 0
+    pid, worker = sandbox.info()["pid"], sandbox.status()["workers"][0]["pid"]
+    (socket_path,) = sandbox.runtime.glob("*.sock")
+    monkeypatch.setenv(SOCKET_ENV, str(socket_path))
+    assert exchange(socket_path, frame(b'{"op": "rest"}')) == {"ok": True, "pid": pid, "rested": 1}
+    end_of_run(failed=False)
+    assert (sandbox.info()["pid"], sandbox.status()["workers"][0]["pid"]) == (pid, worker)
+    assert sandbox.run(sandbox.cell("direct", stride=2), tmp_path / "b.csv").returncode == 0
+    assert sandbox.status()["workers"][0]["pid"] == worker  # the next run's cell: the same warm worker
+    end_of_run(failed=True)
+    assert wait_for_exit(pid, 30)
+
+
 def test_the_identity_separates_jobs_users_gpus_and_code(tmp_path):
     base = Identity(host="n1", uid=1000, python="/usr/bin/python3", repo="/lab", code="abc", gpus=("0: GPU-1",),
                     env=(("SLURM_JOB_ID", "1"),))

@@ -1,16 +1,17 @@
 # One job per cell. A cell's inputs are its image and its kernel's own files, and its
 # params are its full settings, so Snakemake re-runs exactly the cells a change touches.
 # The job is a thin client: the measurement service (convlab.app.service) measures the cell and
-# writes its row, and is asked to stop when the run ends.
+# writes its row. When the run ends, the service rests, warm for the next run until it idles out
+# (config service.idle_timeout_s); after a failed run it stops.
 
 
 onsuccess:
-    stop_measurement_service()
+    end_of_run(failed=False)
     note_clean_run()
 
 
 onerror:
-    stop_measurement_service()
+    end_of_run(failed=True)
 
 
 rule copy_bandwidth:
@@ -70,12 +71,12 @@ rule cell:
         measurement=1,
     params:
         code=CODE["measurement"],
-        runner=RUNNER,
+        client=CELL_CLIENT,
         spec=cell_spec,
         image=image_option,
         row_format=ROW_FORMAT,
     shell:
         logged(
-            "{params.runner} cell --spec {params.spec:q} {params.image} "
+            "{params.client} cell --spec {params.spec:q} {params.image} "
             "--bandwidth {input.bandwidth} --out {output.row}"
         )

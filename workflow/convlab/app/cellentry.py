@@ -1,24 +1,45 @@
-"""The cell job's own entry. The cell rule starts `python -S -m convlab cell --spec … [--image …]
---bandwidth … --out …` once per cell, hundreds of times a run, and the job only sends that cell to
-the measurement service: so its line is parsed here and sent with the modules one request needs
-(the socket, the protocol, the service's identity), never the command table, which imports
-argparse and every command's choices.
+"""The cell job's own entry. The cell rule starts it hundreds of times a run, as
 
-convlab.__main__ starts here. Any other line (another command, --help, a line the rule never
-writes) and CONVLAB_SERVICE=off go to the whole command line (convlab.app.cli), which parses them
-with the command table as always: its help, its usage errors, the cell measured in the job's own
-process.
+  python -S -c 'from convlab.app.cellentry import run; run()' cell --spec … [--image …] --bandwidth … --out …
+
+(`-c`, not `-m convlab`: runpy's own imports cost as much as the request), and the job only sends
+that cell to the measurement service. So its line is parsed here, never by the command table,
+which imports argparse and every command's choices.
+
+Its first path is lean. Where the run named its service for this process
+(convlab.app.service.runsocket), the request is written here and goes straight to that socket,
+and the service answers in text: the job imports only the interpreter's own modules and the
+socket's C module. Everything else goes to the full client (convlab.app.service.client), which
+finds the service by its identity, starts one, sends a cell the service dropped once more, or
+writes the error row, as it always has: no socket named for this process, none answering there,
+the service going away or not answering, a refusal in JSON.
+
+`python -m convlab` starts here too (convlab.__main__). Any other line (another command, --help, a
+line the rule never writes) and CONVLAB_SERVICE=off go to the whole command line
+(convlab.app.cli), which parses them with the command table as always.
 """
 
 from __future__ import annotations
 
-from convlab.app.console import Console
-from convlab.app.service.client import measure_through_service, service_on
+import _socket
+import os
+import sys
+import time
+
+from convlab.app.service.jobenv import ANSWER_GRACE_S, cell_timeout_s, job_start, service_on
+from convlab.app.service.runsocket import run_socket
 
 # The command this entry sends, and its options as the command table's entry of that name gives
 # them (a test holds both): each flag, and whether a cell line must give it.
 COMMAND = "cell"
 OPTIONS = {"--spec": True, "--image": False, "--bandwidth": False, "--out": True}
+# the protocol's framing (convlab.app.service.protocol): a 4-byte big-endian length, then the body
+HEADER_BYTES = 4
+MAX_MESSAGE = 1 << 20
+# JSON's escapes for a string: the quote, the backslash and the control characters
+JSON_ESCAPES = {**{code: f"\\u{code:04x}" for code in range(0x20)}, ord('"'): '\\"', ord("\\"): "\\\\"}
+# set by the run (common.smk) for its jobs, as convlab.app.service.client reads them
+RUN_FIELDS_ENV = {"git_commit": "CONVLAB_RUN_COMMIT", "run_id": "CONVLAB_RUN_ID"}
 
 
 def parse(argv: list[str]) -> dict[str, str] | None:
@@ -38,11 +59,124 @@ def parse(argv: list[str]) -> dict[str, str] | None:
     return options
 
 
+def json_text(value: object) -> str:
+    """``value`` (None, a string, a finite number, or a dict of them) as JSON text; ValueError for
+    anything else."""
+    if value is None:
+        return "null"
+    if isinstance(value, str):
+        return '"' + value.translate(JSON_ESCAPES) + '"'
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        text = repr(value)  # a finite number's repr is a JSON number
+        if text in ("inf", "-inf", "nan"):
+            raise ValueError(f"{text} is not a JSON number")
+        return text
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{json_text(str(key))}:{json_text(item)}" for key, item in value.items()) + "}"
+    raise ValueError(f"{type(value).__name__} is not written here")
+
+
+def _read_exactly(sock: _socket.socket, count: int) -> bytes:
+    chunks, remaining = [], count
+    while remaining:
+        chunk = sock.recv(min(remaining, 1 << 16))
+        if not chunk:
+            raise ConnectionError("connection closed mid-message")
+        chunks.append(chunk)
+        remaining -= len(chunk)
+    return b"".join(chunks)
+
+
+def _exchange(path: str, body: bytes, timeout_s: float) -> bytes | OSError | None:
+    """The service's answer to ``body``; None where no service answers at ``path`` (nothing was
+    sent); the error met once the request was on its way."""
+    sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+    try:
+        try:
+            sock.connect(path)
+        except OSError:
+            return None
+        sock.settimeout(timeout_s)
+        try:
+            sock.sendall(len(body).to_bytes(HEADER_BYTES, "big") + body)
+            length = int.from_bytes(_read_exactly(sock, HEADER_BYTES), "big")
+            if length > MAX_MESSAGE:
+                return ConnectionError(f"message of {length} bytes exceeds the limit of {MAX_MESSAGE}")
+            return _read_exactly(sock, length)
+        except OSError as error:  # TimeoutError and ConnectionError among them
+            return error
+    finally:
+        sock.close()
+
+
+def send_to_run_service(options: dict[str, str]) -> int:
+    """The cell job's lean path: its exit status, from the service the run named or else from the
+    full client."""
+    startup_ms, started_at = job_start()
+    path, spec = run_socket(sys.executable), options["--spec"]
+    if path is None or not (spec.startswith("{") and spec.endswith("}")):
+        return full_client(options)
+    timeout_s = cell_timeout_s()
+    request = {"op": "cell", "spec": spec, "timeout_s": timeout_s, "reply": "text"}
+    for name in ("image", "bandwidth", "out"):
+        value = options.get(f"--{name}")
+        request[name] = os.path.abspath(value) if value else None
+    for name, variable in RUN_FIELDS_ENV.items():
+        if os.environ.get(variable):
+            request[name] = os.environ[variable]
+    request["client"] = {"pid": os.getpid(), "started_at": started_at, "startup_ms": startup_ms,
+                         "sent_at": time.time()}
+    try:
+        body = json_text(request).encode()
+    except (ValueError, UnicodeEncodeError):  # a path the full client's encoder escapes instead
+        return full_client(options)
+    answer = _exchange(path, body, timeout_s + ANSWER_GRACE_S)
+    if answer is None or isinstance(answer, OSError):
+        return full_client(options, answer)
+    if answer.startswith(b"{"):  # a refusal before the request was read
+        return full_client(options, ConnectionError("the service refused the request"), refusal=answer)
+    kind, _, text = answer.decode(errors="replace").partition("\n")
+    if kind != "ok":
+        sys.stderr.write(f"error: {text}\n")
+        return 2
+    sys.stdout.write(f"{text}\n")
+    return 0
+
+
+def full_client(options: dict[str, str], failed: OSError | None = None, refusal: bytes | None = None) -> int:
+    """The cell sent by the full client, after what the lean path met (``failed``), or the JSON
+    ``refusal`` the service answered with, said as the full client says it."""
+    # here, not at the top: the lean path is what nearly every cell job takes
+    from convlab.app.console import Console
+    from convlab.app.service.client import measure_through_service
+
+    if refusal is not None:
+        import json
+
+        sys.stderr.write(f"error: {json.loads(refusal).get('error')}\n")
+        return 2
+    return measure_through_service(options["--spec"], options["--out"], options.get("--image"),
+                                   options.get("--bandwidth"), Console(), failed)
+
+
 def main(argv: list[str]) -> int | None:
     """Send the cell line ``argv`` to the measurement service: the job's exit status. None where
     the whole command line runs ``argv`` instead: any other line, or CONVLAB_SERVICE=off."""
     options = parse(argv)
     if options is None or not service_on():
         return None
-    return measure_through_service(options["--spec"], options["--out"], options.get("--image"),
-                                   options.get("--bandwidth"), Console())
+    return send_to_run_service(options)
+
+
+def run() -> None:
+    """The cell rule's start: its line follows `-c`."""
+    status = main(sys.argv[1:])
+    if status is None:
+        from convlab.app.cli import main as whole_command_line
+
+        sys.exit(whole_command_line(sys.argv[1:]))
+    # the job has said all it says: leave without the interpreter's teardown, which Snakemake's
+    # next job would wait for
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)

@@ -16,7 +16,7 @@ from convlab.app.command import JOB, call
 from convlab.app.commands import parse
 from convlab.app.console import Console
 from convlab.app.forward import forward as forward_to_service
-from convlab.app.service.client import service_on
+from convlab.app.service.jobenv import service_on
 
 
 def main(argv: list[str] | None = None, forward: bool = True) -> int:

@@ -36,6 +36,9 @@ class PictureCache:
             self._pictures[key] = picture
         return self._pictures[key]
 
+    def clear(self) -> None:
+        self._pictures.clear()
+
 
 # Off (capacity 0) in one-shot processes; a service worker turns it on.
 PICTURES = PictureCache()

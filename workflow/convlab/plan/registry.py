@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -291,13 +290,40 @@ def extra_kernel_dirs() -> tuple[Path, ...]:
 
 
 def load_registry(kernels_dir: Path = KERNELS_DIR) -> dict[str, KernelSpec]:
-    """The kernels of ``kernels_dir``, and of the folders CONVLAB_EXTRA_KERNELS names."""
-    return _load_registries((kernels_dir, *extra_kernel_dirs()))
+    """The kernels of ``kernels_dir``, and of the folders CONVLAB_EXTRA_KERNELS names. Read once
+    per process while its files stay as they were: a service warm across runs reads an edited
+    description again."""
+    folders = (kernels_dir, *extra_kernel_dirs())
+    kept = _LOADED.get(folders)
+    if kept is None or kept[1] != _stamps(kept[0]):
+        files = [folder / "registry.yaml" for folder in folders]
+        stamps = _stamps(files)  # before reading: an edit made meanwhile is read next time
+        registry, descriptions = _read_registries(folders)
+        files += descriptions
+        kept = (files, stamps + _stamps(descriptions), registry)
+        _LOADED[folders] = kept
+    return kept[2]
 
 
-@lru_cache(maxsize=8)
-def _load_registries(folders: tuple[Path, ...]) -> dict[str, KernelSpec]:
+# folders -> (the files read, their stamps, the registry they make)
+_LOADED: dict[tuple[Path, ...], tuple[list[Path], tuple, dict[str, KernelSpec]]] = {}
+
+
+def _stamps(files: list[Path]) -> tuple:
+    stamps = []
+    for path in files:
+        try:
+            info = path.stat()
+            stamps.append((info.st_mtime_ns, info.st_size, info.st_ino))
+        except OSError:
+            stamps.append(None)
+    return tuple(stamps)
+
+
+def _read_registries(folders: tuple[Path, ...]) -> tuple[dict[str, KernelSpec], list[Path]]:
+    """The registry of ``folders``, and the description files it read."""
     registry: dict[str, KernelSpec] = {}
+    descriptions: list[Path] = []
     for folder in folders:
         index = folder / "registry.yaml"
         entries = read_yaml_mapping(index).get("kernels") or {}
@@ -313,7 +339,8 @@ def _load_registries(folders: tuple[Path, ...]) -> dict[str, KernelSpec]:
                 raise DescriptionError(f"{shown(index)}: kernel {name!r} names {shown(folder / desc)}, "
                                        "which does not exist")
             registry[name] = _parse(name, folder / desc)
-    return registry
+            descriptions.append(folder / desc)
+    return registry, descriptions
 
 
 def get_kernel(name: str, kernels_dir: Path = KERNELS_DIR) -> KernelSpec:

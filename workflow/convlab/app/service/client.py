@@ -23,7 +23,6 @@ import time
 
 from convlab.app.console import Console
 from convlab.app.service.identity import (
-    RUN_CODE_ENV,
     Identity,
     RuntimeDirError,
     ServicePaths,
@@ -31,14 +30,20 @@ from convlab.app.service.identity import (
     current_identity,
     runtime_dir,
 )
+from convlab.app.service.jobenv import (
+    ANSWER_GRACE_S,
+    cell_timeout_s,
+    env_seconds,
+    job_start,
+)
 from convlab.app.service.protocol import ProtocolError, receive_message, send_message
+from convlab.app.service.runsocket import RUN_CODE_ENV, SOCKET_ENV, hand_to_jobs
 
 TYPE_CHECKING = False  # typing's flag, without importing typing
 if TYPE_CHECKING:
     import subprocess
     from typing import Any
 
-DEFAULT_CELL_TIMEOUT_S = 300.0
 # set by the run (workflow/rules/common.smk) for its jobs
 RUN_COMMIT_ENV = "CONVLAB_RUN_COMMIT"
 # The run's id, set once by the run the user started (its jobs inherit it): the service keeps each
@@ -46,8 +51,6 @@ RUN_COMMIT_ENV = "CONVLAB_RUN_COMMIT"
 RUN_ID_ENV = "CONVLAB_RUN_ID"
 DEFAULT_IDLE_TIMEOUT_S = 60.0
 START_TIMEOUT_S = 60.0
-# past the cell's own timeout: the service needs a moment to kill a hung worker and write its row
-ANSWER_GRACE_S = 30.0
 PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__file__)))))
 
 
@@ -55,45 +58,42 @@ class ServiceUnavailable(RuntimeError):
     """No service could be started or reached; the text says why and where its log is."""
 
 
-def service_on() -> bool:
-    """Whether jobs hand their commands to the measurement service (CONVLAB_SERVICE=off: each runs in its own
-    process)."""
-    return os.environ.get("CONVLAB_SERVICE", "on").strip().lower() != "off"
-
-
-def process_age_s() -> float | None:
-    """Seconds since this process started (Linux /proc), or None where unknown."""
-    try:
-        with open("/proc/self/stat") as handle:
-            start_ticks = int(handle.read().rsplit(")", 1)[1].split()[19])
-        with open("/proc/uptime") as handle:
-            uptime = float(handle.read().split()[0])
-        return uptime - start_ticks / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-def job_start() -> tuple[float, float]:
-    """(milliseconds since this process started, the epoch second it started): a cell job's `startup` phase, and
-    the start its ``job_ms`` counts from."""
-    startup_ms = (process_age_s() or 0.0) * 1e3
-    return startup_ms, time.time() - startup_ms / 1e3
-
-
-def env_seconds(name: str, default: float) -> float:
-    try:
-        value = float(os.environ.get(name, default))
-    except ValueError:
-        return default
-    return value if value > 0 else default
-
-
 def export_service_settings(cell_timeout_s: float, idle_timeout_s: float) -> None:
-    """Hand the config's timeouts and the code's hash to the jobs this process starts (Snakemake's
-    jobs inherit its environment, on a cluster node too, where the workflow is read again)."""
+    """Hand the config's timeouts, the code's hash and the service's socket to the jobs this process
+    starts (Snakemake's jobs inherit its environment, on a cluster node too, where the workflow is
+    read again and names the node's own)."""
     os.environ["CONVLAB_CELL_TIMEOUT_S"] = f"{cell_timeout_s:g}"
     os.environ["CONVLAB_SERVICE_IDLE_S"] = f"{idle_timeout_s:g}"
     os.environ[RUN_CODE_ENV] = code_fingerprint()
+    # here, not at the top: only the run calls this, and every cell job that falls back to this
+    # module would pay for shutil's imports
+    import shutil
+
+    # the interpreter a job's `python` is: the identity names it
+    python = shutil.which("python") or sys.executable
+    try:
+        hand_to_jobs(ServicePaths.for_key(runtime_dir(), current_identity(python).key).socket, python)
+    except RuntimeDirError:
+        pass  # each job says so itself, with its one error line
+
+
+def end_of_run(failed: bool) -> None:
+    """At the end of a run, the service it named for its jobs rests: it lets go of what it keeps for
+    the next cell and stays warm for the next run until it idles out. After a failed run it stops
+    instead (its cells in flight finish first; nothing waits for it here)."""
+    path = os.environ.get(SOCKET_ENV)
+    if not path:
+        return
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.settimeout(60)
+    try:
+        sock.connect(path)
+        send_message(sock, {"op": "stop" if failed else "rest"})
+        receive_message(sock)
+    except (OSError, ProtocolError):
+        pass  # none runs there (the run measured nothing), or it is gone already
+    finally:
+        sock.close()
 
 
 def run_fields() -> dict[str, str]:
@@ -233,9 +233,11 @@ def _write_own_row(spec_text: str, out: str, reason: str, started_at: float) -> 
     return f"{out}: error {reason}"
 
 
-def measure_through_service(spec: str, out: str, image: str | None, bandwidth: str | None, console: Console) -> int:
+def measure_through_service(spec: str, out: str, image: str | None, bandwidth: str | None, console: Console,
+                            failed: OSError | None = None) -> int:
     """The cell job: one status line on stdout and exit 0 once the row is written; one error line
-    on stderr and exit 2 when the cell could not be asked for (bad spec, no backend)."""
+    on stderr and exit 2 when the cell could not be asked for (bad spec, no backend). ``failed``:
+    what the cell's first request met, where the job's lean path (convlab.app.cellentry) sent it."""
     startup_ms, started_at = job_start()
     try:
         json.loads(spec)
@@ -246,7 +248,7 @@ def measure_through_service(spec: str, out: str, image: str | None, bandwidth: s
     except RuntimeDirError as error:
         console.warn(f"error: {error}")
         return 2
-    timeout_s = env_seconds("CONVLAB_CELL_TIMEOUT_S", DEFAULT_CELL_TIMEOUT_S)
+    timeout_s = cell_timeout_s()
     absolute = {name: (os.path.abspath(value) if value else None)
                 for name, value in (("image", image), ("bandwidth", bandwidth), ("out", out))}
     client = {"pid": os.getpid(), "started_at": started_at, "startup_ms": startup_ms}
@@ -254,6 +256,8 @@ def measure_through_service(spec: str, out: str, image: str | None, bandwidth: s
         request = {"op": "cell", "spec": spec, "timeout_s": timeout_s, **absolute, **run_fields(),
                    "client": {**client, "sent_at": time.time()}}
         try:
+            if attempt == 1 and failed is not None:
+                raise failed
             response = ask(paths, request, timeout_s + ANSWER_GRACE_S)
         except ServiceUnavailable as error:
             console.warn(f"error: {error}")

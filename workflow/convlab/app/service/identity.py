@@ -14,25 +14,16 @@ import stat
 import sys
 from collections import namedtuple
 
+from convlab.app.service.runsocket import IDENTITY_ENV, RUN_CODE_ENV
 from convlab.measure.hostinfo import host_gpus, host_name
 
 # Plain paths, not pathlib's, in this module and the client: every cell job reads its identity,
 # and importing pathlib is a good part of a job's start.
 PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__file__))))  # workflow/convlab
-# Environment that changes what a worker computes or which code it runs. The service's settings
-# (idle and cell timeouts) are not here: they do not change a measurement.
-# PYTHONPATH is not here: the interpreter, the checkout and the code's hash already say what runs.
-IDENTITY_ENV = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "SLURM_JOB_ID", "SLURM_STEP_ID", "CUPY_TF32",
-                "CUPY_CACHE_DIR", "CONVLAB_EXTRA_KERNELS", "CONVLAB_GIT_COMMIT")
 
 
 class RuntimeDirError(RuntimeError):
     """The directory for the service's socket is missing, not ours, or open to others."""
-
-
-# The code's hash as the run that starts the jobs computed it once (run_code_fingerprint): a cell
-# job would otherwise read and hash every module of the package to find its service.
-RUN_CODE_ENV = "CONVLAB_RUN_CODE"
 
 
 def code_fingerprint(package_dir: str = PACKAGE_DIR) -> str:
@@ -73,9 +64,10 @@ class Identity(namedtuple("Identity", "host uid python repo code gpus env")):
                 "gpus": list(self.gpus), "env": dict(self.env)}
 
 
-def current_identity() -> Identity:
+def current_identity(python: str | None = None) -> Identity:
+    """This process's identity; ``python``: that of a process this one starts with that interpreter."""
     return Identity(
-        host=host_name(), uid=os.getuid(), python=sys.executable, repo=os.path.dirname(os.path.dirname(PACKAGE_DIR)),
+        host=host_name(), uid=os.getuid(), python=python or sys.executable, repo=os.path.dirname(os.path.dirname(PACKAGE_DIR)),
         code=run_code_fingerprint(), gpus=tuple(host_gpus()),
         env=tuple((name, os.environ[name]) for name in IDENTITY_ENV if name in os.environ),
     )

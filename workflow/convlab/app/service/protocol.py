@@ -2,14 +2,20 @@
 
 Requests:
   {"op": "cell", "spec": <cell JSON text>, "image": path|null, "bandwidth": path|null, "out": path,
-   "timeout_s": number, "client": {"pid": int, "started_at": epoch s, "startup_ms": ms, "sent_at": epoch s}}
+   "timeout_s": number, "client": {"pid": int, "started_at": epoch s, "startup_ms": ms, "sent_at": epoch s},
+   "reply": "json"|"text"}
   {"op": "run", "argv": [...], "cwd": path, "pool": "tools"|"cuda"|"cpu", "timeout_s": number}
       -> any other command a rule runs (python -m convlab <argv>), in a warm worker:
          {"ok": true, "exit_code": int, "stdout": str, "stderr": str}
   {"op": "ping"}  -> who the service is, its workers
+  {"op": "rest"}  -> the end of a run: its workers let go of what they keep for the next cell
+                     (operands, pictures, pooled memory) and stay warm for the next run
   {"op": "stop"}  -> the service finishes the cells in flight and exits
 
-Responses: {"ok": true, ...} or {"ok": false, "error": "<one line>"}.
+Responses: {"ok": true, ...} or {"ok": false, "error": "<one line>"}. A cell request with
+"reply": "text" is answered with the text "ok\n<status line>" or "error\n<one line>" instead (a
+refusal before the request is read is JSON still): the cell job then needs no JSON decoder, whose
+import is a good part of its start.
 """
 
 from __future__ import annotations
@@ -26,14 +32,16 @@ MAX_MESSAGE = 1 << 20  # a cell spec is about 1 KiB
 HEADER = struct.Struct(">I")
 REQUEST_FIELDS = {
     "cell": {"op": str, "spec": str, "image": (str, type(None)), "bandwidth": (str, type(None)), "out": str,
-             "timeout_s": (int, float), "client": dict, "git_commit": str, "run_id": str},
+             "timeout_s": (int, float), "client": dict, "git_commit": str, "run_id": str, "reply": str},
     "run": {"op": str, "argv": list, "cwd": str, "pool": str, "timeout_s": (int, float)},
     "ping": {"op": str},
+    "rest": {"op": str},
     "stop": {"op": str},
 }
 REQUIRED = {"cell": {"op", "spec", "out", "client"}, "run": {"op", "argv", "cwd", "pool"}, "ping": {"op"},
-            "stop": {"op"}}
+            "rest": {"op"}, "stop": {"op"}}
 POOLS = ("cuda", "cpu", "tools")
+REPLIES = ("json", "text")
 CLIENT_FIELDS = {"pid", "started_at", "startup_ms", "sent_at"}
 
 
@@ -42,10 +50,21 @@ class ProtocolError(ValueError):
 
 
 def send_message(sock: socket.socket, message: dict[str, Any]) -> None:
-    body = json.dumps(message, separators=(",", ":")).encode()
+    send_frame(sock, json.dumps(message, separators=(",", ":")).encode())
+
+
+def send_frame(sock: socket.socket, body: bytes) -> None:
+    """One message's bytes, framed."""
     if len(body) > MAX_MESSAGE:
         raise ProtocolError(f"message of {len(body)} bytes exceeds the limit of {MAX_MESSAGE}")
     sock.sendall(HEADER.pack(len(body)) + body)
+
+
+def text_reply(response: dict[str, Any]) -> bytes:
+    """A cell's response as the text a "reply": "text" request gets."""
+    if response.get("ok"):
+        return f"ok\n{response['line']}".encode()
+    return f"error\n{response.get('error')}".encode()
 
 
 def _read_exactly(sock: socket.socket, count: int) -> bytes:
@@ -102,6 +121,8 @@ def check_request(message: dict[str, Any]) -> dict[str, Any]:
             raise ProtocolError("client fields are numbers")
         if message.get("timeout_s", 1) <= 0:
             raise ProtocolError("timeout_s must be positive")
+        if message.get("reply", "json") not in REPLIES:
+            raise ProtocolError(f"unknown reply {message['reply']!r} (known: {', '.join(REPLIES)})")
     return message
 
 

@@ -29,7 +29,9 @@ from convlab.app.service.protocol import (
     check_request,
     error_response,
     receive_message,
+    send_frame,
     send_message,
+    text_reply,
 )
 from convlab.app.service.workers import WorkerGone, WorkerPool, WorkerTimeout
 from convlab.measure.provenance import read_git_commit
@@ -194,7 +196,11 @@ class MeasurementService:
                     send_message(connection, error_response(f"refused: {error}"))
                     return
                 connection.settimeout(None)  # a cell may take as long as its own timeout allows
-                send_message(connection, self._answer(request, connection))
+                answer = self._answer(request, connection)
+                if request.get("reply") == "text":
+                    send_frame(connection, text_reply(answer))
+                else:
+                    send_message(connection, answer)
             except (ConnectionError, TimeoutError, OSError):
                 return  # the client went away; a cell it asked for still wrote its row
 
@@ -203,6 +209,9 @@ class MeasurementService:
         if op == "ping":
             return {"ok": True, "pid": os.getpid(), "identity": self.identity.describe(),
                     "workers": [w for pool in self.pools.values() for w in pool.describe()]}
+        if op == "rest":
+            rested = sum(self.pools[name].rest() for name in ("cuda", "cpu"))
+            return {"ok": True, "pid": os.getpid(), "rested": rested}
         if op == "stop":
             self.request_stop()
             return {"ok": True, "pid": os.getpid()}

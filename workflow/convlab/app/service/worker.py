@@ -11,6 +11,9 @@ Any other command (``run`` jobs) it parses with the command table and calls its 
 console that collects what it says: the reply carries its exit code and output. It never changes
 its directory: the command's path arguments are taken relative to the job's (in_directory).
 
+Between runs the service lets it rest (``rest`` jobs): it drops what it keeps for the next cell and
+stays warm.
+
 Talks to the service over its standard input (one JSON job per line) and a private copy of its
 standard output (one JSON reply per line); anything a library prints goes to the service log.
 A sticky device error ends the worker after its row is written: the service starts a fresh one.
@@ -148,6 +151,17 @@ def measure_one(job: dict[str, Any], backend: Backend) -> dict[str, Any]:
             "service_ms": row.get("service_ms"), "exit": fault is not None, "fault": fault}
 
 
+def rest(backend: Backend | None) -> dict[str, Any]:
+    """Between runs: let go of what is kept for the next cell (the problems' operands, device inputs
+    and references, the decoded pictures, the pooled device memory), keeping the process, its
+    context and its compiled modules warm for the next run."""
+    problemcache.PROBLEMS.clear()
+    pictures.PICTURES.clear()
+    if backend is not None:
+        backend.release_memory()
+    return {"ok": True}
+
+
 def serve_jobs(backend_name: str, gpu_index: int, jobs: TextIO, replies: TextIO) -> int:
     if backend_name != "tools":
         measurement_version(backend_name)  # rows name the code this worker loaded, not a later edit
@@ -167,7 +181,9 @@ def serve_jobs(backend_name: str, gpu_index: int, jobs: TextIO, replies: TextIO)
                      "devices": devices})
     for line in jobs:
         job = json.loads(line)
-        if "run" in job:
+        if "rest" in job:
+            _reply(replies, rest(backend))
+        elif "run" in job:
             _reply(replies, run_command(job["run"]["argv"], job["run"]["cwd"]))
             if backend is not None:
                 backend.release_memory()

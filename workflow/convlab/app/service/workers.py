@@ -20,6 +20,7 @@ from typing import Any
 
 PACKAGE_PARENT = Path(__file__).resolve().parents[3]  # workflow/, so `-m convlab...` finds this checkout
 HELLO_TIMEOUT_S = 300.0  # a cold CUDA context and cuDNN load take seconds, not minutes
+REST_TIMEOUT_S = 30.0  # dropping kept arrays and freeing pools
 
 
 class WorkerGone(RuntimeError):
@@ -112,6 +113,25 @@ class Worker:
         if self.alive():
             self.process.kill()
         self.process.wait()
+
+    def rest(self) -> int:
+        """Each free worker lets go of what it keeps for the next cell and stays warm (a busy one is
+        measuring: not at rest anyway): how many did."""
+        taken: list[Worker] = []
+        while True:
+            try:
+                taken.append(self._free.get_nowait())
+            except queue.Empty:
+                break
+        rested = 0
+        for worker in taken:
+            try:
+                rested += bool(worker.run({"rest": True}, REST_TIMEOUT_S).get("ok"))
+            except (WorkerGone, WorkerTimeout):
+                pass  # release() replaces a worker that is gone
+            finally:
+                self.release(worker)
+        return rested
 
     def stop(self) -> None:
         """End of service: close its input so it leaves after the cell in hand, else kill it."""
@@ -217,6 +237,25 @@ class WorkerPool:
                 return  # self.error says why; cells that wait for this device are answered with it
             worker = replacement
         self._free.put(worker)
+
+    def rest(self) -> int:
+        """Each free worker lets go of what it keeps for the next cell and stays warm (a busy one is
+        measuring: not at rest anyway): how many did."""
+        taken: list[Worker] = []
+        while True:
+            try:
+                taken.append(self._free.get_nowait())
+            except queue.Empty:
+                break
+        rested = 0
+        for worker in taken:
+            try:
+                rested += bool(worker.run({"rest": True}, REST_TIMEOUT_S).get("ok"))
+            except (WorkerGone, WorkerTimeout):
+                pass  # release() replaces a worker that is gone
+            finally:
+                self.release(worker)
+        return rested
 
     def stop(self) -> None:
         for worker in list(self._workers.values()):

@@ -1,0 +1,49 @@
+"""What a cell job reads from its own process and environment (standard library only: every cell job
+imports this module before it sends its cell)."""
+
+from __future__ import annotations
+
+import os
+import time
+
+DEFAULT_CELL_TIMEOUT_S = 300.0
+# past the cell's own timeout: the service needs a moment to kill a hung worker and write its row
+ANSWER_GRACE_S = 30.0
+
+
+def service_on() -> bool:
+    """Whether jobs hand their commands to the measurement service (CONVLAB_SERVICE=off: each runs in its own
+    process)."""
+    return os.environ.get("CONVLAB_SERVICE", "on").strip().lower() != "off"
+
+
+def process_age_s() -> float | None:
+    """Seconds since this process started (Linux /proc), or None where unknown."""
+    try:
+        with open("/proc/self/stat") as handle:
+            start_ticks = int(handle.read().rsplit(")", 1)[1].split()[19])
+        with open("/proc/uptime") as handle:
+            uptime = float(handle.read().split()[0])
+        return uptime - start_ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def job_start() -> tuple[float, float]:
+    """(milliseconds since this process started, the epoch second it started): a cell job's `startup` phase, and
+    the start its ``job_ms`` counts from."""
+    startup_ms = (process_age_s() or 0.0) * 1e3
+    return startup_ms, time.time() - startup_ms / 1e3
+
+
+def env_seconds(name: str, default: float) -> float:
+    try:
+        value = float(os.environ.get(name, default))
+    except ValueError:
+        return default
+    return value if value > 0 else default
+
+
+def cell_timeout_s() -> float:
+    """The cell's timeout, as the run set it for its jobs."""
+    return env_seconds("CONVLAB_CELL_TIMEOUT_S", DEFAULT_CELL_TIMEOUT_S)
