@@ -42,8 +42,9 @@ def record(results_dir, cells, device, **options):
 
 
 def write_rows(cells, ms: float, iqr_fraction: float = 0.01, status: str = "ok", uuid: str = "GPU-a",
-               commit: str = "c0ffee") -> None:
-    """The rows of ``cells`` as the jobs of a new run place them."""
+               commit: str = "c0ffee", backend: str = "cuda") -> None:
+    """The rows of ``cells`` as the jobs of a new run place them (measured on a GPU, unless
+    ``backend`` says otherwise)."""
     RUNS["latest"] = f"20261124T1000{len(RUNS):02d}-run"
     RUNS[RUNS["latest"]] = ""
     for index, cell in enumerate(cells):
@@ -51,7 +52,7 @@ def write_rows(cells, ms: float, iqr_fraction: float = 0.01, status: str = "ok",
         measured = {"kernel_ms": kernel_ms, "kernel_ms_iqr": kernel_ms * iqr_fraction, "reps": 20,
                     "max_rel_err": 1e-7, "tolerance": 1e-4, "flops": 1000, "gflops": 1.0, "device": "cpu",
                     "started_at": f"2026-11-24T10:00:{index:02d}", "finished_at": f"2026-11-24T10:00:{index + 1:02d}"}
-        values = {"experiment": cell.experiment, "kernel": cell.kernel, "variant": cell.variant, "backend": "cpu",
+        values = {"experiment": cell.experiment, "kernel": cell.kernel, "variant": cell.variant, "backend": backend,
                   "size": cell.size, "stride": cell.stride, "filter_size": cell.filter_size, "batch": cell.batch,
                   "padding": cell.padding, "status": status, "git_commit": commit, "code_version": "abc", "gpu_uuid": uuid,
                   **(measured if status == "ok" else {"reason": "planted"})}

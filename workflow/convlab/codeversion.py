@@ -72,10 +72,22 @@ def role_files(role: str) -> list[Path]:
 def fingerprint(files: list[Path], root: Path = PACKAGE_DIR) -> str:
     """A hash of the files' names (relative to ``root``) and bytes. A missing file hashes as
     missing, so deleting a module changes the hash too."""
+    return fingerprint_contents(file_contents(files, root))
+
+
+def file_contents(files: list[Path], root: Path = PACKAGE_DIR) -> list[tuple[str, bytes | None]]:
+    """Each file's name relative to ``root`` and its bytes (None: missing), in the order the
+    fingerprint takes them."""
+    return [(str(path.relative_to(root)), path.read_bytes() if path.is_file() else None) for path in sorted(files)]
+
+
+def fingerprint_contents(contents: list[tuple[str, bytes | None]]) -> str:
+    """fingerprint() of files already read: so that a hash kept beside the bytes it was made from
+    is the hash of exactly those bytes."""
     digest = hashlib.sha256()
-    for path in sorted(files):
-        digest.update(str(path.relative_to(root)).encode() + b"\0")
-        digest.update(path.read_bytes() if path.is_file() else b"<missing>")
+    for name, data in contents:
+        digest.update(name.encode() + b"\0")
+        digest.update(b"<missing>" if data is None else data)
         digest.update(b"\0")
     return digest.hexdigest()[:12]
 

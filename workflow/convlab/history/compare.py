@@ -160,11 +160,13 @@ def _number(value: object) -> float:
 
 
 def verdict(a_ms: float, a_iqr: float, b_ms: float, b_iqr: float,
-            threshold: float = DEFAULT_THRESHOLD) -> tuple[str, float, float, float]:
+            threshold: float = DEFAULT_THRESHOLD, own_floor: bool = False) -> tuple[str, float, float, float]:
     """The verdict on one cell timed in both sets (see the module docstring), with the ratio B/A,
-    the floor applied and the combined noise (inf where a spread is unknown)."""
+    the floor applied and the combined noise (inf where a spread is unknown). ``own_floor``: the
+    threshold is the cell's own, learned from its history (convlab.history.noise), whatever its time."""
     ratio = b_ms / a_ms
-    floor = max(threshold, LAUNCH_BOUND_THRESHOLD) if min(a_ms, b_ms) < LAUNCH_BOUND_MS else threshold
+    launch_bound = min(a_ms, b_ms) < LAUNCH_BOUND_MS and not own_floor
+    floor = max(threshold, LAUNCH_BOUND_THRESHOLD) if launch_bound else threshold
     spreads = [iqr / ms for iqr, ms in ((a_iqr, a_ms), (b_iqr, b_ms))]
     noise = math.hypot(*spreads) if all(math.isfinite(s) and s >= 0 for s in spreads) else math.inf
     change = max(ratio, 1 / ratio) - 1

@@ -24,8 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from convlab.atomicfile import write_text_atomically
-from convlab.codeversion import fingerprint
+from convlab.codeversion import file_contents, fingerprint_contents
 from convlab.history import store
+from convlab.history.noise import cell_noise
 from convlab.history.verdicts import CSV_COLUMNS, CellVerdict, csv_records, judge, summary_lines
 from convlab.measure.row import COLUMNS, DamagedRow, OtherFormat, read_row_file
 from convlab.measure.rowjournal import FOLDER, UnrecordedRow, forget, new_run_id, unrecorded_rows
@@ -55,17 +56,24 @@ def config_hash(cell: Cell) -> str:
 
 
 class KernelHashes:
-    """The hash of each kernel's own files (.cu/.yaml, library wrapper or cpu twin), once each."""
+    """The hash of each kernel's own files (.cu/.yaml, library wrapper or cpu twin), once each, and
+    the bytes it was made from (``versions``), which the database keeps beside it."""
 
     def __init__(self) -> None:
         self.registry = load_registry()
         self.known: dict[tuple[str, str], str] = {}
+        self.versions: dict[str, list[tuple[str, bytes | None]]] = {}
 
     def __call__(self, kernel: str, backend: str) -> str:
         key = (kernel, backend)
         if key not in self.known:
             spec = self.registry.get(kernel)
-            self.known[key] = fingerprint(spec.files(backend), root=REPO_ROOT) if spec else ""
+            if spec is None:
+                self.known[key] = ""
+            else:
+                contents = file_contents(spec.files(backend), root=REPO_ROOT)
+                self.known[key] = fingerprint_contents(contents)
+                self.versions[self.known[key]] = contents
         return self.known[key]
 
 
@@ -189,21 +197,24 @@ def record(results_dir: str | Path, cells: list[Cell], device: str, run_id: str 
         measurements = [measurement_of(entry.cell, entry.row, entry.run_id or run_id,
                                        hashes(entry.cell.kernel, entry.cell.backend), inputs(entry.cell))
                         for entry in fresh]
-        previous = store.latest_ok(connection, [m["cell"] for m in measurements]) if connection else {}
+        history = store.ok_history(connection, [m["cell"] for m in measurements]) if connection else {}
         verdicts = []
         for entry, measurement in zip(fresh, measurements):
-            judged = judge(measurement, previous.get(measurement["cell"]))
+            earlier = history.setdefault(measurement["cell"], [])
+            judged = judge(measurement, earlier[-1] if earlier else None, cell_noise(earlier))
             measurement.update(verdict=judged.verdict, ratio=judged.ratio, previous=judged.previous_check,
                                changed=";".join(judged.changed))
             if measurement["status"] == "ok" and measurement["kernel_ms"]:
                 # a cell measured by several runs none of which recorded: each against the one before
-                previous[measurement["cell"]] = store.Measurement(
-                    **{name: measurement.get(name) for name in store.MEASUREMENT_COLUMNS})
+                earlier.append(store.Measurement(**{name: measurement.get(name) for name in store.MEASUREMENT_COLUMNS}))
             if entry.run_id == run_id:
                 verdicts.append(judged)
         if writable and connection is not None:
             try:
-                added = store.add_measurements(connection, socket.gethostname(), measurements) if measurements else 0
+                versions = {m["kernel_hash"]: hashes.versions[m["kernel_hash"]] for m in measurements
+                            if m["kernel_hash"] in hashes.versions}
+                added = (store.add_measurements(connection, socket.gethostname(), measurements, versions)
+                         if measurements else 0)
                 forget([link for entry in found.values() for link in entry.links] + unreadable)
             except store.HistoryUnavailable as error:
                 warnings.append(f"history not recorded: {path}: {error}; the rows wait in "

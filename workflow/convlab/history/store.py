@@ -69,6 +69,16 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE measurements ADD COLUMN input_hash TEXT;
     """,
+    # 2 -> 3: each kernel version's own files (its description, .cu, wrapper or twin), by the hash
+    # its measurements carry, so that a previous version can be read, compiled and run again
+    """
+    CREATE TABLE kernel_files (
+        kernel_hash TEXT NOT NULL,
+        path TEXT NOT NULL,
+        content BLOB,
+        PRIMARY KEY (kernel_hash, path)
+    );
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -236,25 +246,30 @@ def _select(where: str = "", order: str = RUN_ORDER) -> str:
     return f"SELECT {', '.join(MEASUREMENT_COLUMNS)} FROM measurements {where} ORDER BY {order}"
 
 
-def latest_ok(connection: sqlite3.Connection, cells: Iterable[str]) -> dict[str, Measurement]:
-    """Each cell's latest kept ``ok`` measurement with a time, where it has one."""
-    latest: dict[str, Measurement] = {}
-    wanted = list(cells)
+def ok_history(connection: sqlite3.Connection, cells: Iterable[str]) -> dict[str, list[Measurement]]:
+    """Each cell's kept ``ok`` measurements with a time, oldest first."""
+    history: dict[str, list[Measurement]] = {}
+    wanted = list(dict.fromkeys(cells))
     for start in range(0, len(wanted), 500):
         chunk = wanted[start:start + 500]
         marks = ",".join("?" * len(chunk))
         query = _select(f"WHERE status = 'ok' AND kernel_ms > 0 AND cell IN ({marks})")
         for record in connection.execute(query, chunk):
-            latest[record[2]] = _measurement(record)  # ordered by time: the last one wins
-    return latest
+            history.setdefault(record[2], []).append(_measurement(record))
+    return history
 
 
-def add_measurements(connection: sqlite3.Connection, host: str, measurements: list[Mapping[str, Any]]) -> int:
+def add_measurements(connection: sqlite3.Connection, host: str, measurements: list[Mapping[str, Any]],
+                     kernel_versions: Mapping[str, list[tuple[str, bytes | None]]] | None = None) -> int:
     """Add measurements, each under the run its ``run_id`` names (a run that measured it; the runs
-    oldest first), in one transaction: all of it or nothing (a full disk or a lost lock rolls it
-    back). Rows already kept are skipped. Returns the rows added."""
+    oldest first), and the files of each kernel version they name (``kernel_versions``: kernel hash
+    -> (path, bytes) pairs), in one transaction: all of it or nothing (a full disk or a lost lock
+    rolls it back). Rows and versions already kept are skipped. Returns the rows added."""
     try:
         with connection:
+            connection.executemany("INSERT OR IGNORE INTO kernel_files (kernel_hash, path, content) VALUES (?, ?, ?)",
+                                   [(kernel_hash, path, data) for kernel_hash, files in (kernel_versions or {}).items()
+                                    for path, data in files])
             known = known_checks(connection, [m["row_check"] for m in measurements])
             fresh = [m for m in measurements if m["row_check"] not in known]
             by_run: dict[str, list[Mapping[str, Any]]] = {}
@@ -296,3 +311,10 @@ def measurements(connection: sqlite3.Connection, kernel: str | None = None, cell
         values.extend(ids)
     where = ("WHERE " + " AND ".join(clauses)) if clauses else ""
     return [_measurement(r) for r in connection.execute(_select(where), values)]
+
+
+def kernel_version(connection: sqlite3.Connection, kernel_hash: str) -> list[tuple[str, bytes | None]]:
+    """The files kept for one kernel version, in the order its hash takes them (empty where none
+    are kept: a version recorded before the files were)."""
+    return list(connection.execute("SELECT path, content FROM kernel_files WHERE kernel_hash = ? ORDER BY rowid",
+                                   (kernel_hash,)))

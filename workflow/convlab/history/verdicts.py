@@ -4,17 +4,21 @@ run ends with.
 A cell's verdict is compare's rule (convlab.history.compare.verdict: SAME, FASTER, SLOWER or UNCLEAR,
 by the relative change against a floor and the two measurements' spreads) applied to its latest
 earlier ``ok`` measurement on the same device label; "new" where there is none, and the cell's
-status where the new measurement is not ``ok``.
+status where the new measurement is not ``ok``. The floor is the cell's own where its history
+holds enough reruns with nothing changed (convlab.history.noise), and a FASTER or SLOWER measured
+on a busy host is UNCLEAR (``unconfirmed`` says why).
 """
 
 from __future__ import annotations
 
+import json
 import math
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from convlab.history.compare import FASTER, SAME, SLOWER, UNCLEAR, verdict
+from convlab.history.noise import CellNoise, busy_host
 from convlab.history.store import Measurement
 
 NEW = "new"
@@ -43,6 +47,10 @@ class CellVerdict:
     ratio: float | None
     verdict: str
     changed: tuple[str, ...]
+    floor: float | None = None  # the cell's own floor, where its history gave one
+    low: float | None = None  # the ratio's interval, with the cell's own floor
+    high: float | None = None
+    unconfirmed: str | None = None  # why a FASTER/SLOWER is UNCLEAR: its host was busy
 
 
 def _number(value: object) -> float | None:
@@ -61,24 +69,45 @@ def what_changed(new: Mapping[str, object], previous: Measurement) -> tuple[str,
                  and str(new.get(field) or "") != str(getattr(previous, field) or ""))
 
 
-def judge(new: Mapping[str, object], previous: Measurement | None) -> CellVerdict:
-    """The verdict on one new measurement (a mapping with the store's measurement columns)."""
+def judge(new: Mapping[str, object], previous: Measurement | None, noise: CellNoise | None = None) -> CellVerdict:
+    """The verdict on one new measurement (a mapping with the store's measurement columns), with
+    the cell's learned ``noise`` where its history gave one."""
     ms, iqr = _number(new.get("kernel_ms")), _number(new.get("kernel_ms_iqr"))
     status = str(new.get("status") or "")
-    ratio = None
+    ratio = low = high = None
+    unconfirmed = None
     if status != "ok" or not ms or ms <= 0:
         word = status or "unknown"
     elif previous is None or not previous.kernel_ms:
         word = NEW
     else:
         previous_iqr = previous.kernel_ms_iqr if previous.kernel_ms_iqr is not None else math.nan
-        word, ratio, _, _ = verdict(previous.kernel_ms, previous_iqr, ms, iqr if iqr is not None else math.nan)
+        iqr = iqr if iqr is not None else math.nan
+        if noise is None:
+            word, ratio, _, _ = verdict(previous.kernel_ms, previous_iqr, ms, iqr)
+        else:
+            word, ratio, _, _ = verdict(previous.kernel_ms, previous_iqr, ms, iqr, noise.floor, own_floor=True)
+            low, high = noise.interval(ratio)
+        if word in (FASTER, SLOWER):
+            unconfirmed = busy_host(_row(new))
+            if unconfirmed:
+                word = UNCLEAR
     return CellVerdict(
         cell=str(new["cell"]), experiment=str(new.get("experiment") or ""), kernel=str(new.get("kernel") or ""),
         variant=str(new.get("variant") or ""), status=status, kernel_ms=ms,
         previous_ms=previous.kernel_ms if previous else None, previous_run=previous.run_id if previous else None,
         previous_check=previous.row_check if previous else None, ratio=ratio, verdict=word,
-        changed=what_changed(new, previous) if previous else ())
+        changed=what_changed(new, previous) if previous else (), floor=noise.floor if noise and ratio else None,
+        low=low, high=high, unconfirmed=unconfirmed)
+
+
+def _row(new: Mapping[str, object]) -> Mapping[str, object]:
+    row = new.get("row_json")
+    try:
+        values = json.loads(row) if isinstance(row, str) else {}
+    except ValueError:
+        return {}
+    return values if isinstance(values, dict) else {}
 
 
 def geomean(values: Iterable[float]) -> float:
@@ -93,12 +122,24 @@ def _kernel_line(kernel: str, verdicts: list[CellVerdict], width: int) -> str:
     ratios = [v.ratio for v in verdicts if v.ratio]
     line = f"  {kernel:<{width}}  {', '.join(words)}"
     if ratios:
-        line += f"; time x{geomean(ratios):.2f} (geomean new/previous)"
+        line += f"; time x{geomean(ratios):.2f}{_interval(verdicts)} (geomean new/previous)"
     changed = sorted({name for v in verdicts for name in v.changed})
     compared = [v for v in verdicts if v.previous_run]
     if compared:
         line += f"; changed: {', '.join(changed) if changed else 'nothing recorded'}"
     return line
+
+
+def _interval(verdicts: list[CellVerdict]) -> str:
+    """The geomean's interval, where every compared cell has its own floor: the cells' drifts
+    taken as independent, the geomean's spread is their mean spread over the square root of their
+    number."""
+    floors = [v.floor for v in verdicts if v.ratio]
+    if not floors or any(floor is None for floor in floors):
+        return ""
+    ratio = geomean(v.ratio for v in verdicts if v.ratio)
+    half = math.sqrt(sum(math.log1p(f) ** 2 for f in floors) / len(floors)) / math.sqrt(len(floors))
+    return f" [{ratio * math.exp(-half):.2f}, {ratio * math.exp(half):.2f}]"
 
 
 def _rank(verdicts: list[CellVerdict]) -> tuple[int, int]:
@@ -130,6 +171,9 @@ def summary_lines(verdicts: list[CellVerdict], device: str, run_id: str, details
     ranked = sorted(by_kernel, key=lambda k: (_rank(by_kernel[k]), k))
     width = max(len(k) for k in ranked[:MAX_KERNEL_LINES])
     lines += [_kernel_line(k, by_kernel[k], width) for k in ranked[:MAX_KERNEL_LINES]]
+    busy = Counter(v.unconfirmed for v in verdicts if v.unconfirmed)
+    lines += [f"  unconfirmed: {n} FASTER/SLOWER called UNCLEAR, measured while {why}: a paired re-measurement "
+              "would tell" for why, n in busy.most_common()]
     hidden = ranked[MAX_KERNEL_LINES:]
     if hidden:
         hidden_counts = Counter(v.verdict for k in hidden for v in by_kernel[k])
@@ -140,12 +184,13 @@ def summary_lines(verdicts: list[CellVerdict], device: str, run_id: str, details
 
 
 CSV_COLUMNS = ("cell", "experiment", "kernel", "variant", "status", "previous_ms", "kernel_ms", "ratio", "verdict",
-               "changed", "previous_run")
+               "changed", "previous_run", "ratio_low", "ratio_high", "own_floor", "unconfirmed")
 
 
 def csv_records(verdicts: list[CellVerdict]) -> list[dict[str, object]]:
     """The verdicts as rows of the verdict CSV."""
     return [{"cell": v.cell, "experiment": v.experiment, "kernel": v.kernel, "variant": v.variant,
              "status": v.status, "previous_ms": v.previous_ms, "kernel_ms": v.kernel_ms, "ratio": v.ratio,
-             "verdict": v.verdict, "changed": ";".join(v.changed), "previous_run": v.previous_run or ""}
+             "verdict": v.verdict, "changed": ";".join(v.changed), "previous_run": v.previous_run or "",
+             "ratio_low": v.low, "ratio_high": v.high, "own_floor": v.floor, "unconfirmed": v.unconfirmed or ""}
             for v in verdicts]

@@ -1,0 +1,54 @@
+"""A kernel version the results database keeps, made a kernel again: its description and source
+written into a kernel folder of their own, under a name of their own, so that the registry
+(CONVLAB_EXTRA_KERNELS) loads it beside the current version and a backend compiles and runs it.
+
+Only a source kernel's version can run again this way: a library kernel's wrapper and a cpu twin
+are modules of the package, which one process loads once.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path, PurePosixPath
+
+import yaml
+
+from convlab.codeversion import fingerprint_contents
+from convlab.history import store
+from convlab.status import UserError
+
+REGISTRY = "registry.yaml"
+
+
+class VersionUnavailable(UserError, LookupError):
+    """The version is not kept, or cannot run again; the message says which and why."""
+
+
+def version_name(kernel: str, kernel_hash: str) -> str:
+    """The name a restored version is registered under: the kernel's and its hash's."""
+    return f"{kernel}@{kernel_hash}"
+
+
+def restore_kernel_version(connection: sqlite3.Connection, kernel: str, kernel_hash: str, into: Path) -> str:
+    """Write version ``kernel_hash`` of ``kernel`` into the folder ``into`` (its registry.yaml, its
+    description and its source); the name it is registered under."""
+    files = store.kernel_version(connection, kernel_hash)
+    if not files:
+        raise VersionUnavailable(f"{kernel} version {kernel_hash} is not kept in the database (recorded before "
+                                 "kernel files were kept)")
+    if fingerprint_contents(files) != kernel_hash:
+        raise VersionUnavailable(f"{kernel} version {kernel_hash}: its kept files do not hash to it")
+    descriptions = [(path, data) for path, data in files if path.endswith(".yaml") and data is not None]
+    sources = [(path, data) for path, data in files if path.endswith(".cu") and data is not None]
+    if len(descriptions) != 1 or len(sources) != 1 or len(files) != 2:
+        raise VersionUnavailable(f"{kernel} version {kernel_hash} is not a source kernel's description and .cu "
+                                 f"({', '.join(path for path, _ in files)}): only those run again")
+    description = yaml.safe_load(descriptions[0][1].decode())
+    name = version_name(kernel, kernel_hash)
+    source = PurePosixPath(sources[0][0]).name
+    description.update(name=name, source=source)
+    into.mkdir(parents=True, exist_ok=True)
+    (into / source).write_bytes(sources[0][1])
+    (into / f"{name}.yaml").write_text(yaml.safe_dump(description, sort_keys=False))
+    (into / REGISTRY).write_text(yaml.safe_dump({"kernels": {name: f"{name}.yaml"}}))
+    return name
