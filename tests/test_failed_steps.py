@@ -5,13 +5,15 @@ were measured again meanwhile; a second run beside a live one stops with one lin
 
 A full disk is planted with a `sitecustomize` on the jobs' PYTHONPATH: in the measurement service's
 processes (which start with site), renaming a file over the named output fails with ENOSPC, as
-writing it on a full disk would."""
+writing it on a full disk would. The service the run before left warm is stopped first: it was
+started without the planted file."""
 
 from __future__ import annotations
 
 import csv
 import sqlite3
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -51,6 +53,10 @@ def edit_direct(repo: Path) -> None:
 
 
 def full_disk_env(repo: Path, target: str) -> dict[str, str]:
+    stopped = subprocess.run([sys.executable, "-m", "convlab", "serve", "--stop"], cwd=repo,
+                             env={**snakemake_env(repo), "PYTHONPATH": "workflow"}, capture_output=True, text=True,
+                             timeout=120)
+    assert stopped.returncode == 0, stopped.stdout + stopped.stderr  # stopped, or none was running
     planted = repo.parent / "full-disk"
     planted.mkdir(exist_ok=True)
     (planted / "sitecustomize.py").write_text(FULL_DISK)

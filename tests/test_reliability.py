@@ -343,7 +343,10 @@ def measuring_cell(repo: Path, lock: Path) -> tuple[int, str] | None:
             continue
         try:
             argv = [arg for arg in (proc / "cmdline").read_bytes().decode().split("\0") if arg != "-S"]
-            if argv[1:4] == ["-m", "convlab", "cell"] and Path(os.readlink(proc / "cwd")) == repo.resolve():
+            # the cell rule's start: `python -S -c 'from convlab.app.cellentry import run; run()' cell …`
+            started = argv[1:4] == ["-m", "convlab", "cell"] or (argv[1] == "-c" and "cellentry" in argv[2]
+                                                                   and argv[3] == "cell")
+            if started and Path(os.readlink(proc / "cwd")) == repo.resolve():
                 return int(proc.name), argv[argv.index("--out") + 1]
         except (OSError, ValueError, IndexError):
             continue  # gone, or not ours to read

@@ -171,14 +171,14 @@ def summary_lines(verdicts: list[CellVerdict], device: str, run_id: str, details
     ranked = sorted(by_kernel, key=lambda k: (_rank(by_kernel[k]), k))
     width = max(len(k) for k in ranked[:MAX_KERNEL_LINES])
     lines += [_kernel_line(k, by_kernel[k], width) for k in ranked[:MAX_KERNEL_LINES]]
-    busy = Counter(v.unconfirmed for v in verdicts if v.unconfirmed)
-    lines += [f"  unconfirmed: {n} FASTER/SLOWER called UNCLEAR, measured while {why}: a paired re-measurement "
-              "would tell" for why, n in busy.most_common()]
     hidden = ranked[MAX_KERNEL_LINES:]
     if hidden:
         hidden_counts = Counter(v.verdict for k in hidden for v in by_kernel[k])
         lines.append(f"  ... and {len(hidden)} more kernels: "
                      + ", ".join(f"{n} {w}" for w, n in hidden_counts.most_common()))
+    busy = Counter(v.unconfirmed for v in verdicts if v.unconfirmed)
+    lines += [f"  unconfirmed: {n} FASTER/SLOWER called UNCLEAR, measured while {why}: a paired re-measurement "
+              "would tell" for why, n in busy.most_common()]
     lines.append(f"  details: {details}")
     return lines
 

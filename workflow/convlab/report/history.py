@@ -103,6 +103,16 @@ def _verdict_rows(latest_csv: Path) -> list[dict[str, str]]:
     return sorted(rows, key=lambda r: (rank.get(r["verdict"], -1), r["kernel"], r["cell"]))
 
 
+def _ratio_text(row: dict[str, str]) -> str:
+    """The ratio, with its interval where the cell's own floor gave one."""
+    if not row["ratio"]:
+        return ""
+    text = f"{float(row['ratio']):.3f}"
+    if row.get("ratio_low") and row.get("ratio_high"):
+        text += f" [{float(row['ratio_low']):.3f}, {float(row['ratio_high']):.3f}]"
+    return text
+
+
 def write_history_page(folder: str | Path, latest_csv: str | Path, figure_out: str | Path, out: str | Path) -> str:
     """The figure and the page: the latest run's verdicts, cell by cell, and every run."""
     folder = Path(folder)
@@ -120,12 +130,12 @@ def write_history_page(folder: str | Path, latest_csv: str | Path, figure_out: s
         render_history_figure(measurements, device, figure_out)
     colours = {"SAME": "#eef5ee", "FASTER": "#cfe8cf", "SLOWER": "#f6cccc", "UNCLEAR": "#fff2c2"}
     rows = _verdict_rows(Path(latest_csv))
-    head = ("verdict", "kernel", "cell", "previous ms", "ms", "new/previous", "changed")
+    head = ("verdict", "kernel", "cell", "previous ms", "ms", "new/previous [interval]", "changed", "note")
     body = "".join(
         f'<tr style="background:{colours.get(r["verdict"], "#fff")}">'
         + "".join(f"<td>{html.escape(v)}</td>" for v in (
-            r["verdict"], r["kernel"], short_cell(r["cell"]), r["previous_ms"], r["kernel_ms"],
-            f"{float(r['ratio']):.3f}" if r["ratio"] else "", r["changed"].replace(";", ", ")))
+            r["verdict"], r["kernel"], short_cell(r["cell"]), r["previous_ms"], r["kernel_ms"], _ratio_text(r),
+            r["changed"].replace(";", ", "), r.get("unconfirmed") and f"unconfirmed: {r['unconfirmed']}" or ""))
         + "</tr>" for r in rows)
     run_rows = "".join(f"<tr><td>{html.escape(a)}</td><td>{html.escape(b)}</td><td>{html.escape((c or '')[:10])}"
                        f"</td><td>{d}</td></tr>" for b, a, c, d in reversed(runs))
@@ -135,7 +145,8 @@ def write_history_page(folder: str | Path, latest_csv: str | Path, figure_out: s
         "text-align:left;font-size:13px;overflow-wrap:anywhere}th{background:#f0f0f0}",
         f"<h2>{html.escape(device)}: what the latest run changed</h2>"
         f"<p>{len(rows)} cells measured in the latest run that recorded rows; each against its previous ok "
-        "measurement on this device (the rule of <code>python -m convlab compare</code>). "
+        "measurement on this device (the rule of <code>python -m convlab compare</code>, with the cell's own "
+        "floor and its interval where its reruns gave one). "
         f"The figure <code>figures/{html.escape(Path(figure_out).name)}</code> shows each kernel across runs.</p>"
         f"<table><tr>{''.join(f'<th>{h}</th>' for h in head)}</tr>{body}</table>"
         f"<h3>Runs</h3><table><tr><th>recorded</th><th>run</th><th>commit</th><th>rows added</th></tr>{run_rows}"
