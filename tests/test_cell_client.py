@@ -32,7 +32,7 @@ LEAN = {"_abc", "_codecs", "_collections_abc", "_frozen_importlib_external", "_i
         "abc", "codecs", "encodings", "genericpath", "io", "marshal", "os", "posix", "posixpath", "stat", "time",
         "zipimport", "_socket", "__future__"}
 LEAN_CONVLAB = {"convlab", "convlab.app", "convlab.app.cellentry", "convlab.app.service",
-                "convlab.app.service.jobenv", "convlab.app.service.runsocket"}
+                "convlab.app.service.framing", "convlab.app.service.jobenv", "convlab.app.service.runsocket"}
 RULE_START = ("-c", "from convlab.app.cellentry import run; run()")
 # Every module a cell job may import on its way to the service where it finds the service itself,
 # by top-level name: the interpreter's own start and `-m` (runpy) ...

@@ -26,6 +26,7 @@ import os
 import sys
 import time
 
+from convlab.app.service.framing import HEADER_BYTES, MAX_MESSAGE, read_exactly
 from convlab.app.service.jobenv import ANSWER_GRACE_S, cell_timeout_s, job_start, service_on
 from convlab.app.service.runsocket import run_socket
 
@@ -33,9 +34,6 @@ from convlab.app.service.runsocket import run_socket
 # them (a test holds both): each flag, and whether a cell line must give it.
 COMMAND = "cell"
 OPTIONS = {"--spec": True, "--image": False, "--bandwidth": False, "--out": True}
-# the protocol's framing (convlab.app.service.protocol): a 4-byte big-endian length, then the body
-HEADER_BYTES = 4
-MAX_MESSAGE = 1 << 20
 # JSON's escapes for a string: the quote, the backslash and the control characters
 JSON_ESCAPES = {**{code: f"\\u{code:04x}" for code in range(0x20)}, ord('"'): '\\"', ord("\\"): "\\\\"}
 # set by the run (common.smk) for its jobs, as convlab.app.service.client reads them
@@ -76,17 +74,6 @@ def json_text(value: object) -> str:
     raise ValueError(f"{type(value).__name__} is not written here")
 
 
-def _read_exactly(sock: _socket.socket, count: int) -> bytes:
-    chunks, remaining = [], count
-    while remaining:
-        chunk = sock.recv(min(remaining, 1 << 16))
-        if not chunk:
-            raise ConnectionError("connection closed mid-message")
-        chunks.append(chunk)
-        remaining -= len(chunk)
-    return b"".join(chunks)
-
-
 def _exchange(path: str, body: bytes, timeout_s: float) -> bytes | OSError | None:
     """The service's answer to ``body``; None where no service answers at ``path`` (nothing was
     sent); the error met once the request was on its way."""
@@ -99,10 +86,10 @@ def _exchange(path: str, body: bytes, timeout_s: float) -> bytes | OSError | Non
         sock.settimeout(timeout_s)
         try:
             sock.sendall(len(body).to_bytes(HEADER_BYTES, "big") + body)
-            length = int.from_bytes(_read_exactly(sock, HEADER_BYTES), "big")
+            length = int.from_bytes(read_exactly(sock, HEADER_BYTES), "big")
             if length > MAX_MESSAGE:
                 return ConnectionError(f"message of {length} bytes exceeds the limit of {MAX_MESSAGE}")
-            return _read_exactly(sock, length)
+            return read_exactly(sock, length)
         except OSError as error:  # TimeoutError and ConnectionError among them
             return error
     finally:

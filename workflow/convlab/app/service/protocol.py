@@ -24,11 +24,12 @@ import json
 import socket
 import struct
 
+from convlab.app.service.framing import HEADER_BYTES, MAX_MESSAGE, read_exactly
+
 TYPE_CHECKING = False  # typing's flag, without importing typing: every cell job imports this module
 if TYPE_CHECKING:
     from typing import Any
 
-MAX_MESSAGE = 1 << 20  # a cell spec is about 1 KiB
 HEADER = struct.Struct(">I")
 REQUEST_FIELDS = {
     "cell": {"op": str, "spec": str, "image": (str, type(None)), "bandwidth": (str, type(None)), "out": str,
@@ -67,25 +68,14 @@ def text_reply(response: dict[str, Any]) -> bytes:
     return f"error\n{response.get('error')}".encode()
 
 
-def _read_exactly(sock: socket.socket, count: int) -> bytes:
-    chunks, remaining = [], count
-    while remaining:
-        chunk = sock.recv(min(remaining, 1 << 16))
-        if not chunk:
-            raise ConnectionError("connection closed mid-message")
-        chunks.append(chunk)
-        remaining -= len(chunk)
-    return b"".join(chunks)
-
-
 def receive_message(sock: socket.socket) -> dict[str, Any]:
     """One framed JSON object. ProtocolError for an oversize, undecodable or non-object message;
     ConnectionError when the peer goes away."""
-    (length,) = HEADER.unpack(_read_exactly(sock, HEADER.size))
+    (length,) = HEADER.unpack(read_exactly(sock, HEADER_BYTES))
     if length > MAX_MESSAGE:
         raise ProtocolError(f"message of {length} bytes exceeds the limit of {MAX_MESSAGE}")
     try:
-        message = json.loads(_read_exactly(sock, length))
+        message = json.loads(read_exactly(sock, length))
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
         raise ProtocolError(f"not JSON: {error}") from error
     if not isinstance(message, dict):

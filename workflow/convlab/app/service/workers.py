@@ -114,25 +114,6 @@ class Worker:
             self.process.kill()
         self.process.wait()
 
-    def rest(self) -> int:
-        """Each free worker lets go of what it keeps for the next cell and stays warm (a busy one is
-        measuring: not at rest anyway): how many did."""
-        taken: list[Worker] = []
-        while True:
-            try:
-                taken.append(self._free.get_nowait())
-            except queue.Empty:
-                break
-        rested = 0
-        for worker in taken:
-            try:
-                rested += bool(worker.run({"rest": True}, REST_TIMEOUT_S).get("ok"))
-            except (WorkerGone, WorkerTimeout):
-                pass  # release() replaces a worker that is gone
-            finally:
-                self.release(worker)
-        return rested
-
     def stop(self) -> None:
         """End of service: close its input so it leaves after the cell in hand, else kill it."""
         try:
