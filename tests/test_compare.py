@@ -253,3 +253,14 @@ def test_the_report_says_whether_both_sets_ran_on_the_same_board(tmp_path, b_uui
     result = compare(str(tmp_path / "first"), str(tmp_path / "second"))
     assert result.returncode == 0, result.stderr
     assert expected in result.stdout
+
+
+def test_a_change_between_two_cpu_sets_is_unconfirmed_and_a_gpu_one_is_not():
+    """The cpu backend shares its host: a 50 % slow-down there is UNCLEAR with its note, so that
+    --fail-on slower does not fail on it; the same between two GPU sets is SLOWER."""
+    on_gpu = compare_sets(_summary(_cells()), _summary([_scaled(r, 1.5) for r in _cells()]))
+    cpu = [{**r, "backend": "cpu"} for r in _cells()]
+    on_cpu = compare_sets(_summary(cpu), _summary([_scaled(r, 1.5) for r in cpu]))
+    assert set(on_gpu["verdict"]) == {"SLOWER"}
+    assert set(on_cpu["verdict"]) == {"UNCLEAR"}
+    assert set(on_cpu["note"]) == {"unconfirmed SLOWER: the cpu backend shares its host"}

@@ -33,6 +33,10 @@ The min and max of the repeats are not used: one repeat preempted by the host se
 (summaries show maxima 30 times the median), so overlapping ranges would call almost any
 change UNCLEAR.
 
+Two sets measured by the cpu backend shared their host with whatever else ran there: a FASTER or
+SLOWER between them is UNCLEAR ("unconfirmed" in its note), so that ``--fail-on slower`` fails
+only on a change the host cannot have made.
+
 Cells in one set only are MISSING; cells that are not ``ok`` in both sets get their statuses as
 the verdict (e.g. ``ok/wrong``), never a ratio.
 """
@@ -190,7 +194,7 @@ def compare_sets(a: pd.DataFrame, b: pd.DataFrame, threshold: float = DEFAULT_TH
     if not 0 < threshold < 1:
         raise CompareError(f"--threshold {threshold:g}: give a fraction between 0 and 1 (e.g. 0.08 for 8 %)")
     keys = [k for k in KEY_COLUMNS if k in a.columns and k in b.columns]  # an older summary may lack some
-    values = ["status", "kernel_ms", "kernel_ms_iqr", "reps"]
+    values = ["status", "kernel_ms", "kernel_ms_iqr", "reps", "backend"]
     sides = []
     for rows, label in ((a, labels[0]), (b, labels[1])):
         keyed = _keyed(rows, keys, label)
@@ -209,7 +213,11 @@ def compare_sets(a: pd.DataFrame, b: pd.DataFrame, threshold: float = DEFAULT_TH
         elif _timed(row, "a") and _timed(row, "b"):
             word, ratio, floor, noise = verdict(_number(row["kernel_ms_a"]), _number(row["kernel_ms_iqr_a"]),
                                                 _number(row["kernel_ms_b"]), _number(row["kernel_ms_iqr_b"]), threshold)
-            results.append((word, ratio, floor, noise, ""))
+            note = ""
+            if word in (FASTER, SLOWER) and row["backend_a"] == row["backend_b"] == "cpu":
+                # a shared host: only a paired re-measurement would confirm it (convlab.history.noise)
+                word, note = UNCLEAR, f"unconfirmed {word}: the cpu backend shares its host"
+            results.append((word, ratio, floor, noise, note))
         else:
             statuses = [str(row[f"status_{s}"]) if _timed(row, s) or row[f"status_{s}"] != "ok" else "ok without a time"
                         for s in ("a", "b")]
