@@ -81,3 +81,14 @@ def test_a_change_on_a_busy_host_is_unclear_and_the_run_says_why():
     lines = summary_lines([on_cpu, beside_another, quiet], "dev", "run9", "details.csv")
     assert "  unconfirmed: 1 FASTER/SLOWER called UNCLEAR, measured while the cpu backend shares its host: " \
            "a paired re-measurement would tell" in lines
+
+
+def test_the_threshold_is_the_least_floor_a_quiet_cell_gets():
+    """config verdicts.threshold: a very quiet cell's floor is the threshold, a noisy one's its own."""
+    quiet = [kept(1.0 + (i % 2) * 1e-4, i) for i in range(8)]
+    assert cell_noise(quiet).floor == pytest.approx(0.02)
+    assert cell_noise(quiet, threshold=0.05).floor == pytest.approx(0.05)
+    assert judge(new(1.03), quiet[-1], cell_noise(quiet, threshold=0.05)).verdict == "SAME"
+    assert judge(new(1.03), quiet[-1], cell_noise(quiet)).verdict == "SLOWER"
+    noisy = drifting_history(random.Random(2), 0.05, 9, ms=1.0)
+    assert cell_noise(noisy, threshold=0.05).floor > 0.05

@@ -9,7 +9,8 @@ which nothing it records changed (kernel files, measurement code, config, GPU bo
 log ratios of their times are the cell's run-to-run drift, and their root mean square its spread.
 A rerun's log ratio is then within ± t × spread but for 0.5 % of reruns, t being Student's
 quantile for as many pairs (the spread of a few pairs is itself uncertain, so t is wider for
-them); that is the cell's floor, never under MIN_FLOOR, and the interval a verdict line gives is
+them); that is the cell's floor, never under the threshold (config verdicts.threshold, default
+MIN_FLOOR), and the interval a verdict line gives is
 the ratio × exp(± t × spread). A cell with fewer than MIN_PAIRS such pairs keeps the common floor.
 One disturbed run in a cell's history widens its floor: it costs detections, never false calls.
 
@@ -54,11 +55,12 @@ class CellNoise:
 
     sigma: float
     pairs: int
+    threshold: float = MIN_FLOOR
 
     @property
     def floor(self) -> float:
-        """The relative change a rerun with nothing changed stays within."""
-        return max(MIN_FLOOR, math.expm1(t_quantile(self.pairs) * self.sigma))
+        """The relative change a rerun with nothing changed stays within, at least the threshold."""
+        return max(self.threshold, math.expm1(t_quantile(self.pairs) * self.sigma))
 
     def interval(self, ratio: float) -> tuple[float, float]:
         """The ratio's interval: where a rerun with nothing changed would put it."""
@@ -74,12 +76,13 @@ def quiet_log_ratios(history: Iterable[Measurement]) -> list[float]:
             if all(getattr(earlier, name) == getattr(later, name) for name in SHAPING)]
 
 
-def cell_noise(history: Iterable[Measurement]) -> CellNoise | None:
-    """The cell's learned noise; None where its history holds fewer than MIN_PAIRS quiet pairs."""
+def cell_noise(history: Iterable[Measurement], threshold: float = MIN_FLOOR) -> CellNoise | None:
+    """The cell's learned noise, its floor at least ``threshold``; None where its history holds
+    fewer than MIN_PAIRS quiet pairs."""
     ratios = quiet_log_ratios(history)
     if len(ratios) < MIN_PAIRS:
         return None
-    return CellNoise(math.sqrt(sum(r * r for r in ratios) / len(ratios)), len(ratios))
+    return CellNoise(math.sqrt(sum(r * r for r in ratios) / len(ratios)), len(ratios), threshold)
 
 
 def busy_host(row: Mapping[str, object]) -> str | None:

@@ -11,6 +11,7 @@ from convlab.app.console import Console
 from convlab.atomicfile import write_text_atomically
 from convlab.history.compare import compare_result_sets
 from convlab.history.listing import history_lines
+from convlab.history.noise import MIN_FLOOR
 from convlab.history.record import record as record_rows
 from convlab.history.sides import device_folder, load_side
 from convlab.plan.grid import build_cells
@@ -32,8 +33,10 @@ def compare(args: argparse.Namespace, console: Console) -> int:
 
 def record(args: argparse.Namespace, console: Console) -> int:
     """Add the run's new rows to the device's results database and write its verdicts."""
-    cells = build_cells(json.loads(args.config), args.backend, args.device)
-    recorded = record_rows(args.results, cells, args.device, run_id=args.run_id or None)
+    config = json.loads(args.config)
+    cells = build_cells(config, args.backend, args.device)
+    threshold = (config.get("verdicts") or {}).get("threshold", MIN_FLOOR)
+    recorded = record_rows(args.results, cells, args.device, run_id=args.run_id or None, threshold=threshold)
     for warning in recorded.warnings:
         console.warn(f"warning: {warning}")
     write_text_atomically(args.out, "\n".join(recorded.lines) + "\n")

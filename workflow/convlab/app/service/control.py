@@ -52,7 +52,7 @@ def status(console: Console) -> int:
 
 
 def stop(console: Console, quiet: bool = False) -> int:
-    """Ask the running service to stop; quietly (the end of a run) says nothing when none runs."""
+    """Ask the running service to stop; quietly (a clean-up) says nothing when none runs."""
     try:
         answer = ask(service_paths(), {"op": "stop"}, timeout_s=10, start=False)
     except RuntimeDirError as error:
