@@ -39,12 +39,8 @@ from convlab.app.runlock import (
     note_clean_run,
     release_stale_lock,
 )
-from convlab.app.service.client import (
-    RUN_COMMIT_ENV,
-    RUN_ID_ENV,
-    end_of_run,
-    export_service_settings,
-)
+from convlab.app.service.client import end_of_run, export_service_settings
+from convlab.app.service.jobenv import RUN_COMMIT_ENV, RUN_ID_ENV
 from convlab.measure.rowjournal import new_run_id
 from convlab.measure.provenance import read_git_commit
 from convlab.status import UserError

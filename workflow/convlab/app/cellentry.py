@@ -27,7 +27,13 @@ import sys
 import time
 
 from convlab.app.service.framing import HEADER_BYTES, MAX_MESSAGE, read_exactly
-from convlab.app.service.jobenv import ANSWER_GRACE_S, cell_timeout_s, job_start, service_on
+from convlab.app.service.jobenv import (
+    ANSWER_GRACE_S,
+    cell_timeout_s,
+    job_start,
+    run_fields,
+    service_on,
+)
 from convlab.app.service.runsocket import run_socket
 
 # The command this entry sends, and its options as the command table's entry of that name gives
@@ -36,8 +42,6 @@ COMMAND = "cell"
 OPTIONS = {"--spec": True, "--image": False, "--bandwidth": False, "--out": True}
 # JSON's escapes for a string: the quote, the backslash and the control characters
 JSON_ESCAPES = {**{code: f"\\u{code:04x}" for code in range(0x20)}, ord('"'): '\\"', ord("\\"): "\\\\"}
-# set by the run (common.smk) for its jobs, as convlab.app.service.client reads them
-RUN_FIELDS_ENV = {"git_commit": "CONVLAB_RUN_COMMIT", "run_id": "CONVLAB_RUN_ID"}
 
 
 def parse(argv: list[str]) -> dict[str, str] | None:
@@ -108,9 +112,7 @@ def send_to_run_service(options: dict[str, str]) -> int:
     for name in ("image", "bandwidth", "out"):
         value = options.get(f"--{name}")
         request[name] = os.path.abspath(value) if value else None
-    for name, variable in RUN_FIELDS_ENV.items():
-        if os.environ.get(variable):
-            request[name] = os.environ[variable]
+    request.update(run_fields())
     request["client"] = {"pid": os.getpid(), "started_at": started_at, "startup_ms": startup_ms,
                          "sent_at": time.time()}
     try:

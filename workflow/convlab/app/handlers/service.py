@@ -12,8 +12,7 @@ import os
 
 from convlab.app.console import Console
 from convlab.app.service import control
-from convlab.app.service.client import RUN_ID_ENV
-from convlab.app.service.jobenv import job_start
+from convlab.app.service.jobenv import RUN_ID_ENV, job_start
 from convlab.measure.phases import PhaseClock
 from convlab.measure.rowjournal import keep_unrecorded
 

@@ -32,9 +32,11 @@ from convlab.app.service.identity import (
 )
 from convlab.app.service.jobenv import (
     ANSWER_GRACE_S,
+    RUN_ID_ENV,
     cell_timeout_s,
     env_seconds,
     job_start,
+    run_fields,
 )
 from convlab.app.service.protocol import ProtocolError, receive_message, send_message
 from convlab.app.service.runsocket import RUN_CODE_ENV, SOCKET_ENV, hand_to_jobs
@@ -44,11 +46,6 @@ if TYPE_CHECKING:
     import subprocess
     from typing import Any
 
-# set by the run (workflow/rules/common.smk) for its jobs
-RUN_COMMIT_ENV = "CONVLAB_RUN_COMMIT"
-# The run's id, set once by the run the user started (its jobs inherit it): the service keeps each
-# row it places under it until a record step adds the row (convlab.measure.rowjournal).
-RUN_ID_ENV = "CONVLAB_RUN_ID"
 DEFAULT_IDLE_TIMEOUT_S = 60.0
 START_TIMEOUT_S = 60.0
 PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__file__)))))
@@ -84,24 +81,11 @@ def end_of_run(failed: bool) -> None:
     path = os.environ.get(SOCKET_ENV)
     if not path:
         return
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    sock.settimeout(60)
+    paths = ServicePaths.for_key(os.path.dirname(path), os.path.basename(path)[: -len(".sock")])
     try:
-        sock.connect(path)
-        send_message(sock, {"op": "stop" if failed else "rest"})
-        receive_message(sock)
+        ask(paths, {"op": "stop" if failed else "rest"}, timeout_s=60, start=False)
     except (OSError, ProtocolError):
         pass  # none runs there (the run measured nothing), or it is gone already
-    finally:
-        sock.close()
-
-
-def run_fields() -> dict[str, str]:
-    """What the run says of itself in each cell's request: the commit it read once at its start
-    (RUN_COMMIT_ENV), for the cell's row (the service would otherwise ask git for it, twice, per
-    cell), and its id (RUN_ID_ENV), under which the service keeps the row until it is recorded."""
-    fields = {"git_commit": os.environ.get(RUN_COMMIT_ENV), "run_id": os.environ.get(RUN_ID_ENV)}
-    return {name: value for name, value in fields.items() if value}
 
 
 def service_paths(identity: Identity | None = None) -> ServicePaths:

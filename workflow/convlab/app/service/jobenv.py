@@ -6,6 +6,11 @@ from __future__ import annotations
 import os
 import time
 
+# set by the run (workflow/rules/common.smk) for its jobs: the commit it read once, for the rows
+RUN_COMMIT_ENV = "CONVLAB_RUN_COMMIT"
+# The run's id, set once by the run the user started (its jobs inherit it): the service keeps each
+# row it places under it until a record step adds the row (convlab.measure.rowjournal).
+RUN_ID_ENV = "CONVLAB_RUN_ID"
 DEFAULT_CELL_TIMEOUT_S = 300.0
 # past the cell's own timeout: the service needs a moment to kill a hung worker and write its row
 ANSWER_GRACE_S = 30.0
@@ -47,3 +52,11 @@ def env_seconds(name: str, default: float) -> float:
 def cell_timeout_s() -> float:
     """The cell's timeout, as the run set it for its jobs."""
     return env_seconds("CONVLAB_CELL_TIMEOUT_S", DEFAULT_CELL_TIMEOUT_S)
+
+
+def run_fields() -> dict[str, str]:
+    """What the run says of itself in each cell's request: the commit it read once at its start
+    (RUN_COMMIT_ENV), for the cell's row (the service would otherwise ask git for it, twice, per
+    cell), and its id (RUN_ID_ENV), under which the service keeps the row until it is recorded."""
+    fields = {"git_commit": os.environ.get(RUN_COMMIT_ENV), "run_id": os.environ.get(RUN_ID_ENV)}
+    return {name: value for name, value in fields.items() if value}
