@@ -54,7 +54,16 @@ def test_a_slow_kernel_stops_at_three_repeats_once_the_budget_is_spent():
 
     result = measure(lambda: None, slow, dict(SETTINGS, budget_s=0.0))
     assert result.reps == 3 and result.stop == "budget"
-    assert calls[0] == 1 and len(calls) == 1 + 3  # one warm-up, then batches of one
+    assert calls[0] == 1 and len(calls) == 3  # one warm-up, timed as the first repeat, then batches of one
+
+
+@pytest.mark.parametrize("first_ms, counted", [(150.0, True), (50.0, False)])
+def test_only_a_slow_kernels_one_warm_up_is_a_repeat(first_ms, counted):
+    """After the launch step's run, a kernel of a tenth of the budget or more needs one warm-up,
+    which is then as warm as any repeat; a faster kernel's warm-up runs stay out of its samples."""
+    runs = itertools.chain([first_ms], itertools.repeat(first_ms * 0.8))
+    result = measure(lambda: None, lambda run, n, cold: [next(runs) for _ in range(n)], dict(SETTINGS, budget_s=1.0))
+    assert (result.max_ms == first_ms) is counted
 
 
 def test_cold_mode_is_passed_to_the_backend_and_recorded():
