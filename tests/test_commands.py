@@ -43,7 +43,7 @@ def test_where_each_command_runs():
     by_place = {place: sorted(c.name for c in TABLE if c.runs == place) for place in (JOB, CELL, DEVICE, TOOLS)}
     assert by_place[JOB] == ["bench", "bench-pipeline", "compare", "history", "run", "serve", "shared-memory"]
     assert by_place[CELL] == ["cell"]
-    assert by_place[DEVICE] == ["bandwidth", "ceiling", "compile-kernels", "gallery"]
+    assert by_place[DEVICE] == ["bandwidth", "ceiling", "compile-kernels", "gallery", "pair"]
     assert by_place[TOOLS] == ["aggregate", "downscale", "figures", "findings", "gpus", "history-page", "record",
                                "roofline", "seed-compare", "seed-figure", "seed-table", "source"]
 

@@ -1,3 +1,35 @@
+# The cells this run re-measured because their kernel files changed, each measured side by side
+# with its previous version (kept in the database) on the device: read by the record step below.
+
+
+rule pair:
+    input:
+        summary=f"{RESULTS}/summary.csv",
+    output:
+        pairs=f"{RESULTS}/verdicts/paired.csv",
+    log:
+        f"{RESULTS}/logs/pair.log",
+    priority: 50
+    conda:
+        "../../envs/convlab.yaml"
+    resources:
+        **placement_resources(),
+        gpu=GPU_JOB,
+    params:
+        code=CODE["measurement"],
+        runner=RUNNER,
+        results=lambda wildcards, input: os.path.dirname(input.summary),
+        backend=BACKEND,
+        device=lambda wildcards: wildcards.device,
+        grid=json.dumps(config, sort_keys=True),
+    shell:
+        logged(
+            "{params.runner} pair --results {params.results} --backend {params.backend} "
+            '--device {params.device} --config {params.grid:q} --run-id "$CONVLAB_RUN_ID" '
+            "--out {output.pairs}"
+        )
+
+
 # The results database: the run's new rows are added to results/<device>/history.sqlite (this
 # rule is its one writer), each re-measured cell gets a verdict against its previous measurement,
 # and the job prints them as soon as they are recorded: before the report stage draws anything
@@ -9,6 +41,7 @@ rule history:
         # after the summary: a refused (damaged) row stops the run before anything is recorded
         summary=f"{RESULTS}/summary.csv",
         cells=lambda wildcards: CELL_PATHS[wildcards.device],
+        pairs=f"{RESULTS}/verdicts/paired.csv",
     output:
         verdicts=f"{RESULTS}/verdicts/latest.txt",
         table=f"{RESULTS}/verdicts/latest.csv",
@@ -32,7 +65,7 @@ rule history:
         logged(
             "{params.runner} record --results {params.results} --backend {params.backend} "
             '--device {params.device} --config {params.grid:q} --run-id "$CONVLAB_RUN_ID" '
-            "--out {output.verdicts}",
+            "--pairs {input.pairs} --out {output.verdicts}",
             then="{{ printf '%s' {params.heading:q}; cat {output.verdicts}; }} >&2",
         )
 

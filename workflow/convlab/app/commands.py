@@ -182,6 +182,15 @@ TABLE: tuple[Command, ...] = (
                              "(default: the only one with a database)"),
     ), description="Exit status: 0 when compared (whatever the verdicts), 1 with --fail-on slower when a cell is "
                    "SLOWER, 2 for input that cannot be compared (one error: line)."),
+    Command("pair", "measure each re-measured cell whose kernel files changed side by side with its previous "
+            "version (before record)", f"{HANDLERS}.pairs:pair", (
+        file_arg("--results", help="results/<device>"),
+        arg("--backend", required=True, choices=["cuda", "cpu"]),
+        arg("--device", required=True),
+        arg("--config", required=True, help="the run's validated config as JSON"),
+        arg("--run-id", default="", help="the run whose re-measured cells are paired"),
+        file_arg("--out", help="the pairs (verdicts/paired.csv)"),
+    ), runs=DEVICE, pool=backend_option),
     Command("record", "add the run's new rows to the results database (report stage)", f"{HANDLERS}.history:record", (
         file_arg("--results", help="results/<device>"),
         arg("--backend", required=True, choices=["cuda", "cpu"]),
@@ -189,6 +198,7 @@ TABLE: tuple[Command, ...] = (
         arg("--config", required=True, help="the run's validated config as JSON"),
         arg("--run-id", default="", help="the run whose jobs measured the cells the verdicts are about "
                                         "(default: a new run, which measured none)"),
+        arg("--pairs", path=True, help="the run's side-by-side measurements (verdicts/paired.csv, from pair)"),
         file_arg("--out", help="the verdict lines (verdicts/latest.txt)"),
     ), runs=TOOLS),
     Command("history", "a device's runs, or a kernel's or cell's measurements over time",

@@ -27,6 +27,7 @@ from convlab.atomicfile import write_text_atomically
 from convlab.codeversion import file_contents, fingerprint_contents
 from convlab.history import store
 from convlab.history.noise import MIN_FLOOR, cell_noise
+from convlab.history.pairfile import PairRow
 from convlab.history.verdicts import CSV_COLUMNS, CellVerdict, csv_records, judge, summary_lines
 from convlab.measure.row import COLUMNS, DamagedRow, OtherFormat, read_row_file
 from convlab.measure.rowjournal import FOLDER, UnrecordedRow, forget, new_run_id, unrecorded_rows
@@ -166,11 +167,14 @@ def found_rows(results_dir: Path, cells: list[Cell]) -> tuple[dict[str, Found], 
 
 
 def record(results_dir: str | Path, cells: list[Cell], device: str, run_id: str | None = None,
-           timeout_s: float = store.BUSY_TIMEOUT_S, threshold: float = MIN_FLOOR) -> Recorded:
+           timeout_s: float = store.BUSY_TIMEOUT_S, threshold: float = MIN_FLOOR,
+           pairs: dict[str, PairRow] | None = None) -> Recorded:
     """Add the rows of ``cells`` that are not kept yet to results_dir/history.sqlite, judge them,
     and write the verdict files; the verdicts are those of the rows jobs of ``run_id`` placed.
-    ``threshold``: the least floor of a cell whose reruns gave it its own (config verdicts.threshold).
-    Never raises for a database that cannot be used: it warns."""
+    ``threshold``: the least floor of a cell whose reruns gave it its own, and the change a paired
+    cell's interval is judged against (config verdicts.threshold). ``pairs``: the run's side-by-side
+    measurements by cell (paired.csv). Never raises for a database that cannot be used: it warns."""
+    pairs = pairs or {}
     results_dir = Path(results_dir)
     run_id = run_id or new_run_id()
     warnings: list[str] = []
@@ -202,7 +206,12 @@ def record(results_dir: str | Path, cells: list[Cell], device: str, run_id: str 
         verdicts = []
         for entry, measurement in zip(fresh, measurements):
             earlier = history.setdefault(measurement["cell"], [])
-            judged = judge(measurement, earlier[-1] if earlier else None, cell_noise(earlier, threshold))
+            previous = earlier[-1] if earlier else None
+            pair = pairs.get(measurement["cell"]) if entry.run_id == run_id else None
+            if pair is not None and (previous is None or pair.previous_hash != previous.kernel_hash
+                                     or pair.kernel_hash != measurement["kernel_hash"]):
+                pair = None  # measured against another version than the one this row follows
+            judged = judge(measurement, previous, cell_noise(earlier, threshold), pair, threshold)
             measurement.update(verdict=judged.verdict, ratio=judged.ratio, previous=judged.previous_check,
                                changed=";".join(judged.changed))
             if measurement["status"] == "ok" and measurement["kernel_ms"]:

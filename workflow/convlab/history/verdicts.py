@@ -6,7 +6,9 @@ by the relative change against a floor and the two measurements' spreads) applie
 earlier ``ok`` measurement on the same device label; "new" where there is none, and the cell's
 status where the new measurement is not ``ok``. The floor is the cell's own where its history
 holds enough reruns with nothing changed (convlab.history.noise), and a FASTER or SLOWER measured
-on a busy host is UNCLEAR (``unconfirmed`` says why).
+on a busy host is UNCLEAR (``unconfirmed`` says why). A cell measured side by side with its
+previous kernel version (convlab.history.pairing) is judged by that pair's interval instead: its
+verdict needs no history and holds on a busy host.
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from convlab.history.compare import FASTER, SAME, SLOWER, UNCLEAR, verdict
-from convlab.history.noise import CellNoise, busy_host
+from convlab.history.noise import MIN_FLOOR, CellNoise, busy_host
+from convlab.history.pairfile import PairRow, verdict_of_interval
 from convlab.history.store import Measurement
 
 NEW = "new"
@@ -51,6 +54,14 @@ class CellVerdict:
     low: float | None = None  # the ratio's interval, with the cell's own floor
     high: float | None = None
     unconfirmed: str | None = None  # why a FASTER/SLOWER is UNCLEAR: its host was busy
+    paired_rounds: int | None = None  # measured side by side with its previous version: the rounds
+
+    @property
+    def half_width(self) -> float | None:
+        """The log half-width of the ratio's interval, where it has one."""
+        if self.ratio and self.low and self.high:
+            return (math.log(self.high) - math.log(self.low)) / 2
+        return None
 
 
 def _number(value: object) -> float | None:
@@ -69,17 +80,23 @@ def what_changed(new: Mapping[str, object], previous: Measurement) -> tuple[str,
                  and str(new.get(field) or "") != str(getattr(previous, field) or ""))
 
 
-def judge(new: Mapping[str, object], previous: Measurement | None, noise: CellNoise | None = None) -> CellVerdict:
+def judge(new: Mapping[str, object], previous: Measurement | None, noise: CellNoise | None = None,
+          pair: PairRow | None = None, threshold: float = MIN_FLOOR) -> CellVerdict:
     """The verdict on one new measurement (a mapping with the store's measurement columns), with
-    the cell's learned ``noise`` where its history gave one."""
+    the cell's learned ``noise`` where its history gave one; by ``pair``'s interval against
+    ± ``threshold`` where it was measured side by side with the previous measurement's kernel."""
     ms, iqr = _number(new.get("kernel_ms")), _number(new.get("kernel_ms_iqr"))
     status = str(new.get("status") or "")
     ratio = low = high = None
     unconfirmed = None
+    rounds = None
     if status != "ok" or not ms or ms <= 0:
         word = status or "unknown"
     elif previous is None or not previous.kernel_ms:
         word = NEW
+    elif pair is not None and pair.measured:
+        ratio, low, high, rounds = pair.ratio, pair.low, pair.high, pair.rounds
+        word = verdict_of_interval(low, high, threshold)
     else:
         previous_iqr = previous.kernel_ms_iqr if previous.kernel_ms_iqr is not None else math.nan
         iqr = iqr if iqr is not None else math.nan
@@ -97,8 +114,8 @@ def judge(new: Mapping[str, object], previous: Measurement | None, noise: CellNo
         variant=str(new.get("variant") or ""), status=status, kernel_ms=ms,
         previous_ms=previous.kernel_ms if previous else None, previous_run=previous.run_id if previous else None,
         previous_check=previous.row_check if previous else None, ratio=ratio, verdict=word,
-        changed=what_changed(new, previous) if previous else (), floor=noise.floor if noise and ratio else None,
-        low=low, high=high, unconfirmed=unconfirmed)
+        changed=what_changed(new, previous) if previous else (), floor=noise.floor if noise and ratio and rounds is None else None,
+        low=low, high=high, unconfirmed=unconfirmed, paired_rounds=rounds)
 
 
 def _row(new: Mapping[str, object]) -> Mapping[str, object]:
@@ -122,7 +139,10 @@ def _kernel_line(kernel: str, verdicts: list[CellVerdict], width: int) -> str:
     ratios = [v.ratio for v in verdicts if v.ratio]
     line = f"  {kernel:<{width}}  {', '.join(words)}"
     if ratios:
-        line += f"; time x{geomean(ratios):.2f}{_interval(verdicts)} (geomean new/previous)"
+        digits = 3 if any(v.paired_rounds for v in verdicts) else 2
+        paired = sum(1 for v in verdicts if v.paired_rounds)
+        basis = f", {paired} paired" if paired else ""
+        line += f"; time x{geomean(ratios):.{digits}f}{_interval(verdicts)} (geomean new/previous{basis})"
     changed = sorted({name for v in verdicts for name in v.changed})
     compared = [v for v in verdicts if v.previous_run]
     if compared:
@@ -131,15 +151,16 @@ def _kernel_line(kernel: str, verdicts: list[CellVerdict], width: int) -> str:
 
 
 def _interval(verdicts: list[CellVerdict]) -> str:
-    """The geomean's interval, where every compared cell has its own floor: the cells' drifts
-    taken as independent, the geomean's spread is their mean spread over the square root of their
-    number."""
-    floors = [v.floor for v in verdicts if v.ratio]
-    if not floors or any(floor is None for floor in floors):
+    """The geomean's interval, where every compared cell has one (its pair's, or its own floor's):
+    the cells' errors taken as independent, the geomean's half-width is their root mean square
+    over the square root of their number."""
+    halves = [v.half_width for v in verdicts if v.ratio]
+    if not halves or any(half is None for half in halves):
         return ""
     ratio = geomean(v.ratio for v in verdicts if v.ratio)
-    half = math.sqrt(sum(math.log1p(f) ** 2 for f in floors) / len(floors)) / math.sqrt(len(floors))
-    return f" [{ratio * math.exp(-half):.2f}, {ratio * math.exp(half):.2f}]"
+    half = math.sqrt(sum(h * h for h in halves) / len(halves)) / math.sqrt(len(halves))
+    digits = 3 if half < 0.02 else 2
+    return f" [{ratio * math.exp(-half):.{digits}f}, {ratio * math.exp(half):.{digits}f}]"
 
 
 def _rank(verdicts: list[CellVerdict]) -> tuple[int, int]:
@@ -184,7 +205,7 @@ def summary_lines(verdicts: list[CellVerdict], device: str, run_id: str, details
 
 
 CSV_COLUMNS = ("cell", "experiment", "kernel", "variant", "status", "previous_ms", "kernel_ms", "ratio", "verdict",
-               "changed", "previous_run", "ratio_low", "ratio_high", "own_floor", "unconfirmed")
+               "changed", "previous_run", "ratio_low", "ratio_high", "own_floor", "unconfirmed", "paired_rounds")
 
 
 def csv_records(verdicts: list[CellVerdict]) -> list[dict[str, object]]:
@@ -192,5 +213,6 @@ def csv_records(verdicts: list[CellVerdict]) -> list[dict[str, object]]:
     return [{"cell": v.cell, "experiment": v.experiment, "kernel": v.kernel, "variant": v.variant,
              "status": v.status, "previous_ms": v.previous_ms, "kernel_ms": v.kernel_ms, "ratio": v.ratio,
              "verdict": v.verdict, "changed": ";".join(v.changed), "previous_run": v.previous_run or "",
-             "ratio_low": v.low, "ratio_high": v.high, "own_floor": v.floor, "unconfirmed": v.unconfirmed or ""}
+             "ratio_low": v.low, "ratio_high": v.high, "own_floor": v.floor, "unconfirmed": v.unconfirmed or "",
+             "paired_rounds": v.paired_rounds}
             for v in verdicts]

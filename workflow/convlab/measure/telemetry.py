@@ -42,6 +42,9 @@ class NullObserver(Observer):
     def columns(self, result: ResultView) -> dict[str, Any]:
         return {}
 
+    def sm_clock_mhz(self) -> float | None:
+        return None
+
 
 class NvmlObserver(Observer):
     """Samples one GPU (by its NVML handle) from ``__enter__`` to ``__exit__``."""
@@ -93,6 +96,10 @@ class NvmlObserver(Observer):
         end = self._energy()
         if self._energy_mj and end is not None:
             self._energy_mj.append(end)
+
+    def sm_clock_mhz(self) -> float | None:
+        """The median SM clock of the samples taken (after __exit__), or None."""
+        return float(statistics.median(sample[0] for sample in self.samples)) if self.samples else None
 
     def columns(self, result: ResultView) -> dict[str, Any]:
         """The row's telemetry columns. Energy per repeat is the median power times the median

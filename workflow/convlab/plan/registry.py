@@ -343,6 +343,12 @@ def _read_registries(folders: tuple[Path, ...]) -> tuple[dict[str, KernelSpec], 
     return registry, descriptions
 
 
+def read_kernel_folder(folder: Path) -> dict[str, KernelSpec]:
+    """The kernels of one folder of its own (its registry.yaml), apart from the registry: a kept
+    earlier version of a kernel, made a kernel again."""
+    return _read_registries((Path(folder),))[0]
+
+
 def get_kernel(name: str, kernels_dir: Path = KERNELS_DIR) -> KernelSpec:
     registry = load_registry(kernels_dir)
     if name not in registry:

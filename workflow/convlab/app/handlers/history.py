@@ -12,6 +12,7 @@ from convlab.atomicfile import write_text_atomically
 from convlab.history.compare import compare_result_sets
 from convlab.history.listing import history_lines
 from convlab.history.noise import MIN_FLOOR
+from convlab.history.pairfile import read_pairs
 from convlab.history.record import record as record_rows
 from convlab.history.sides import device_folder, load_side
 from convlab.plan.grid import build_cells
@@ -36,7 +37,8 @@ def record(args: argparse.Namespace, console: Console) -> int:
     config = json.loads(args.config)
     cells = build_cells(config, args.backend, args.device)
     threshold = (config.get("verdicts") or {}).get("threshold", MIN_FLOOR)
-    recorded = record_rows(args.results, cells, args.device, run_id=args.run_id or None, threshold=threshold)
+    recorded = record_rows(args.results, cells, args.device, run_id=args.run_id or None, threshold=threshold,
+                           pairs=read_pairs(args.pairs))
     for warning in recorded.warnings:
         console.warn(f"warning: {warning}")
     write_text_atomically(args.out, "\n".join(recorded.lines) + "\n")

@@ -1,0 +1,77 @@
+"""Paired re-measurement on a real GPU (marker gpu): a kept version of `direct` restored from the
+database and measured side by side with the current one. The same files give SAME; a previous
+version with a planted slow-down of known size (a tenth of its output rows computed twice) makes
+the current one FASTER; a previous version that does not compile is refused with its reason."""
+
+from __future__ import annotations
+
+import pytest
+from test_gpu import gpu_cells, write_image
+
+from convlab.codeversion import file_contents, fingerprint_contents
+from convlab.history import store
+from convlab.history.kernelversions import restore_kernel_version
+from convlab.history.pairfile import verdict_of_interval
+from convlab.paths import REPO_ROOT
+from convlab.plan.registry import get_kernel, read_kernel_folder
+from convlab.run.paired import PairRefused, measure_pair
+
+THRESHOLD = 0.02
+
+
+def planted(source: str, percent: int) -> str:
+    """``source`` (direct.cu) with rows oy < OH * percent / 100 accumulated twice and halved: the
+    same output, that much more work in those rows."""
+    start, end = source.index("    const int iy0"), source.index("    float* out = output")
+    body = (f"    const int passes = (oy * 100 < OH * {percent}) ? 2 : 1;\n"
+            "    for (int pass = 0; pass < passes; ++pass) {\n" + source[start:end] + "    }\n")
+    text = source[:start] + body + source[end:]
+    return text.replace("out[k] = acc[k];", "out[k] = acc[k] / passes;")
+
+
+def kept_version(tmp_path, source: str):
+    """`direct` with ``source`` as its .cu, kept in a database and restored as a kernel of its own."""
+    files = [(path, data if not path.endswith(".cu") else source.encode())
+             for path, data in file_contents(get_kernel("direct").files("cuda"), root=REPO_ROOT)]
+    kernel_hash = fingerprint_contents(files)
+    connection, _ = store.open_for_writing(tmp_path / "history.sqlite")
+    store.add_measurements(connection, "host", [], {kernel_hash: files})
+    folder = tmp_path / kernel_hash
+    name = restore_kernel_version(connection, "direct", kernel_hash, folder)
+    connection.close()
+    return read_kernel_folder(folder)[name]
+
+
+@pytest.fixture
+def cell(tmp_path):
+    (cell,) = gpu_cells("direct", 1024, [1], extra={"direct": {"block": [16]}})
+    return cell, write_image(tmp_path / "input_1024.png", 1024, 1024)
+
+
+@pytest.mark.gpu
+def test_the_same_files_measured_side_by_side_are_same(tmp_path, cell, backend):
+    cell, image = cell
+    previous = kept_version(tmp_path, get_kernel("direct").source.read_text())
+    result = measure_pair(cell, image, previous, THRESHOLD / 4, 2.0, backend)
+    print(f"A/A: x{result.ratio:.4f} [{result.low:.4f}, {result.high:.4f}], {result.rounds} rounds, {result.stop}")
+    assert verdict_of_interval(result.low, result.high, THRESHOLD) == "SAME"
+    assert result.previous_ms > 0 and result.new_ms > 0
+
+
+@pytest.mark.gpu
+def test_a_planted_slow_down_of_the_previous_version_makes_the_current_one_faster(tmp_path, cell, backend):
+    cell, image = cell
+    previous = kept_version(tmp_path, planted(get_kernel("direct").source.read_text(), 10))
+    result = measure_pair(cell, image, previous, THRESHOLD / 4, 2.0, backend)
+    print(f"previous planted +10 % rows: x{result.ratio:.4f} [{result.low:.4f}, {result.high:.4f}], "
+          f"{result.rounds} rounds")
+    assert verdict_of_interval(result.low, result.high, THRESHOLD) == "FASTER"
+    assert 0.8 < result.ratio < 0.97
+
+
+@pytest.mark.gpu
+def test_a_previous_version_that_does_not_compile_is_refused_with_its_reason(tmp_path, cell, backend):
+    cell, image = cell
+    previous = kept_version(tmp_path, get_kernel("direct").source.read_text().replace("acc[k] = 0.0f;", "acc[k] = ;"))
+    with pytest.raises(PairRefused, match="error"):
+        measure_pair(cell, image, previous, THRESHOLD / 4, 2.0, backend)

@@ -1,0 +1,84 @@
+"""`pair`: a run's re-measured cells whose kernel files changed, each measured side by side with
+its previous kernel version on the device (in the device's worker, under its lock), into
+verdicts/paired.csv for the record step."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from convlab.app.console import Console
+from convlab.backends import get_backend
+from convlab.backends.devicelock import exclusive_device
+from convlab.history.kernelversions import VersionUnavailable
+from convlab.history.noise import MIN_FLOOR
+from convlab.history.pairfile import PairRow, write_pairs
+from convlab.history.pairing import Candidate, candidates, restore_previous
+from convlab.plan.grid import build_cells
+from convlab.plan.registry import read_kernel_folder
+from convlab.run.paired import PairRefused, measure_pair
+
+# The interval a pair aims for: a quarter of the threshold each side, so that a change just past
+# the threshold is told apart from it.
+PRECISION_SHARE = 0.25
+
+
+def pair_settings(config: dict[str, Any]) -> tuple[bool, float, float, float]:
+    """Whether pairs are measured, the threshold, the precision aimed for and the budget per cell."""
+    verdicts = config.get("verdicts") or {}
+    threshold = float(verdicts.get("threshold", MIN_FLOOR))
+    return (bool(verdicts.get("paired", True)), threshold, threshold * PRECISION_SHARE,
+            float(verdicts.get("pair_budget_s", 1.0)))
+
+
+def measured_pair(candidate: Candidate, connection, scratch: Path, precision: float, budget_s: float,
+                  backend) -> PairRow:
+    """One candidate's pair, or its row with the reason it has none."""
+    cell = candidate.cell
+    base = PairRow(cell.path, cell.kernel, candidate.previous_hash, candidate.kernel_hash)
+    try:
+        folder, name = restore_previous(connection, candidate, scratch)
+        previous = read_kernel_folder(folder)[name]
+        result = measure_pair(cell, cell.image or None, previous, precision, budget_s, backend)
+    except (VersionUnavailable, PairRefused) as why:
+        return PairRow(**{**base.__dict__, "note": " ".join(str(why).split())})
+    return PairRow(**{**base.__dict__, "ratio": result.ratio, "low": result.low, "high": result.high,
+                      "rounds": result.rounds, "previous_ms": result.previous_ms, "new_ms": result.new_ms,
+                      "stop": result.stop, "clock_normalised": "yes" if result.clock_normalised else "no"})
+
+
+def pair(args: argparse.Namespace, console: Console) -> int:
+    config = json.loads(args.config)
+    paired, _, precision, budget_s = pair_settings(config)
+    rows: list[PairRow] = []
+    started = time.perf_counter()
+    own_s = 0.0
+    if paired and args.run_id:
+        cells = build_cells(config, args.backend, args.device)
+        chosen, connection = candidates(args.results, cells, args.run_id)
+        own_s = sum(c.service_ms or 0.0 for c in chosen) / 1e3
+        if chosen:
+            backend = get_backend(args.backend)
+            try:
+                with tempfile.TemporaryDirectory(prefix="convlab-versions-") as scratch, \
+                        exclusive_device(backend.device_key()):
+                    rows = [measured_pair(c, connection, Path(scratch), precision, budget_s, backend) for c in chosen]
+            finally:
+                connection.close()
+        elif connection is not None:
+            connection.close()
+    write_pairs(args.out, rows)
+    measured = sum(row.measured for row in rows)
+    if rows:
+        console.say(f"paired: {measured} of {len(rows)} cells whose kernel files changed measured side by side with "
+                    f"their previous version in {time.perf_counter() - started:.2f} s (their own measurements this "
+                    f"run: {own_s:.2f} s)")
+    else:
+        console.say("paired: no re-measured cell's kernel files changed")
+    for note in sorted({row.note for row in rows if row.note}):
+        console.say(f"  not paired: {note}")
+    return 0

@@ -1,0 +1,87 @@
+"""paired.csv: the side-by-side measurements of a run's paired cells (convlab.history.pairing),
+as the `pair` step hands them to the record step, and the verdict of a paired interval."""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+from convlab.atomicfile import write_text_atomically
+from convlab.history.compare import FASTER, SAME, SLOWER, UNCLEAR
+
+
+@dataclass(frozen=True)
+class PairRow:
+    """One line of paired.csv: a cell's side-by-side measurement, or why it has none (``note``)."""
+
+    cell: str
+    kernel: str
+    previous_hash: str
+    kernel_hash: str
+    ratio: float | None = None
+    low: float | None = None
+    high: float | None = None
+    rounds: int | None = None
+    previous_ms: float | None = None
+    new_ms: float | None = None
+    stop: str = ""
+    clock_normalised: str = ""
+    note: str = ""
+
+    @property
+    def measured(self) -> bool:
+        return self.ratio is not None and self.low is not None and self.high is not None
+
+
+PAIR_COLUMNS = tuple(f.name for f in fields(PairRow))
+
+
+def write_pairs(path: str | Path, rows: Iterable[PairRow]) -> None:
+    text = io.StringIO()
+    writer = csv.DictWriter(text, fieldnames=PAIR_COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({name: ("" if getattr(row, name) is None else getattr(row, name)) for name in PAIR_COLUMNS})
+    write_text_atomically(path, text.getvalue())
+
+
+def _number(text: str | None) -> float | None:
+    try:
+        value = float(text) if text not in (None, "") else None
+    except ValueError:
+        return None
+    return value if value is not None and math.isfinite(value) else None
+
+
+def read_pairs(path: str | Path | None) -> dict[str, PairRow]:
+    """paired.csv by cell; empty where there is no such file (a run without the step)."""
+    if not path or not Path(path).is_file():
+        return {}
+    pairs = {}
+    with open(path, newline="") as handle:
+        for record in csv.DictReader(handle):
+            rounds = _number(record.get("rounds"))
+            pairs[record["cell"]] = PairRow(
+                cell=record["cell"], kernel=record.get("kernel", ""), previous_hash=record.get("previous_hash", ""),
+                kernel_hash=record.get("kernel_hash", ""), ratio=_number(record.get("ratio")),
+                low=_number(record.get("low")), high=_number(record.get("high")),
+                rounds=int(rounds) if rounds is not None else None, previous_ms=_number(record.get("previous_ms")),
+                new_ms=_number(record.get("new_ms")), stop=record.get("stop", ""),
+                clock_normalised=record.get("clock_normalised", ""), note=record.get("note", ""))
+    return pairs
+
+
+def verdict_of_interval(low: float, high: float, threshold: float) -> str:
+    """SLOWER or FASTER when the whole interval lies beyond ± the threshold, SAME when it lies
+    within it, UNCLEAR when it straddles an edge."""
+    if low > 1 + threshold:
+        return SLOWER
+    if high < 1 - threshold:
+        return FASTER
+    if low >= 1 - threshold and high <= 1 + threshold:
+        return SAME
+    return UNCLEAR

@@ -1,0 +1,73 @@
+"""Which of a run's re-measured cells can be measured side by side with their previous kernel
+version.
+
+A cell is paired when this run measured it ``ok``, its latest earlier ``ok`` measurement ran other
+kernel files, and the database keeps those files as a kernel that can run again (a source
+kernel's description and .cu; convlab.history.kernelversions). The pairs are measured by the
+`pair` step on the device (convlab.run.paired) before the record step, which judges a paired cell
+by its interval instead of by its history (convlab.history.pairfile); every other cell keeps the
+history's rule. The step only reads the database: the record step stays its one writer.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+
+from convlab.history import store
+from convlab.history.kernelversions import restore_kernel_version
+from convlab.history.record import KernelHashes, found_rows
+from convlab.plan.cell import Cell
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A cell to pair: the cell, its kernel's current hash and the previous measurement's."""
+
+    cell: Cell
+    kernel_hash: str
+    previous_hash: str
+    previous_ms: float | None
+    service_ms: float | None  # what measuring the cell took this run: the cost a pair is held against
+
+
+def candidates(results_dir: str | Path, cells: list[Cell], run_id: str) -> tuple[list[Candidate], sqlite3.Connection | None]:
+    """The cells of ``run_id`` to pair, and the database open for reading (None where there is
+    none yet: a first run pairs nothing). The caller closes it."""
+    try:
+        connection = store.open_for_reading(store.database_path(results_dir))
+    except store.HistoryUnavailable:
+        return [], None
+    found, _ = found_rows(Path(results_dir), cells)
+    known = store.known_checks(connection, list(found))
+    fresh = [entry for check, entry in found.items()
+             if check not in known and entry.run_id == run_id and entry.row.get("status") == "ok"]
+    history = store.ok_history(connection, [entry.cell.path for entry in fresh])
+    hashes = KernelHashes()
+    chosen = []
+    for entry in fresh:
+        earlier = history.get(entry.cell.path) or []
+        if not earlier:
+            continue
+        previous = earlier[-1]
+        current = hashes(entry.cell.kernel, entry.cell.backend)
+        if previous.kernel_hash and current and previous.kernel_hash != current:
+            chosen.append(Candidate(entry.cell, current, previous.kernel_hash, previous.kernel_ms,
+                                    _number(entry.row.get("service_ms"))))
+    return chosen, connection
+
+
+def _number(text: str | None) -> float | None:
+    try:
+        return float(text) if text else None
+    except ValueError:
+        return None
+
+
+def restore_previous(connection: sqlite3.Connection, candidate: Candidate, versions_dir: Path) -> tuple[Path, str]:
+    """The previous version's kernel folder (written once per version) and the name it is
+    registered under there. VersionUnavailable where it cannot run again."""
+    folder = versions_dir / f"{candidate.cell.kernel}@{candidate.previous_hash}"
+    name = restore_kernel_version(connection, candidate.cell.kernel, candidate.previous_hash, folder)
+    return folder, name

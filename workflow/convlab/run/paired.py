@@ -1,0 +1,83 @@
+"""A cell's kernel measured side by side with an earlier version of it: the same problem, the
+same operands, the same GPU and process, interleaved (convlab.measure.paired).
+
+Both versions go through the cell's own steps up to the launch (place, set up, launch); the
+earlier version is verified too, as a version whose output is wrong here times something else.
+Then the rounds. A launch-bound kernel (a run under GRAPH_BELOW_MS) is sampled as replays of a
+CUDA graph, where an event pair around one launch would time the events as much as the kernel;
+a cell timed cold is sampled cold.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+from convlab.backends import get_backend
+from convlab.backends.base import Backend
+from convlab.measure.paired import PairedResult, Side, interleave
+from convlab.measure.timing import GraphRefused, capture_graph
+from convlab.plan.cell import Cell
+from convlab.plan.registry import KernelSpec
+from convlab.run.steps import CellInputs, Prepared, launch, load_inputs, place, set_up, verify
+from convlab.status import CellFailure
+
+GRAPH_BELOW_MS = 0.05
+
+
+class PairRefused(Exception):
+    """The two versions cannot be measured side by side here; the message says why."""
+
+
+def prepared_version(backend: Backend, inputs: CellInputs, check: bool) -> Prepared:
+    """One version placed, set up and launched once (and verified where ``check``)."""
+    layout = backend.layout_for(inputs.spec)
+    placed = place(backend, inputs, layout)
+    prepared = set_up(backend, inputs, placed)
+    launch(backend, prepared)
+    if check:
+        verified = verify(backend, inputs, placed, prepared)
+        if not verified.verdict.passed:
+            raise PairRefused(f"the previous version's output is wrong here: {verified.verdict.reason}")
+    return prepared
+
+
+def side(backend: Backend, prepared: Prepared, cold: bool) -> Side:
+    """How the rounds sample one version: per launch, or per replay of a graph of launches."""
+    run = prepared.kernel.run
+
+    def watched(sample):
+        def taken(n: int) -> tuple[list[float], float | None]:
+            watch = backend.telemetry()
+            with watch:
+                times = sample(n)
+            return times, watch.sm_clock_mhz()
+        return taken
+
+    per_run_ms = backend.time_batch(run, 1, cold)[0]
+    if not cold and per_run_ms < GRAPH_BELOW_MS:
+        try:
+            sampler, launches, _ = capture_graph(run, backend.capture_graph, per_run_ms)
+            return Side(watched(sampler), launches)
+        except GraphRefused:
+            pass
+    return Side(watched(lambda n: backend.time_batch(run, n, cold)))
+
+
+def measure_pair(cell: Cell, image_path: str | Path | None, previous_spec: KernelSpec, precision: float,
+                 budget_s: float, backend: Backend | None = None) -> PairedResult:
+    """The cell's kernel (new) against ``previous_spec`` (an earlier version of it), interleaved
+    until the ratio is known to ± ``precision`` or ``budget_s`` is spent. PairRefused where either
+    version fails here."""
+    backend = backend or get_backend(cell.backend)
+    new_inputs = load_inputs(cell, image_path)
+    previous_inputs = replace(new_inputs, spec=previous_spec)
+    cold = cell.timing["mode"] == "cold"
+    try:
+        previous = prepared_version(backend, previous_inputs, check=True)
+        new = prepared_version(backend, new_inputs, check=False)
+        with backend.guard("timing"):
+            return interleave(side(backend, previous, cold), side(backend, new, cold), precision, budget_s)
+    except CellFailure as failure:
+        where = f" in {failure.stage}" if failure.stage else ""
+        raise PairRefused(f"{failure.status}{where}: {failure.reason}") from failure
