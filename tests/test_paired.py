@@ -56,7 +56,7 @@ def test_a_change_of_known_size_is_found_in_at_least_95_percent_of_pairs(shift, 
 
 def test_the_ratio_and_its_interval_hold_the_true_change():
     device = Device(7)
-    result = interleave(device.side(1.0), device.side(1.04), PRECISION, budget_s=5.0)
+    result = interleave(device.side(0.05), device.side(0.05 * 1.04), PRECISION, budget_s=5.0)
     assert result.low < 1.04 < result.high
     assert result.stop == "precise" and result.rounds >= MIN_ROUNDS
     assert (result.high / result.low) ** 0.5 - 1 <= PRECISION * 1.5

@@ -103,6 +103,11 @@ class Backend(ABC):
         """Why this backend can no longer measure (a sticky device error), or None while it can."""
         return None
 
+    def sm_clock_mhz(self) -> float | None:
+        """The device's SM clock now, where the backend can read it (a pair's rounds compare in
+        cycles where the two versions' clocks differ)."""
+        return None
+
     def telemetry(self):
         """An observer of the device while a cell's repeats are timed (convlab.measure.telemetry):
         a context manager whose columns() gives the row's clock, power and energy columns."""

@@ -145,9 +145,15 @@ class CudaBackend(Backend):
         return {**self._device_info, "gpu_index": self.gpu_index}
 
     def telemetry(self):
+        return self._gpu_telemetry().observer()
+
+    def sm_clock_mhz(self) -> float | None:
+        return self._gpu_telemetry().sm_clock_mhz()
+
+    def _gpu_telemetry(self) -> GpuTelemetry:
         if self._telemetry is None:
             self._telemetry = GpuTelemetry(gpu_uuid(self.properties))
-        return self._telemetry.observer()
+        return self._telemetry
 
     def _read_device_info(self) -> dict[str, Any]:
         props = self.properties

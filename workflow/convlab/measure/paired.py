@@ -45,7 +45,7 @@ MAX_ROUNDS = 400
 FEW_ROUNDS_T = {1: 63.66, 2: 9.925, 3: 5.841, 4: 4.604, 5: 4.032, 6: 3.707, 7: 3.499}
 # One batch of one version lasts about this long: long enough that a round's ratio is not one
 # launch's jitter, short enough that many rounds fit in a cell's budget.
-BATCH_MS = 2.0
+BATCH_MS = 1.0
 MAX_BATCH = 200
 CONFIDENCE = 0.99
 NORMAL_QUANTILE = 2.576  # two-sided 99 %

@@ -42,9 +42,6 @@ class NullObserver(Observer):
     def columns(self, result: ResultView) -> dict[str, Any]:
         return {}
 
-    def sm_clock_mhz(self) -> float | None:
-        return None
-
 
 class NvmlObserver(Observer):
     """Samples one GPU (by its NVML handle) from ``__enter__`` to ``__exit__``."""
@@ -96,10 +93,6 @@ class NvmlObserver(Observer):
         end = self._energy()
         if self._energy_mj and end is not None:
             self._energy_mj.append(end)
-
-    def sm_clock_mhz(self) -> float | None:
-        """The median SM clock of the samples taken (after __exit__), or None."""
-        return float(statistics.median(sample[0] for sample in self.samples)) if self.samples else None
 
     def columns(self, result: ResultView) -> dict[str, Any]:
         """The row's telemetry columns. Energy per repeat is the median power times the median
@@ -184,6 +177,15 @@ class GpuTelemetry:
             self.default_sm_mhz = float(pynvml.nvmlDeviceGetDefaultApplicationsClock(self.handle, pynvml.NVML_CLOCK_SM))
         except pynvml.NVMLError:
             self.default_sm_mhz = None
+
+    def sm_clock_mhz(self) -> float | None:
+        """The SM clock now (one NVML call: cheap enough to read after every batch of a pair)."""
+        if self.nvml is None:
+            return None
+        try:
+            return float(self.nvml.nvmlDeviceGetClockInfo(self.handle, self.nvml.NVML_CLOCK_SM))
+        except self.nvml.NVMLError:
+            return None
 
     def observer(self) -> NvmlObserver | NullObserver:
         if self.nvml is None:

@@ -1,8 +1,9 @@
 """A cell's kernel measured side by side with an earlier version of it: the same problem, the
 same operands, the same GPU and process, interleaved (convlab.measure.paired).
 
-Both versions go through the cell's own steps up to the launch (place, set up, launch); the
-earlier version is verified too, as a version whose output is wrong here times something else.
+Both versions go through the cell's own steps up to the launch (place, set up, launch), on one
+placement of the operands; the earlier version is verified too, as a version whose output is
+wrong here times something else.
 Then the rounds. A launch-bound kernel (a run under GRAPH_BELOW_MS) is sampled as replays of a
 CUDA graph, where an event pair around one launch would time the events as much as the kernel;
 a cell timed cold is sampled cold.
@@ -19,7 +20,7 @@ from convlab.measure.paired import PairedResult, Side, interleave
 from convlab.measure.timing import GraphRefused, capture_graph
 from convlab.plan.cell import Cell
 from convlab.plan.registry import KernelSpec
-from convlab.run.steps import CellInputs, Prepared, launch, load_inputs, place, set_up, verify
+from convlab.run.steps import CellInputs, Placed, Prepared, launch, load_inputs, place, set_up, verify
 from convlab.status import CellFailure
 
 GRAPH_BELOW_MS = 0.05
@@ -29,10 +30,15 @@ class PairRefused(Exception):
     """The two versions cannot be measured side by side here; the message says why."""
 
 
-def prepared_version(backend: Backend, inputs: CellInputs, check: bool) -> Prepared:
-    """One version placed, set up and launched once (and verified where ``check``)."""
+def prepared_version(backend: Backend, inputs: CellInputs, placements: dict[tuple, Placed], check: bool) -> Prepared:
+    """One version set up and launched once (and verified where ``check``), on the placement its
+    layout shares with the other version: both read the same input buffers and write the same
+    output buffer, as a buffer's address alone moves a memory-bound kernel's time by percents."""
     layout = backend.layout_for(inputs.spec)
-    placed = place(backend, inputs, layout)
+    key = tuple(sorted(layout.items()))
+    if key not in placements:
+        placements[key] = place(backend, inputs, layout)
+    placed = placements[key]
     prepared = set_up(backend, inputs, placed)
     launch(backend, prepared)
     if check:
@@ -43,25 +49,23 @@ def prepared_version(backend: Backend, inputs: CellInputs, check: bool) -> Prepa
 
 
 def side(backend: Backend, prepared: Prepared, cold: bool) -> Side:
-    """How the rounds sample one version: per launch, or per replay of a graph of launches."""
+    """How the rounds sample one version: per launch, or per replay of a graph of launches; each
+    batch with the SM clock read as it ends."""
     run = prepared.kernel.run
 
-    def watched(sample):
+    def clocked(sample):
         def taken(n: int) -> tuple[list[float], float | None]:
-            watch = backend.telemetry()
-            with watch:
-                times = sample(n)
-            return times, watch.sm_clock_mhz()
+            return sample(n), backend.sm_clock_mhz()
         return taken
 
     per_run_ms = backend.time_batch(run, 1, cold)[0]
     if not cold and per_run_ms < GRAPH_BELOW_MS:
         try:
             sampler, launches, _ = capture_graph(run, backend.capture_graph, per_run_ms)
-            return Side(watched(sampler), launches)
+            return Side(clocked(sampler), launches)
         except GraphRefused:
             pass
-    return Side(watched(lambda n: backend.time_batch(run, n, cold)))
+    return Side(clocked(lambda n: backend.time_batch(run, n, cold)))
 
 
 def measure_pair(cell: Cell, image_path: str | Path | None, previous_spec: KernelSpec, precision: float,
@@ -74,8 +78,9 @@ def measure_pair(cell: Cell, image_path: str | Path | None, previous_spec: Kerne
     previous_inputs = replace(new_inputs, spec=previous_spec)
     cold = cell.timing["mode"] == "cold"
     try:
-        previous = prepared_version(backend, previous_inputs, check=True)
-        new = prepared_version(backend, new_inputs, check=False)
+        placements: dict[tuple, Placed] = {}
+        previous = prepared_version(backend, previous_inputs, placements, check=True)
+        new = prepared_version(backend, new_inputs, placements, check=False)
         with backend.guard("timing"):
             return interleave(side(backend, previous, cold), side(backend, new, cold), precision, budget_s)
     except CellFailure as failure:

@@ -8,18 +8,20 @@ import argparse
 import json
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from convlab.app.console import Console
 from convlab.backends import get_backend
+from convlab.backends.base import Backend
 from convlab.backends.devicelock import exclusive_device
 from convlab.history.kernelversions import VersionUnavailable
 from convlab.history.noise import MIN_FLOOR
 from convlab.history.pairfile import PairRow, write_pairs
 from convlab.history.pairing import Candidate, candidates, restore_previous
 from convlab.plan.grid import build_cells
-from convlab.plan.registry import read_kernel_folder
+from convlab.plan.registry import KernelSpec, read_kernel_folder
 from convlab.run.paired import PairRefused, measure_pair
 
 # The interval a pair aims for: a quarter of the threshold each side, so that a change just past
@@ -35,20 +37,27 @@ def pair_settings(config: dict[str, Any]) -> tuple[bool, float, float, float]:
             float(verdicts.get("pair_budget_s", 1.0)))
 
 
-def measured_pair(candidate: Candidate, connection, scratch: Path, precision: float, budget_s: float,
-                  backend) -> PairRow:
+def previous_spec(candidate: Candidate, connection, scratch: Path, restored: dict[str, KernelSpec]) -> KernelSpec:
+    """The candidate's previous version as a kernel, restored once per version."""
+    if candidate.previous_hash not in restored:
+        folder, name = restore_previous(connection, candidate, scratch)
+        restored[candidate.previous_hash] = read_kernel_folder(folder)[name]
+    return restored[candidate.previous_hash]
+
+
+def measured_pair(candidate: Candidate, connection, scratch: Path, restored: dict[str, KernelSpec], precision: float,
+                  budget_s: float, backend: Backend) -> PairRow:
     """One candidate's pair, or its row with the reason it has none."""
     cell = candidate.cell
     base = PairRow(cell.path, cell.kernel, candidate.previous_hash, candidate.kernel_hash)
     try:
-        folder, name = restore_previous(connection, candidate, scratch)
-        previous = read_kernel_folder(folder)[name]
+        previous = previous_spec(candidate, connection, scratch, restored)
         result = measure_pair(cell, cell.image or None, previous, precision, budget_s, backend)
     except (VersionUnavailable, PairRefused) as why:
-        return PairRow(**{**base.__dict__, "note": " ".join(str(why).split())})
-    return PairRow(**{**base.__dict__, "ratio": result.ratio, "low": result.low, "high": result.high,
-                      "rounds": result.rounds, "previous_ms": result.previous_ms, "new_ms": result.new_ms,
-                      "stop": result.stop, "clock_normalised": "yes" if result.clock_normalised else "no"})
+        return replace(base, note=" ".join(str(why).split()))
+    return replace(base, ratio=result.ratio, low=result.low, high=result.high, rounds=result.rounds,
+                   previous_ms=result.previous_ms, new_ms=result.new_ms, stop=result.stop,
+                   clock_normalised="yes" if result.clock_normalised else "no")
 
 
 def pair(args: argparse.Namespace, console: Console) -> int:
@@ -66,7 +75,9 @@ def pair(args: argparse.Namespace, console: Console) -> int:
             try:
                 with tempfile.TemporaryDirectory(prefix="convlab-versions-") as scratch, \
                         exclusive_device(backend.device_key()):
-                    rows = [measured_pair(c, connection, Path(scratch), precision, budget_s, backend) for c in chosen]
+                    restored: dict[str, KernelSpec] = {}
+                    rows = [measured_pair(c, connection, Path(scratch), restored, precision, budget_s, backend)
+                            for c in chosen]
             finally:
                 connection.close()
         elif connection is not None:
