@@ -11,7 +11,7 @@ import random
 import pytest
 
 from convlab.history import store
-from convlab.history.noise import MIN_PAIRS, cell_noise, quiet_log_ratios
+from convlab.history.noise import MIN_PAIRS, busy_host, cell_noise, quiet_log_ratios
 from convlab.history.verdicts import judge, summary_lines
 
 BASE = {"kernel_hash": "k1", "code_version": "v1", "config_hash": "c1", "gpu_uuid": "GPU-a", "input_hash": "i1"}
@@ -92,3 +92,8 @@ def test_the_threshold_is_the_least_floor_a_quiet_cell_gets():
     assert judge(new(1.03), quiet[-1], cell_noise(quiet)).verdict == "SLOWER"
     noisy = drifting_history(random.Random(2), 0.05, 9, ms=1.0)
     assert cell_noise(noisy, threshold=0.05).floor > 0.05
+
+
+def test_a_throttled_gpu_is_a_host_that_cannot_be_trusted_to_be_quiet():
+    assert "throttled" in busy_host({"backend": "cuda", "throttled": "yes", "phase_ms": "lock_wait=0.1"})
+    assert busy_host({"backend": "cuda", "throttled": "no", "phase_ms": "lock_wait=0.1"}) is None

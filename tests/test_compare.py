@@ -76,7 +76,11 @@ def test_one_cell_twice_as_slow_or_fast_is_called_so_and_the_others_are_same(fac
     verdicts = _verdicts(table)
     assert verdicts.pop(("direct", "256", "2")) == expected
     assert set(verdicts.values()) == {SAME}
-    assert table.loc[table["verdict"] == expected, "ratio"].item() == pytest.approx(factor)
+    changed = table.loc[table["verdict"] == expected].iloc[0]
+    assert changed["ratio"] == pytest.approx(factor)
+    # the interval: where a rerun with nothing changed would put the ratio (the floor each side)
+    assert (changed["ratio_low"], changed["ratio_high"]) == pytest.approx(
+        (factor / (1 + changed["floor"]), factor * (1 + changed["floor"])))
 
 
 def test_a_change_within_a_wide_spread_is_unclear():

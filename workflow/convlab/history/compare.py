@@ -223,12 +223,15 @@ def compare_sets(a: pd.DataFrame, b: pd.DataFrame, threshold: float = DEFAULT_TH
                         for s in ("a", "b")]
             results.append(("/".join(statuses), math.nan, math.nan, math.nan, "not timed in both"))
     table[["verdict", "ratio", "floor", "noise", "note"]] = pd.DataFrame(results, index=table.index)
+    # where a rerun with nothing changed would put the ratio: the floor each side of it
+    table["ratio_low"] = table["ratio"] / (1 + table["floor"])
+    table["ratio_high"] = table["ratio"] * (1 + table["floor"])
     table = table.drop(columns="_merge")
     for side in ("a", "b"):
         table[f"reps_{side}"] = pd.to_numeric(table[f"reps_{side}"], errors="coerce").round().astype("Int64")
         table[f"spread_{side}"] = table[f"kernel_ms_iqr_{side}"].map(_number) / table[f"kernel_ms_{side}"].map(_number)
     order = keys + ["status_a", "status_b", "kernel_ms_a", "kernel_ms_b", "spread_a", "spread_b", "reps_a", "reps_b",
-                    "ratio", "floor", "noise", "verdict", "note"]
+                    "ratio", "ratio_low", "ratio_high", "floor", "noise", "verdict", "note"]
     return table[order].sort_values(keys, kind="stable", key=_natural).reset_index(drop=True)
 
 
@@ -329,12 +332,18 @@ def _pct(value: float) -> str:
     return "" if not math.isfinite(_number(value)) else f"{100 * _number(value):.0f}%"
 
 
+def _ratio_text(row: pd.Series) -> str:
+    if math.isnan(row["ratio"]):
+        return ""
+    return f"{row['ratio']:.3f} [{row['ratio_low']:.3f}, {row['ratio_high']:.3f}]"
+
+
 def cell_table_lines(table: pd.DataFrame, labels: tuple[str, str]) -> list[str]:
     """The per-cell table as text: every cell when there are few, else those that are not SAME."""
     shown = table if len(table) <= PRINT_ALL_UP_TO else table[table["verdict"] != SAME]
     names = cell_names(table)
-    header = ("verdict", "B/A", f"A ms ({labels[0]})", "spread", f"B ms ({labels[1]})", "spread", "cell")
-    rows = [(row["verdict"], "" if math.isnan(row["ratio"]) else f"{row['ratio']:.3f}", _ms(row["kernel_ms_a"]),
+    header = ("verdict", "B/A [interval]", f"A ms ({labels[0]})", "spread", f"B ms ({labels[1]})", "spread", "cell")
+    rows = [(row["verdict"], _ratio_text(row), _ms(row["kernel_ms_a"]),
              _pct(row["spread_a"]), _ms(row["kernel_ms_b"]), _pct(row["spread_b"]), names[index])
             for index, row in shown.head(MAX_PRINTED).iterrows()]
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header) - 1)]

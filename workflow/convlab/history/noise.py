@@ -15,9 +15,9 @@ the ratio × exp(± t × spread). A cell with fewer than MIN_PAIRS such pairs ke
 One disturbed run in a cell's history widens its floor: it costs detections, never false calls.
 
 A host that others use while it measures (the cpu backend, always; a GPU whose lock another
-process held during the cell) moves times by more than any history shows: a FASTER or SLOWER
-there is UNCLEAR, as only a paired re-measurement (both versions in one process, interleaved)
-could confirm it.
+process held during the cell), or a GPU that throttled while it measured, moves times by more
+than any history shows: a FASTER or SLOWER there is UNCLEAR, as only a paired re-measurement
+(both versions in one process, interleaved) could confirm it.
 """
 
 from __future__ import annotations
@@ -90,6 +90,8 @@ def busy_host(row: Mapping[str, object]) -> str | None:
     a GPU whose lock another process held while the cell waited for it."""
     if row.get("backend") == "cpu":
         return "the cpu backend shares its host"
+    if row.get("throttled") == "yes":
+        return "the GPU throttled (its clock or a slowdown reason, in the row's telemetry)"
     for part in str(row.get("phase_ms") or "").split(";"):
         name, _, value = part.partition("=")
         if name == "lock_wait":
