@@ -199,3 +199,22 @@ def test_the_pair_step_writes_an_empty_file_where_nothing_can_be_paired(tmp_path
         assert main(["pair", "--results", str(tmp_path / "results"), "--backend", "cuda", "--device", "h100",
                      "--config", json.dumps(config), "--run-id", "run-1", "--out", str(out)]) == 0
         assert read_pairs(out) == {} and out.read_text().startswith("cell,kernel,previous_hash")
+
+
+def test_the_history_page_shows_a_paired_cells_interval_and_how_it_was_measured(tmp_path):
+    import csv
+
+    from convlab.history.verdicts import CSV_COLUMNS, csv_records
+    from convlab.report.history import write_history_page
+
+    pair = PairRow("results/x/cells/c.csv", "direct", "old", "new", ratio=1.031, low=1.025, high=1.037, rounds=12)
+    judged = judge(new_measurement(), previous_measurement(), None, pair, THRESHOLD)
+    latest = tmp_path / "latest.csv"
+    with open(latest, "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=CSV_COLUMNS)
+        writer.writeheader()
+        writer.writerows(csv_records([judged]))
+    write_history_page(tmp_path, latest, tmp_path / "history.png", tmp_path / "history.html")
+    page = (tmp_path / "history.html").read_text()
+    assert "1.031 [1.025, 1.037]" in page
+    assert "paired: side by side with the previous version, 12 rounds" in page

@@ -104,13 +104,20 @@ def _verdict_rows(latest_csv: Path) -> list[dict[str, str]]:
 
 
 def _ratio_text(row: dict[str, str]) -> str:
-    """The ratio, with its interval where the cell's own floor gave one."""
+    """The ratio, with its interval where the cell's pair or its own floor gave one."""
     if not row["ratio"]:
         return ""
     text = f"{float(row['ratio']):.3f}"
     if row.get("ratio_low") and row.get("ratio_high"):
         text += f" [{float(row['ratio_low']):.3f}, {float(row['ratio_high']):.3f}]"
     return text
+
+
+def _note(row: dict[str, str]) -> str:
+    """How sure the verdict is: measured side by side with the previous version, or unconfirmed."""
+    if row.get("paired_rounds"):
+        return f"paired: side by side with the previous version, {row['paired_rounds']} rounds"
+    return f"unconfirmed: {row['unconfirmed']}" if row.get("unconfirmed") else ""
 
 
 def write_history_page(folder: str | Path, latest_csv: str | Path, figure_out: str | Path, out: str | Path) -> str:
@@ -135,7 +142,7 @@ def write_history_page(folder: str | Path, latest_csv: str | Path, figure_out: s
         f'<tr style="background:{colours.get(r["verdict"], "#fff")}">'
         + "".join(f"<td>{html.escape(v)}</td>" for v in (
             r["verdict"], r["kernel"], short_cell(r["cell"]), r["previous_ms"], r["kernel_ms"], _ratio_text(r),
-            r["changed"].replace(";", ", "), r.get("unconfirmed") and f"unconfirmed: {r['unconfirmed']}" or ""))
+            r["changed"].replace(";", ", "), _note(r)))
         + "</tr>" for r in rows)
     run_rows = "".join(f"<tr><td>{html.escape(a)}</td><td>{html.escape(b)}</td><td>{html.escape((c or '')[:10])}"
                        f"</td><td>{d}</td></tr>" for b, a, c, d in reversed(runs))
