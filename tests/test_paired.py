@@ -209,12 +209,14 @@ def test_the_history_page_shows_a_paired_cells_interval_and_how_it_was_measured(
 
     pair = PairRow("results/x/cells/c.csv", "direct", "old", "new", ratio=1.031, low=1.025, high=1.037, rounds=12)
     judged = judge(new_measurement(), previous_measurement(), None, pair, THRESHOLD)
-    latest = tmp_path / "latest.csv"
+    folder = tmp_path / "h200"  # results/<device>: no database there yet
+    folder.mkdir()
+    latest = folder / "latest.csv"
     with open(latest, "w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=CSV_COLUMNS)
         writer.writeheader()
         writer.writerows(csv_records([judged]))
-    write_history_page(tmp_path, latest, tmp_path / "history.png", tmp_path / "history.html")
-    page = (tmp_path / "history.html").read_text()
+    write_history_page(folder, latest, folder / "history.png", folder / "history.html")
+    page = (folder / "history.html").read_text()
     assert "1.031 [1.025, 1.037]" in page
     assert "paired: side by side with the previous version, 12 rounds" in page
