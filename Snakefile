@@ -18,6 +18,7 @@ include: "workflow/rules/cells.smk"
 include: "workflow/rules/aggregate.smk"
 include: "workflow/rules/history.smk"
 include: "workflow/rules/report.smk"
+include: "workflow/rules/counters.smk"
 include: "workflow/rules/benchmark.smk"
 
 

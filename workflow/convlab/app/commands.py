@@ -161,6 +161,10 @@ TABLE: tuple[Command, ...] = (
     Command("roofline", "roofline of every ok cell (report stage)", f"{HANDLERS}.report:roofline", (
         *file_args("--summary", "--bandwidth", "--ceiling", "--out"),
     ), runs=TOOLS),
+    Command("counters-report", "the measured roofline and the findings of the hardware counters (report stage)",
+            f"{HANDLERS}.report:counters_report", (
+        *file_args("--summary", "--counters", "--bandwidth", "--ceiling", "--figure", "--out"),
+    ), runs=TOOLS),
     Command("findings", "findings page computed from the data (report stage)", f"{HANDLERS}.report:findings", (
         *file_args("--summary", "--comparison", "--bandwidth", "--ceiling", "--out"),
     ), runs=TOOLS),
@@ -191,6 +195,19 @@ TABLE: tuple[Command, ...] = (
         arg("--run-id", default="", help="the run whose re-measured cells are paired"),
         file_arg("--out", help="the pairs (verdicts/paired.csv)"),
     ), runs=DEVICE, pool=backend_option),
+    Command("counters", "read every ok cell's hardware counters with Nsight Compute, from a replayed launch of each",
+            f"{HANDLERS}.counters:counters", (
+        file_arg("--results", help="results/<device>"),
+        arg("--backend", required=True, choices=["cuda", "cpu"]),
+        arg("--device", required=True),
+        arg("--config", required=True, help="the run's validated config as JSON"),
+        file_arg("--out", help="the counters of each ok cell (results/<device>/counters.csv)"),
+    )),
+    Command("counters-replay", "inside Nsight Compute: each planned cell's profiled launch (the counters step "
+            "starts it)", f"{HANDLERS}.counterreplay:counters_replay", (
+        file_arg("--plan", help="the cells, as JSON"),
+        file_arg("--reasons", help="where to write why a cell could not be replayed (JSON)"),
+    )),
     Command("record", "add the run's new rows to the results database (report stage)", f"{HANDLERS}.history:record", (
         file_arg("--results", help="results/<device>"),
         arg("--backend", required=True, choices=["cuda", "cpu"]),

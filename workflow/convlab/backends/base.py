@@ -103,6 +103,11 @@ class Backend(ABC):
         """Why this backend can no longer measure (a sticky device error), or None while it can."""
         return None
 
+    def profiled(self, index: int):
+        """The launches inside, profiled by a profiler that runs this process, after a marker of
+        ``index``; a backend without hardware counters refuses."""
+        raise NotImplementedError(f"no hardware counters on the {self.name} backend")
+
     def sm_clock_mhz(self) -> float | None:
         """The device's SM clock now, where the backend can read it (a pair's rounds compare in
         cycles where the two versions' clocks differ)."""

@@ -13,6 +13,7 @@ from typing import Any
 
 import cupy
 import numpy as np
+from cupy.cuda import profiler as cuda_profiler
 
 from convlab.backends.base import Backend, KernelBuffers, PreparedKernel
 from convlab.backends.compileahead import CompileReport, compile_ahead
@@ -20,6 +21,7 @@ from convlab.backends.cudagraph import record_graph
 from convlab.backends.libraries import library_kernels
 from convlab.backends.sharedmem import shared_limit
 from convlab.backends.sourcemodule import SourceModule, source_module
+from convlab.measure.counters import MARKER, MARKER_SOURCE
 from convlab.measure.telemetry import GpuTelemetry
 from convlab.measure.timing import Sampler
 from convlab.plan.launch import dims, evaluate, problem_names, stage_shared_bytes
@@ -132,6 +134,7 @@ class CudaBackend(Backend):
         self._host_ms_per_rep = {"run": 0.05, "graph": 0.05}  # enqueue time per repeat, by what is enqueued
         self._graph_stream: cupy.cuda.Stream | None = None
         self._flush_buffer = None
+        self._marker: cupy.RawKernel | None = None
         self._device_info: dict[str, Any] | None = None
         # the index among the GPUs its measurement service uses (0 in a one-shot process)
         self.gpu_index = 0
@@ -146,6 +149,22 @@ class CudaBackend(Backend):
 
     def telemetry(self):
         return self._gpu_telemetry().observer()
+
+    @contextmanager
+    def profiled(self, index: int):
+        """The launches inside, profiled by a profiler that runs this process (Nsight Compute
+        started with --profile-from-start off), after a marker kernel of grid index + 1 that tells
+        them apart from the next ones (convlab.measure.counters)."""
+        if self._marker is None:
+            self._marker = cupy.RawKernel(MARKER_SOURCE, MARKER)
+        self.synchronize()
+        cuda_profiler.start()
+        try:
+            self._marker((index + 1,), (1,), ())
+            yield
+            self.synchronize()
+        finally:
+            cuda_profiler.stop()
 
     def sm_clock_mhz(self) -> float | None:
         return self._gpu_telemetry().sm_clock_mhz()

@@ -10,6 +10,7 @@ from convlab.atomicfile import write_text_atomically
 from convlab.history.summary import read_summary
 from convlab.report.aggregate import aggregate as aggregate_rows
 from convlab.report.aggregate import write_slice
+from convlab.report.counterfindings import render_counters
 from convlab.report.figures import render_files
 from convlab.report.findings import write_findings
 from convlab.report.gpus import write_gpus_page
@@ -65,6 +66,13 @@ def seed_table(args: argparse.Namespace, console: Console) -> int:
 
 def roofline(args: argparse.Namespace, console: Console) -> int:
     console.say(str(render_roofline(args.summary, args.bandwidth, args.ceiling, args.out)))
+    return 0
+
+
+def counters_report(args: argparse.Namespace, console: Console) -> int:
+    lines = render_counters(args.summary, args.counters, args.bandwidth, args.ceiling, args.figure, args.out)
+    console.say(f"{args.out}: {len(lines)} findings from hardware counters")
+    console.say("\n".join(lines))
     return 0
 
 

@@ -1,0 +1,165 @@
+"""Hardware counters without a GPU: Nsight Compute's raw page split into cells by the markers, a
+cell's columns, the reason every cell gets where there are none (the cpu backend, no ncu, no
+permission), and findings computed from planted counter rows."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+
+import pandas as pd
+import pytest
+
+from convlab.measure.counters import COLUMNS, MARKER, METRICS, by_cell, cell_counters, parse_raw_csv
+from convlab.report.counterfindings import findings_lines, load_counters
+
+HEAD = ["ID", "Process ID", "Kernel Name", "Block Size", "Grid Size", *METRICS]
+
+
+def raw_page(kernels: list[tuple[str, str, dict[str, str]]], units: dict[str, str] | None = None) -> str:
+    """A raw CSV page as `ncu --import R --csv --page raw` prints it: header, units, a row per kernel."""
+    units = units or {}
+    lines = [HEAD, ["", "", "", "", "", *(units.get(m, "") for m in METRICS)]]
+    for index, (name, grid, values) in enumerate(kernels):
+        lines.append([str(index), "1", name, "(256, 1, 1)", grid, *(values.get(m, "") for m in METRICS)])
+    return "==PROF== Disconnected\n" + "\n".join(",".join(f'"{v}"' for v in line) for line in lines) + "\n"
+
+
+def kernel(ms: str, read: str, write: str, stall: str = "long_scoreboard", hit: str = "50") -> dict[str, str]:
+    return {"gpu__time_duration.sum": ms, "dram__bytes_read.sum": read, "dram__bytes_write.sum": write,
+            "lts__t_sector_hit_rate.pct": hit,
+            f"smsp__average_warps_issue_stalled_{stall}_per_issue_active.ratio": "9.5"}
+
+
+def test_the_markers_split_the_report_into_cells_and_a_cells_kernels_add_up():
+    page = raw_page([
+        (MARKER, "(1, 1, 1)", {}),
+        ("im2col", "(64, 1, 1)", kernel("1.0", "1,000", "3000", hit="20")),
+        ("gemm", "(64, 1, 1)", kernel("3.0", "2000", "1000", stall="math_pipe_throttle", hit="60")),
+        (MARKER, "(2, 1, 1)", {}),
+        (MARKER, "(3, 1, 1)", {}),
+        ("direct", "(16, 16, 1)", kernel("2.0", "5", "1")),
+    ], units={"dram__bytes_read.sum": "Kbyte"})
+    cells = by_cell(parse_raw_csv(page))
+    assert sorted(cells) == [0, 1, 2] and [k.name for k in cells[0]] == ["im2col", "gemm"]
+    first = cell_counters(cells[0])
+    assert first["dram_read_bytes"] == 3_000_000  # Kbyte, summed over both kernels
+    assert first["dram_write_bytes"] == 4000 * 1000 / 1000
+    assert first["l2_hit_pct"] == pytest.approx((20 * 1 + 60 * 3) / 4)  # weighted by each kernel's time
+    assert first["top_stall"] == "math_pipe_throttle"  # 9.5 for 3 ms against 9.5 for 1 ms
+    assert first["profiled_kernels"] == 2 and first["counters_reason"] == ""
+    assert cell_counters(cells[1]) == {"counters_reason": "no kernel of the cell's run was profiled"}
+    assert set(first) <= set(COLUMNS)
+
+
+def test_a_page_that_is_not_ncus_is_refused_in_one_line():
+    from convlab.measure.counters import ReportError
+
+    with pytest.raises(ReportError, match="header row"):
+        parse_raw_csv("==ERROR== something went wrong\n")
+
+
+@pytest.fixture
+def lab(tmp_path, monkeypatch):
+    """A cuda grid of three cells with planted ok rows (no GPU needed: nothing is measured)."""
+    from convlab.measure.row import build_row, write_row_atomically
+    from convlab.plan.config import validate_config
+    from convlab.plan.grid import build_cells
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("CONVLAB_SERVICE", "off")
+    config = validate_config({"backend": "cuda", "conv2d": {"sizes": [64], "strides": [1, 2, 3], "kernels": ["direct"]},
+                              "kernels": {"direct": {"block": [16]}}, "tiling": {"enabled": False},
+                              "winograd_layers": {"enabled": False}, "gemm": {"enabled": False}})
+    cells = build_cells(config, "cuda", "h100")
+    for index, cell in enumerate(cells):
+        values = {"experiment": cell.experiment, "kernel": cell.kernel, "variant": cell.variant, "backend": "cuda",
+                  "size": cell.size, "stride": cell.stride, "filter_size": cell.filter_size,
+                  "status": "ok" if index < 2 else "wrong", "kernel_ms": 1.0, "kernel_ms_iqr": 0.01, "reps": 20,
+                  "max_rel_err": 1e-7, "tolerance": 1e-4, "flops": 1000, "gflops": 1.0, "device": "H100",
+                  "code_version": "abc", "gpu_uuid": "GPU-a", "git_commit": "c0ffee",
+                  "started_at": "2026-11-26T10:00:00", "finished_at": "2026-11-26T10:00:01",
+                  **({"reason": "planted"} if index >= 2 else {})}
+        write_row_atomically(build_row([values]), cell.path)
+    return tmp_path, config
+
+
+def run_counters(folder, config, backend: str = "cuda"):
+    from convlab.app.cli import main
+
+    out = folder / "results" / "h100" / "counters.csv"
+    code = main(["counters", "--results", str(folder / "results" / "h100"), "--backend", backend, "--device", "h100",
+                 "--config", json.dumps(config), "--out", str(out)])
+    return code, pd.read_csv(out, keep_default_na=False)
+
+
+def fake_ncu(folder, said: str, exit_code: int):
+    script = folder / "ncu"
+    script.write_text(f"#!/bin/sh\necho '{said}' >&2\nexit {exit_code}\n")
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    return script
+
+
+@pytest.mark.parametrize("said, exit_code, reason", [
+    ("==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access NVIDIA GPU Performance Counters", 1,
+     "no permission to read GPU counters (ERR_NVGPUCTRPERM)"),
+    ("==ERROR== the profiler crashed", 3, "Nsight Compute failed (exit 3): ==ERROR== the profiler crashed"),
+])
+def test_counters_that_cannot_be_read_leave_every_ok_cell_ok_with_the_reason(lab, monkeypatch, capsys, said,
+                                                                               exit_code, reason):
+    folder, config = lab
+    monkeypatch.setenv("CONVLAB_NCU", str(fake_ncu(folder, said, exit_code)))
+    code, table = run_counters(folder, config)
+    assert code == 0 and len(table) == 2  # the two ok cells; the wrong one has no counters to read
+    assert table["counters_reason"].str.startswith(reason).all()
+    assert (table["dram_read_bytes"] == "").all()
+    warnings = [line for line in capsys.readouterr().err.splitlines() if line.startswith("warning:")]
+    assert len(warnings) == 1 and "2 of 2 ok cells have none" in warnings[0]
+
+
+def test_no_ncu_and_the_cpu_backend_are_reasons_too(lab, monkeypatch):
+    folder, config = lab
+    monkeypatch.setenv("CONVLAB_NCU", "")
+    monkeypatch.setenv("PATH", str(folder))  # no ncu there
+    _, table = run_counters(folder, config)
+    assert table["counters_reason"].str.startswith("Nsight Compute (ncu) is not on PATH").all()
+    os.remove(folder / "results" / "h100" / "counters" / "kept.csv")  # the reasons were not kept anyway
+    _, table = run_counters(folder, config, backend="cpu")
+    assert (table["counters_reason"] == "no hardware counters on the cpu backend").all()
+
+
+def planted_table(tmp_path) -> pd.DataFrame:
+    """A summary of four cells and their counters: at the floor, traffic-heavy, a GEMM, a slow one."""
+    rows = [("conv_floor_nchw", "conv2d", 4096, 0.075, 201_326_592, 0.2e9, 1.02, 3.0),
+            ("cudnn", "conv2d", 4096, 0.25, 201_326_592, 0.2e9, 3.1, 0.8),
+            ("sgemm_pipelined", "gemm", 4096, 2.8, 201_326_592, 137e9, 1.5, 49_000.0),
+            ("direct", "conv2d", 256, 0.005, 1_572_864, 14e6, 1.0, 2.8)]
+    summary, counters = [], []
+    for index, (kernel, experiment, size, ms, minimal, flops, ratio, gflops) in enumerate(rows):
+        check = f"c{index}"
+        summary.append({"row_check": check, "experiment": experiment, "kernel": kernel, "variant": "v", "size": size,
+                        "stride": 1, "status": "ok", "kernel_ms": ms, "bytes": minimal, "flops": flops,
+                        "gflops": gflops})
+        counters.append({"cell": f"cell{index}", "row_check": check, "dram_read_bytes": minimal * ratio * 0.5,
+                         "dram_write_bytes": minimal * ratio * 0.5, "top_stall": "long_scoreboard",
+                         "smem_bank_conflicts": 12.0 if experiment == "gemm" else "", "fma_pipe_pct": 80.0,
+                         "counters_reason": ""})
+    pd.DataFrame(summary).to_csv(tmp_path / "summary.csv", index=False)
+    pd.DataFrame(counters).to_csv(tmp_path / "counters.csv", index=False)
+    return load_counters(tmp_path / "summary.csv", tmp_path / "counters.csv")
+
+
+def test_findings_name_each_kernels_bottleneck_from_its_counters(tmp_path):
+    lines = findings_lines(planted_table(tmp_path), copy_gbps=3000.0, sgemm_gflops=50_000.0)
+    by_kernel = {line.split(" ")[0]: line for line in lines}
+    assert by_kernel["conv_floor_nchw"] == (
+        "conv_floor_nchw (v) at 4096², stride 1 moves 1.02 × the fewest bytes at 91% of copy bandwidth and 0% of the "
+        "SGEMM ceiling: memory-bound, at the limit; its warps wait most on global memory (long "
+        "scoreboard).")
+    assert "moves 3.10 × the fewest bytes at 83% of copy bandwidth" in by_kernel["cudnn"]
+    assert "memory-bound, on 3.1 × the traffic it needs: fewer bytes would be faster" in by_kernel["cudnn"]
+    assert "98% of the SGEMM ceiling: compute-bound" in by_kernel["sgemm_pipelined"]
+    assert "12 shared-memory bank conflicts, FMA pipe 80 % busy" in by_kernel["sgemm_pipelined"]
+    assert "at 256², stride 1 moves 1.00 × the fewest bytes at 10% of copy bandwidth" in by_kernel["direct"]
+    assert "bound by neither roof: latency" in by_kernel["direct"]

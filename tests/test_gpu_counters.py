@@ -1,0 +1,94 @@
+"""Hardware counters on a real GPU (marker gpu) through Nsight Compute: a copy's DRAM bytes are
+its buffers' sizes, one cell of each family gets counters through the `counters` step, and a cell
+whose counters cannot be read stays ok with the reason."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pandas as pd
+import pytest
+from test_gpu import write_image
+
+from convlab.app.handlers.counters import ncu_command, run_profiled
+from convlab.measure.counters import by_cell, cell_counters, parse_raw_csv
+
+COPY_MIB = 64
+COPY = f"""
+import cupy
+from convlab.backends import get_backend
+backend = get_backend("cuda")
+source = cupy.ones({COPY_MIB} << 18, dtype=cupy.float32)
+target = cupy.empty_like(source)
+target[...] = source
+with backend.profiled(0):
+    target[...] = source
+"""
+
+
+@pytest.fixture
+def ncu():
+    if ncu_command() is None:
+        pytest.skip("no Nsight Compute (ncu) on PATH here")
+
+
+@pytest.mark.gpu
+def test_a_copys_dram_bytes_are_its_buffers_sizes(tmp_path, backend, ncu):
+    page, reason = run_profiled([sys.executable, "-c", COPY], tmp_path)
+    assert not reason, reason
+    (kernels,) = by_cell(parse_raw_csv(page)).values()
+    counters = cell_counters(kernels)
+    buffer = COPY_MIB << 20
+    print(f"copy of {COPY_MIB} MiB: read {counters['dram_read_bytes']:.4g} B, wrote {counters['dram_write_bytes']:.4g} B")
+    assert counters["dram_read_bytes"] == pytest.approx(buffer, rel=0.02)
+    assert counters["dram_write_bytes"] == pytest.approx(buffer, rel=0.02)
+
+
+def measured_grid(tmp_path, monkeypatch):
+    """One measured cell of each family (conv2d, tiling, winograd_layers, gemm) in a results folder."""
+    from convlab.measure.row import write_row_atomically
+    from convlab.plan.config import validate_config
+    from convlab.plan.grid import build_cells
+    from convlab.run.runner import run_cell
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("CONVLAB_SERVICE", "off")
+    (tmp_path / "data").mkdir()
+    write_image(tmp_path / "data" / "input_256.png", 256, 256)
+    config = validate_config({
+        "backend": "cuda", "source_size": 256,
+        "conv2d": {"sizes": [256], "strides": [1], "kernels": ["direct"]},
+        "kernels": {"direct": {"block": [16]}, "sgemm_shared": {}},
+        "tiling": {"sizes": [256], "filter_sizes": [3], "kernels": ["direct"]},
+        "winograd_layers": {"layers": [[3, 12, 12, 4]], "batches": [1], "kernels": ["winograd_batched"]},
+        "gemm": {"sizes": [256], "kernels": ["sgemm_shared"]},
+        "timing": {"min_reps": 3, "batch": 5, "budget_s": 0.05, "e2e_reps": 1}})
+    cells = build_cells(config, "cuda", "gpu")
+    for cell in cells:
+        write_row_atomically(run_cell(cell, cell.image or None), cell.path)
+    return config, cells
+
+
+def run_counters(tmp_path, config):
+    from convlab.app.cli import main
+
+    out = tmp_path / "results" / "gpu" / "counters.csv"
+    assert main(["counters", "--results", str(tmp_path / "results" / "gpu"), "--backend", "cuda", "--device", "gpu",
+                 "--config", json.dumps(config), "--out", str(out)]) == 0
+    return pd.read_csv(out, keep_default_na=False)
+
+
+@pytest.mark.gpu
+def test_one_cell_of_each_family_gets_counters_and_an_unreadable_one_its_reason(tmp_path, monkeypatch, backend, ncu):
+    config, cells = measured_grid(tmp_path, monkeypatch)
+    table = run_counters(tmp_path, config)
+    print(table[["experiment", "kernel", "dram_read_bytes", "dram_write_bytes", "top_stall", "counters_reason"]])
+    assert sorted(set(table["experiment"])) == ["conv2d", "gemm", "tiling", "winograd_layers"]
+    assert (table["counters_reason"] == "").all(), table["counters_reason"].tolist()
+    assert (pd.to_numeric(table["dram_write_bytes"]) > 0).all()
+    (tmp_path / "results" / "gpu" / "counters" / "kept.csv").unlink()
+    monkeypatch.setenv("CONVLAB_NCU", str(tmp_path / "no-ncu-here"))
+    refused = run_counters(tmp_path, config)
+    assert len(refused) == len(table)
+    assert refused["counters_reason"].str.startswith("Nsight Compute").all()

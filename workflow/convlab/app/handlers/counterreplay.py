@@ -1,0 +1,24 @@
+"""`counters-replay`: inside Nsight Compute, each planned cell's profiled launch, under the
+device's lock (the `counters` step starts it; convlab.run.counterreplay)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from convlab.app.console import Console
+from convlab.backends import get_backend
+from convlab.backends.devicelock import exclusive_device
+from convlab.plan.cell import Cell
+from convlab.run.counterreplay import replay_cells
+
+
+def counters_replay(args: argparse.Namespace, console: Console) -> int:
+    plan = [(Cell.from_json(item["spec"]), item["image"] or None) for item in json.loads(Path(args.plan).read_text())]
+    backend = get_backend("cuda")
+    with exclusive_device(backend.device_key()):
+        reasons = replay_cells(plan, backend)
+    Path(args.reasons).write_text(json.dumps(reasons))
+    console.say(f"replayed {len(plan) - len(reasons)} of {len(plan)} cells")
+    return 0

@@ -1,0 +1,138 @@
+"""`counters`: the hardware counters of every ok cell of a device's grid, read by Nsight Compute
+from a replayed launch of each (convlab.run.counterreplay), into results/<device>/counters.csv.
+
+Nsight Compute has to start the process it profiles, so the counters are a step of their own
+after the cells, in one profiled process for all the cells that need them: a cell whose row is
+unchanged since its counters were read keeps them (results/<device>/counters/kept.csv, keyed by
+the row's check). A cell that gets none stays ok, with the reason in `counters_reason`, and the
+step prints one warning line; it fails only on its own bugs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections import Counter
+from pathlib import Path
+
+from convlab.app.console import Console
+from convlab.atomicfile import write_text_atomically
+from convlab.history.record import read_rows
+from convlab.measure.counters import COLUMNS, METRICS, ReportError, by_cell, cell_counters, parse_raw_csv
+from convlab.paths import REPO_ROOT
+from convlab.plan.cell import Cell
+from convlab.plan.grid import build_cells
+
+KEPT = "counters/kept.csv"
+IDENTITY = ("cell", "row_check", "experiment", "kernel", "variant", "size", "stride")
+TABLE_COLUMNS = (*IDENTITY, *COLUMNS)
+NCU_ENV = "CONVLAB_NCU"  # the ncu to run (default: the one on PATH)
+PERMISSION = "ERR_NVGPUCTRPERM"
+
+
+def read_table(path: Path) -> dict[str, dict[str, str]]:
+    if not path.is_file():
+        return {}
+    with open(path, newline="") as handle:
+        return {row["row_check"]: row for row in csv.DictReader(handle) if row.get("row_check")}
+
+
+def write_table(path: Path, rows: list[dict[str, object]]) -> None:
+    text = [",".join(TABLE_COLUMNS)]
+    for row in rows:
+        values = ["" if row.get(name) is None else str(row.get(name)) for name in TABLE_COLUMNS]
+        text.append(",".join(f'"{v}"' if ("," in v or '"' in v) else v for v in (v.replace('"', "'") for v in values)))
+    write_text_atomically(path, "\n".join(text) + "\n")
+
+
+def ncu_command() -> str | None:
+    return os.environ.get(NCU_ENV) or shutil.which("ncu")
+
+
+def run_profiled(argv: list[str], scratch: Path) -> tuple[str, str]:
+    """``argv`` run under Nsight Compute (collecting from its profiler start to stop), and its
+    report printed as a raw CSV page: (that page, "") or ("", the reason there is none)."""
+    ncu = ncu_command()
+    if ncu is None:
+        return "", "Nsight Compute (ncu) is not on PATH (it comes with the CUDA toolkit; or set CONVLAB_NCU)"
+    report = scratch / "counters.ncu-rep"
+    # the profiled process runs this checkout's package, whatever the job's PYTHONPATH
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO_ROOT / "workflow"),
+                                                                     os.environ.get("PYTHONPATH")])))
+    try:
+        run = subprocess.run([ncu, "--profile-from-start", "off", "--metrics", ",".join(METRICS), "--export",
+                              str(report), "--force-overwrite", *argv], capture_output=True, text=True, env=env)
+    except OSError as error:
+        return "", f"Nsight Compute ({ncu}) could not be started: {error}"
+    said = run.stdout + run.stderr
+    if PERMISSION in said:
+        return "", (f"no permission to read GPU counters ({PERMISSION}): the driver lets only admins profile "
+                    "(docs/counters.md)")
+    if run.returncode != 0 or not report.is_file():
+        return "", f"Nsight Compute failed (exit {run.returncode}): {_last_error(said)}"
+    printed = subprocess.run([ncu, "--import", str(report), "--csv", "--page", "raw", "--print-units", "base"],
+                             capture_output=True, text=True)
+    return printed.stdout, "" if printed.returncode == 0 else f"Nsight Compute could not print its report: " \
+        f"{_last_error(printed.stdout + printed.stderr)}"
+
+
+def profile(plan: list[tuple[Cell, str]], scratch: Path) -> tuple[dict[int, dict[str, object]], str]:
+    """Each planned cell's counters by its index, or ({}, the reason none could be read)."""
+    plan_file, reasons_file = scratch / "plan.json", scratch / "reasons.json"
+    plan_file.write_text(json.dumps([{"spec": cell.to_json(), "image": image} for cell, image in plan]))
+    page, reason = run_profiled([sys.executable, "-m", "convlab", "counters-replay", "--plan", str(plan_file),
+                                 "--reasons", str(reasons_file)], scratch)
+    if reason:
+        return {}, reason
+    try:
+        cells = by_cell(parse_raw_csv(page))
+    except ReportError as error:
+        return {}, f"Nsight Compute's report could not be read: {error}"
+    failed = {int(k): v for k, v in json.loads(reasons_file.read_text()).items()} if reasons_file.is_file() else {}
+    return {index: ({"counters_reason": failed[index]} if index in failed else cell_counters(cells.get(index, [])))
+            for index in range(len(plan))}, ""
+
+
+def _last_error(text: str) -> str:
+    errors = [line.strip() for line in text.splitlines() if "ERROR" in line or "error" in line]
+    return (errors[-1] if errors else (text.strip().splitlines() or ["no output"])[-1])[:300]
+
+
+def counters(args: argparse.Namespace, console: Console) -> int:
+    config = json.loads(args.config)
+    results = Path(args.results)
+    ok = [(cell, row) for cell, row in read_rows(build_cells(config, args.backend, args.device))
+          if row.get("status") == "ok"]
+    kept = read_table(results / KEPT)
+    needed = [(cell, row) for cell, row in ok if row["row_check"] not in kept]
+    measured: dict[int, dict[str, object]] = {}
+    reason = ""
+    if needed and args.backend == "cpu":
+        reason = "no hardware counters on the cpu backend"
+    elif needed:
+        with tempfile.TemporaryDirectory(prefix="convlab-counters-") as scratch:
+            measured, reason = profile([(cell, cell.image) for cell, _ in needed], Path(scratch))
+    for index, (cell, row) in enumerate(needed):
+        identity = {name: row.get(name, "") for name in IDENTITY if name != "cell"}
+        kept[row["row_check"]] = {"cell": cell.path, **identity, **measured.get(index, {"counters_reason": reason})}
+    current = {row["row_check"] for _, row in ok}
+    table = [kept[row["row_check"]] for _, row in ok]
+    # kept: this grid's cells as measured now, and other grids' kept entries (a later run may need them)
+    write_table(results / KEPT, [entry for check, entry in kept.items()
+                                 if check in current or not entry.get("counters_reason")])
+    write_table(Path(args.out), table)
+    missing = Counter(str(row.get("counters_reason")) for row in table if row.get("counters_reason"))
+    with_counters = len(table) - sum(missing.values())
+    console.say(f"counters: {with_counters} of {len(table)} ok cells have hardware counters "
+                f"({len(needed)} read now, {len(table) - len(needed)} kept)")
+    if missing:
+        top, count = missing.most_common(1)[0]
+        console.warn(f"warning: counters: {sum(missing.values())} of {len(table)} ok cells have none; {count} "
+                     f"because {top}")
+    return 0

@@ -1,0 +1,134 @@
+"""Hardware counters of a cell's kernel: the metrics Nsight Compute reads, and how its report
+becomes one set of counter columns per cell.
+
+The counters come from a replayed launch of each ok cell, after and apart from its timed ones:
+Nsight Compute (`ncu`) replays every profiled kernel as many times as its metrics need, which no
+timed launch may include. The replay process launches, before each cell's kernel, a marker kernel
+whose grid is the cell's index + 1: in the report, every kernel between marker i and the next
+marker is cell i's (a cell's run may be several kernels: im2col and GEMM, a library's stages).
+
+A cell's columns: DRAM bytes read and written (summed over its kernels), the L2 hit rate, achieved
+occupancy, SM, memory and DRAM throughput (% of peak; averaged over its kernels weighted by their
+time), shared-memory bank conflicts and the FMA pipe's use (the GEMM kernels' questions), and its
+top warp-stall reason (the largest of the stall ratios, time-weighted).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+MARKER = "convlab_counters_marker"
+MARKER_SOURCE = f'extern "C" __global__ void {MARKER}() {{}}'
+
+TIME = "gpu__time_duration.sum"
+SUMMED = {"dram__bytes_read.sum": "dram_read_bytes", "dram__bytes_write.sum": "dram_write_bytes",
+          "l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum": "smem_bank_conflicts"}
+WEIGHTED = {"lts__t_sector_hit_rate.pct": "l2_hit_pct",
+            "sm__warps_active.avg.pct_of_peak_sustained_active": "achieved_occupancy_pct",
+            "sm__throughput.avg.pct_of_peak_sustained_elapsed": "sm_throughput_pct",
+            "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed": "memory_throughput_pct",
+            "dram__throughput.avg.pct_of_peak_sustained_elapsed": "dram_throughput_pct",
+            "sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active": "fma_pipe_pct"}
+STALLS = ("long_scoreboard", "short_scoreboard", "mio_throttle", "lg_throttle", "math_pipe_throttle", "barrier",
+          "wait", "not_selected", "no_instruction", "branch_resolving", "dispatch_stall", "drain", "membar",
+          "tex_throttle", "imc_miss", "sleeping")
+STALL_METRIC = "smsp__average_warps_issue_stalled_{}_per_issue_active.ratio"
+METRICS = (TIME, *SUMMED, *WEIGHTED, *(STALL_METRIC.format(s) for s in STALLS))
+COLUMNS = (*SUMMED.values(), *WEIGHTED.values(), "top_stall", "top_stall_ratio", "profiled_kernels",
+           "profiled_ms", "counters_reason")
+UNIT_SCALE = {"byte": 1, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9, "Tbyte": 1e12,
+              "nsecond": 1e-6, "usecond": 1e-3, "msecond": 1.0, "second": 1e3}
+
+
+class ReportError(ValueError):
+    """The report is not one Nsight Compute printed as a raw CSV page; the message says why."""
+
+
+@dataclass(frozen=True)
+class ProfiledKernel:
+    name: str
+    grid: tuple[int, ...]
+    values: dict[str, float]  # metric -> value in base units (bytes, ms, percent, ratio)
+
+
+def _value(text: str, unit: str) -> float:
+    text = text.replace(",", "").strip()
+    if text in ("", "n/a"):
+        return math.nan
+    return float(text) * UNIT_SCALE.get(unit, 1.0)
+
+
+def _grid(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in text.strip("() ").split(",") if part.strip())
+
+
+def parse_raw_csv(text: str) -> list[ProfiledKernel]:
+    """The kernels of `ncu --import REPORT --csv --page raw`, in launch order: the header row, a
+    row of units, then one row per kernel."""
+    lines = [line for line in text.splitlines() if line.startswith('"')]
+    rows = list(csv.reader(io.StringIO("\n".join(lines))))
+    if len(rows) < 2 or "Kernel Name" not in rows[0]:
+        raise ReportError("no raw page in Nsight Compute's output (its header row is missing)")
+    header, units = rows[0], rows[1]
+    index = {name: i for i, name in enumerate(header)}
+    missing = [m for m in (TIME, *SUMMED) if m not in index]
+    if missing:
+        raise ReportError(f"Nsight Compute's report lacks {', '.join(missing)}")
+    kernels = []
+    for row in rows[2:]:
+        if len(row) != len(header):
+            continue
+        values = {metric: _value(row[index[metric]], units[index[metric]]) for metric in METRICS if metric in index}
+        kernels.append(ProfiledKernel(row[index["Kernel Name"]], _grid(row[index["Grid Size"]]), values))
+    return kernels
+
+
+def by_cell(kernels: Iterable[ProfiledKernel]) -> dict[int, list[ProfiledKernel]]:
+    """Each cell's kernels (by its index in the replay), as the markers separate them."""
+    cells: dict[int, list[ProfiledKernel]] = {}
+    current = None
+    for kernel in kernels:
+        if kernel.name.startswith(MARKER):
+            current = kernel.grid[0] - 1
+            cells.setdefault(current, [])
+        elif current is not None:
+            cells[current].append(kernel)
+    return cells
+
+
+def cell_counters(kernels: list[ProfiledKernel]) -> dict[str, object]:
+    """One cell's counter columns from its kernels (a reason instead where there are none)."""
+    if not kernels:
+        return {"counters_reason": "no kernel of the cell's run was profiled"}
+    times = [k.values.get(TIME, math.nan) for k in kernels]
+    total = sum(t for t in times if math.isfinite(t))
+    columns: dict[str, object] = {"profiled_kernels": len(kernels), "profiled_ms": total}
+    for metric, column in SUMMED.items():
+        values = [k.values.get(metric, math.nan) for k in kernels]
+        columns[column] = sum(v for v in values if math.isfinite(v)) if any(map(math.isfinite, values)) else None
+    for metric, column in WEIGHTED.items():
+        columns[column] = _weighted([k.values.get(metric, math.nan) for k in kernels], times)
+    # a kernel whose report lacks a stall reason did not stall on it: zero, over the cell's whole time
+    stalls = {name: _weighted([_or_zero(k.values.get(STALL_METRIC.format(name), math.nan)) for k in kernels], times)
+              for name in STALLS if any(STALL_METRIC.format(name) in k.values for k in kernels)}
+    known = {name: value for name, value in stalls.items() if value is not None}
+    if known:
+        top = max(known, key=lambda name: known[name])
+        columns.update(top_stall=top, top_stall_ratio=known[top])
+    columns["counters_reason"] = ""
+    return columns
+
+
+def _or_zero(value: float) -> float:
+    return value if math.isfinite(value) else 0.0
+
+
+def _weighted(values: list[float], times: list[float]) -> float | None:
+    pairs = [(v, t) for v, t in zip(values, times) if math.isfinite(v) and math.isfinite(t) and t > 0]
+    if not pairs:
+        return None
+    return sum(v * t for v, t in pairs) / sum(t for _, t in pairs)
