@@ -11,18 +11,22 @@ import stat
 import pandas as pd
 import pytest
 
-from convlab.measure.counters import COLUMNS, MARKER, METRICS, by_cell, cell_counters, parse_raw_csv
+from convlab.measure.counters import COLUMNS, METRICS, by_cell, cell_counters, cell_range, parse_raw_csv
 from convlab.report.counterfindings import findings_lines, load_counters
 
-HEAD = ["ID", "Process ID", "Kernel Name", "Block Size", "Grid Size", *METRICS]
+HEAD = ["ID", "Process ID", "thread Domain:Push/Pop_Range:PL_Type:PL_Value:CLR_Type:Color:Msg_Type:Msg", "Kernel Name",
+        "Block Size", "Grid Size", *METRICS]
 
 
-def raw_page(kernels: list[tuple[str, str, dict[str, str]]], units: dict[str, str] | None = None) -> str:
-    """A raw CSV page as `ncu --import R --csv --page raw` prints it: header, units, a row per kernel."""
+def raw_page(kernels: list[tuple[str, int | None, dict[str, str]]], units: dict[str, str] | None = None) -> str:
+    """A raw CSV page as `ncu --import R --csv --page raw` prints it (collected with --nvtx): header,
+    units, a row per kernel, each with the NVTX range it ran in."""
     units = units or {}
-    lines = [HEAD, ["", "", "", "", "", *(units.get(m, "") for m in METRICS)]]
-    for index, (name, grid, values) in enumerate(kernels):
-        lines.append([str(index), "1", name, "(256, 1, 1)", grid, *(values.get(m, "") for m in METRICS)])
+    lines = [HEAD, ["", "", "", "", "", "", *(units.get(m, "") for m in METRICS)]]
+    for index, (name, cell, values) in enumerate(kernels):
+        ranges = f'11269  "<default domain>:{cell_range(cell)}:none:none:none:none:none:none" ' if cell is not None else ""
+        lines.append([str(index), "1", ranges.replace('"', '""'), name, "(256, 1, 1)", "(64, 1, 1)",
+                      *(values.get(m, "") for m in METRICS)])
     return "==PROF== Disconnected\n" + "\n".join(",".join(f'"{v}"' for v in line) for line in lines) + "\n"
 
 
@@ -32,24 +36,22 @@ def kernel(ms: str, read: str, write: str, stall: str = "long_scoreboard", hit: 
             f"smsp__average_warps_issue_stalled_{stall}_per_issue_active.ratio": "9.5"}
 
 
-def test_the_markers_split_the_report_into_cells_and_a_cells_kernels_add_up():
+def test_the_nvtx_ranges_split_the_report_into_cells_and_a_cells_kernels_add_up():
     page = raw_page([
-        (MARKER, "(1, 1, 1)", {}),
-        ("im2col", "(64, 1, 1)", kernel("1.0", "1,000", "3000", hit="20")),
-        ("gemm", "(64, 1, 1)", kernel("3.0", "2000", "1000", stall="math_pipe_throttle", hit="60")),
-        (MARKER, "(2, 1, 1)", {}),
-        (MARKER, "(3, 1, 1)", {}),
-        ("direct", "(16, 16, 1)", kernel("2.0", "5", "1")),
+        ("im2col", 0, kernel("1.0", "1,000", "3000", hit="20")),
+        ("gemm", 0, kernel("3.0", "2000", "1000", stall="math_pipe_throttle", hit="60")),
+        ("outside", None, kernel("9.0", "9", "9")),
+        ("direct", 2, kernel("2.0", "5", "1")),
     ], units={"dram__bytes_read.sum": "Kbyte"})
     cells = by_cell(parse_raw_csv(page))
-    assert sorted(cells) == [0, 1, 2] and [k.name for k in cells[0]] == ["im2col", "gemm"]
+    assert sorted(cells) == [0, 2] and [k.name for k in cells[0]] == ["im2col", "gemm"]
     first = cell_counters(cells[0])
     assert first["dram_read_bytes"] == 3_000_000  # Kbyte, summed over both kernels
     assert first["dram_write_bytes"] == 4000 * 1000 / 1000
     assert first["l2_hit_pct"] == pytest.approx((20 * 1 + 60 * 3) / 4)  # weighted by each kernel's time
     assert first["top_stall"] == "math_pipe_throttle"  # 9.5 for 3 ms against 9.5 for 1 ms
     assert first["profiled_kernels"] == 2 and first["counters_reason"] == ""
-    assert cell_counters(cells[1]) == {"counters_reason": "no kernel of the cell's run was profiled"}
+    assert cell_counters(cells.get(1, [])) == {"counters_reason": "no kernel of the cell's run was profiled"}
     assert set(first) <= set(COLUMNS)
 
 

@@ -14,16 +14,19 @@ from test_gpu import write_image
 from convlab.app.handlers.counters import ncu_command, run_profiled
 from convlab.measure.counters import by_cell, cell_counters, parse_raw_csv
 
-COPY_MIB = 64
+# Far larger than L2 (50 MB), so that what is still in L2 when the copy ends (written bytes that
+# never reach DRAM in the count) is under 2 % of it.
+COPY_MIB = 4096
 COPY = f"""
 import cupy
 from convlab.backends import get_backend
 backend = get_backend("cuda")
+copy = cupy.ElementwiseKernel("float32 x", "float32 y", "y = x", "convlab_test_copy")
 source = cupy.ones({COPY_MIB} << 18, dtype=cupy.float32)
 target = cupy.empty_like(source)
-target[...] = source
+copy(source, target)
 with backend.profiled(0):
-    target[...] = source
+    copy(source, target)
 """
 
 
@@ -43,6 +46,7 @@ def test_a_copys_dram_bytes_are_its_buffers_sizes(tmp_path, backend, ncu):
     print(f"copy of {COPY_MIB} MiB: read {counters['dram_read_bytes']:.4g} B, wrote {counters['dram_write_bytes']:.4g} B")
     assert counters["dram_read_bytes"] == pytest.approx(buffer, rel=0.02)
     assert counters["dram_write_bytes"] == pytest.approx(buffer, rel=0.02)
+    assert counters["profiled_kernels"] == 1
 
 
 def measured_grid(tmp_path, monkeypatch):
@@ -86,7 +90,8 @@ def test_one_cell_of_each_family_gets_counters_and_an_unreadable_one_its_reason(
     print(table[["experiment", "kernel", "dram_read_bytes", "dram_write_bytes", "top_stall", "counters_reason"]])
     assert sorted(set(table["experiment"])) == ["conv2d", "gemm", "tiling", "winograd_layers"]
     assert (table["counters_reason"] == "").all(), table["counters_reason"].tolist()
-    assert (pd.to_numeric(table["dram_write_bytes"]) > 0).all()
+    # inputs are read from DRAM (the caches are flushed before each pass); these small outputs stay in L2
+    assert (pd.to_numeric(table["dram_read_bytes"]) > 0).all()
     (tmp_path / "results" / "gpu" / "counters" / "kept.csv").unlink()
     monkeypatch.setenv("CONVLAB_NCU", str(tmp_path / "no-ncu-here"))
     refused = run_counters(tmp_path, config)

@@ -13,6 +13,7 @@ from typing import Any
 
 import cupy
 import numpy as np
+from cupy.cuda import nvtx
 from cupy.cuda import profiler as cuda_profiler
 
 from convlab.backends.base import Backend, KernelBuffers, PreparedKernel
@@ -21,7 +22,7 @@ from convlab.backends.cudagraph import record_graph
 from convlab.backends.libraries import library_kernels
 from convlab.backends.sharedmem import shared_limit
 from convlab.backends.sourcemodule import SourceModule, source_module
-from convlab.measure.counters import MARKER, MARKER_SOURCE
+from convlab.measure.counters import cell_range
 from convlab.measure.telemetry import GpuTelemetry
 from convlab.measure.timing import Sampler
 from convlab.plan.launch import dims, evaluate, problem_names, stage_shared_bytes
@@ -134,7 +135,6 @@ class CudaBackend(Backend):
         self._host_ms_per_rep = {"run": 0.05, "graph": 0.05}  # enqueue time per repeat, by what is enqueued
         self._graph_stream: cupy.cuda.Stream | None = None
         self._flush_buffer = None
-        self._marker: cupy.RawKernel | None = None
         self._device_info: dict[str, Any] | None = None
         # the index among the GPUs its measurement service uses (0 in a one-shot process)
         self.gpu_index = 0
@@ -153,18 +153,17 @@ class CudaBackend(Backend):
     @contextmanager
     def profiled(self, index: int):
         """The launches inside, profiled by a profiler that runs this process (Nsight Compute
-        started with --profile-from-start off), after a marker kernel of grid index + 1 that tells
-        them apart from the next ones (convlab.measure.counters)."""
-        if self._marker is None:
-            self._marker = cupy.RawKernel(MARKER_SOURCE, MARKER)
+        started with --profile-from-start off --nvtx), inside an NVTX range that names them as
+        cell ``index``'s (convlab.measure.counters)."""
         self.synchronize()
+        nvtx.RangePush(cell_range(index))
         cuda_profiler.start()
         try:
-            self._marker((index + 1,), (1,), ())
             yield
             self.synchronize()
         finally:
             cuda_profiler.stop()
+            nvtx.RangePop()
 
     def sm_clock_mhz(self) -> float | None:
         return self._gpu_telemetry().sm_clock_mhz()

@@ -3,9 +3,9 @@ becomes one set of counter columns per cell.
 
 The counters come from a replayed launch of each ok cell, after and apart from its timed ones:
 Nsight Compute (`ncu`) replays every profiled kernel as many times as its metrics need, which no
-timed launch may include. The replay process launches, before each cell's kernel, a marker kernel
-whose grid is the cell's index + 1: in the report, every kernel between marker i and the next
-marker is cell i's (a cell's run may be several kernels: im2col and GEMM, a library's stages).
+timed launch may include. The replay process launches each cell's kernel inside an NVTX range named
+after the cell's index (cell_range): in the report (collected with --nvtx), every kernel in range i
+is cell i's (a cell's run may be several kernels: im2col and GEMM, a library's stages).
 
 A cell's columns: DRAM bytes read and written (summed over its kernels), the L2 hit rate, achieved
 occupancy, SM, memory and DRAM throughput (% of peak; averaged over its kernels weighted by their
@@ -18,11 +18,14 @@ from __future__ import annotations
 import csv
 import io
 import math
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-MARKER = "convlab_counters_marker"
-MARKER_SOURCE = f'extern "C" __global__ void {MARKER}() {{}}'
+RANGE_PREFIX = "convlab-cell-"
+RANGE = re.compile(re.escape(RANGE_PREFIX) + r"(\d+)")
+# the raw page's column of the NVTX push/pop ranges each kernel ran in
+NVTX_COLUMN = "thread Domain:Push/Pop_Range"
 
 TIME = "gpu__time_duration.sum"
 SUMMED = {"dram__bytes_read.sum": "dram_read_bytes", "dram__bytes_write.sum": "dram_write_bytes",
@@ -33,9 +36,9 @@ WEIGHTED = {"lts__t_sector_hit_rate.pct": "l2_hit_pct",
             "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed": "memory_throughput_pct",
             "dram__throughput.avg.pct_of_peak_sustained_elapsed": "dram_throughput_pct",
             "sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active": "fma_pipe_pct"}
+# the stall reasons that bound the lab's kernels (each one more counter, and passes cost time)
 STALLS = ("long_scoreboard", "short_scoreboard", "mio_throttle", "lg_throttle", "math_pipe_throttle", "barrier",
-          "wait", "not_selected", "no_instruction", "branch_resolving", "dispatch_stall", "drain", "membar",
-          "tex_throttle", "imc_miss", "sleeping")
+          "wait", "not_selected")
 STALL_METRIC = "smsp__average_warps_issue_stalled_{}_per_issue_active.ratio"
 METRICS = (TIME, *SUMMED, *WEIGHTED, *(STALL_METRIC.format(s) for s in STALLS))
 COLUMNS = (*SUMMED.values(), *WEIGHTED.values(), "top_stall", "top_stall_ratio", "profiled_kernels",
@@ -48,10 +51,15 @@ class ReportError(ValueError):
     """The report is not one Nsight Compute printed as a raw CSV page; the message says why."""
 
 
+def cell_range(index: int) -> str:
+    """The NVTX range cell ``index``'s profiled launch runs in."""
+    return f"{RANGE_PREFIX}{index}"
+
+
 @dataclass(frozen=True)
 class ProfiledKernel:
     name: str
-    grid: tuple[int, ...]
+    cell: int | None  # the index of the cell whose range it ran in
     values: dict[str, float]  # metric -> value in base units (bytes, ms, percent, ratio)
 
 
@@ -62,13 +70,14 @@ def _value(text: str, unit: str) -> float:
     return float(text) * UNIT_SCALE.get(unit, 1.0)
 
 
-def _grid(text: str) -> tuple[int, ...]:
-    return tuple(int(part) for part in text.strip("() ").split(",") if part.strip())
+def _cell(text: str) -> int | None:
+    found = RANGE.findall(text)
+    return int(found[-1]) if found else None  # the innermost range
 
 
 def parse_raw_csv(text: str) -> list[ProfiledKernel]:
-    """The kernels of `ncu --import REPORT --csv --page raw`, in launch order: the header row, a
-    row of units, then one row per kernel."""
+    """The kernels of `ncu --import REPORT --csv --page raw` (collected with --nvtx), in launch
+    order: the header row, a row of units, then one row per kernel."""
     lines = [line for line in text.splitlines() if line.startswith('"')]
     rows = list(csv.reader(io.StringIO("\n".join(lines))))
     if len(rows) < 2 or "Kernel Name" not in rows[0]:
@@ -78,25 +87,24 @@ def parse_raw_csv(text: str) -> list[ProfiledKernel]:
     missing = [m for m in (TIME, *SUMMED) if m not in index]
     if missing:
         raise ReportError(f"Nsight Compute's report lacks {', '.join(missing)}")
+    ranges = next((i for i, name in enumerate(header) if name.startswith(NVTX_COLUMN)), None)
+    if ranges is None:
+        raise ReportError("Nsight Compute's report has no NVTX ranges (collected without --nvtx)")
     kernels = []
     for row in rows[2:]:
         if len(row) != len(header):
             continue
         values = {metric: _value(row[index[metric]], units[index[metric]]) for metric in METRICS if metric in index}
-        kernels.append(ProfiledKernel(row[index["Kernel Name"]], _grid(row[index["Grid Size"]]), values))
+        kernels.append(ProfiledKernel(row[index["Kernel Name"]], _cell(row[ranges]), values))
     return kernels
 
 
 def by_cell(kernels: Iterable[ProfiledKernel]) -> dict[int, list[ProfiledKernel]]:
-    """Each cell's kernels (by its index in the replay), as the markers separate them."""
+    """Each cell's kernels, by its index in the replay (its NVTX range)."""
     cells: dict[int, list[ProfiledKernel]] = {}
-    current = None
     for kernel in kernels:
-        if kernel.name.startswith(MARKER):
-            current = kernel.grid[0] - 1
-            cells.setdefault(current, [])
-        elif current is not None:
-            cells[current].append(kernel)
+        if kernel.cell is not None:
+            cells.setdefault(kernel.cell, []).append(kernel)
     return cells
 
 

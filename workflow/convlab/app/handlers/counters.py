@@ -18,6 +18,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -66,7 +67,7 @@ def run_profiled(argv: list[str], scratch: Path) -> tuple[str, str]:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO_ROOT / "workflow"),
                                                                      os.environ.get("PYTHONPATH")])))
     try:
-        run = subprocess.run([ncu, "--profile-from-start", "off", "--metrics", ",".join(METRICS), "--export",
+        run = subprocess.run([ncu, "--profile-from-start", "off", "--nvtx", "--metrics", ",".join(METRICS), "--export",
                               str(report), "--force-overwrite", *argv], capture_output=True, text=True, env=env)
     except OSError as error:
         return "", f"Nsight Compute ({ncu}) could not be started: {error}"
@@ -105,6 +106,7 @@ def _last_error(text: str) -> str:
 
 
 def counters(args: argparse.Namespace, console: Console) -> int:
+    started = time.perf_counter()
     config = json.loads(args.config)
     results = Path(args.results)
     ok = [(cell, row) for cell, row in read_rows(build_cells(config, args.backend, args.device))
@@ -130,7 +132,7 @@ def counters(args: argparse.Namespace, console: Console) -> int:
     missing = Counter(str(row.get("counters_reason")) for row in table if row.get("counters_reason"))
     with_counters = len(table) - sum(missing.values())
     console.say(f"counters: {with_counters} of {len(table)} ok cells have hardware counters "
-                f"({len(needed)} read now, {len(table) - len(needed)} kept)")
+                f"({len(needed)} read now, {len(table) - len(needed)} kept; {time.perf_counter() - started:.1f} s)")
     if missing:
         top, count = missing.most_common(1)[0]
         console.warn(f"warning: counters: {sum(missing.values())} of {len(table)} ok cells have none; {count} "
