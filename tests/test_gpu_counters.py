@@ -38,9 +38,9 @@ def ncu():
 
 @pytest.mark.gpu
 def test_a_copys_dram_bytes_are_its_buffers_sizes(tmp_path, backend, ncu):
-    page, reason = run_profiled([sys.executable, "-c", COPY], tmp_path)
-    assert not reason, reason
-    (kernels,) = by_cell(parse_raw_csv(page)).values()
+    profiled = run_profiled([sys.executable, "-c", COPY], tmp_path)
+    assert not profiled.reason, profiled.reason
+    (kernels,) = by_cell(parse_raw_csv(profiled.page)).values()
     counters = cell_counters(kernels)
     buffer = COPY_MIB << 20
     print(f"copy of {COPY_MIB} MiB: read {counters['dram_read_bytes']:.4g} B, wrote {counters['dram_write_bytes']:.4g} B")

@@ -14,12 +14,14 @@ import argparse
 import csv
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 
 from convlab.app.console import Console
@@ -56,12 +58,24 @@ def ncu_command() -> str | None:
     return os.environ.get(NCU_ENV) or shutil.which("ncu")
 
 
-def run_profiled(argv: list[str], scratch: Path) -> tuple[str, str]:
-    """``argv`` run under Nsight Compute (collecting from its profiler start to stop), and its
-    report printed as a raw CSV page: (that page, "") or ("", the reason there is none)."""
+@dataclass
+class Profiled:
+    """Nsight Compute's raw page (empty where there is none, and ``reason`` says why), and what it
+    said of its work."""
+
+    page: str = ""
+    reason: str = ""
+    kernels: int = 0
+    passes: tuple[int, ...] = ()
+
+
+def run_profiled(argv: list[str], scratch: Path) -> Profiled:
+    """``argv`` run under Nsight Compute (collecting from its profiler start to stop, with NVTX
+    ranges), and its report printed as a raw CSV page."""
     ncu = ncu_command()
     if ncu is None:
-        return "", "Nsight Compute (ncu) is not on PATH (it comes with the CUDA toolkit; or set CONVLAB_NCU)"
+        return Profiled(reason="Nsight Compute (ncu) is not on PATH (it comes with the CUDA toolkit; or set "
+                               "CONVLAB_NCU)")
     report = scratch / "counters.ncu-rep"
     # the profiled process runs this checkout's package, whatever the job's PYTHONPATH
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO_ROOT / "workflow"),
@@ -70,34 +84,37 @@ def run_profiled(argv: list[str], scratch: Path) -> tuple[str, str]:
         run = subprocess.run([ncu, "--profile-from-start", "off", "--nvtx", "--metrics", ",".join(METRICS), "--export",
                               str(report), "--force-overwrite", *argv], capture_output=True, text=True, env=env)
     except OSError as error:
-        return "", f"Nsight Compute ({ncu}) could not be started: {error}"
+        return Profiled(reason=f"Nsight Compute ({ncu}) could not be started: {error}")
     said = run.stdout + run.stderr
     if PERMISSION in said:
-        return "", (f"no permission to read GPU counters ({PERMISSION}): the driver lets only admins profile "
-                    "(docs/counters.md)")
+        return Profiled(reason=f"no permission to read GPU counters ({PERMISSION}): the driver lets only admins "
+                               "profile (docs/counters.md)")
     if run.returncode != 0 or not report.is_file():
-        return "", f"Nsight Compute failed (exit {run.returncode}): {_last_error(said)}"
+        return Profiled(reason=f"Nsight Compute failed (exit {run.returncode}): {_last_error(said)}")
+    passes = tuple(sorted({int(n) for n in re.findall(r"- (\d+) pass", said)}))
     printed = subprocess.run([ncu, "--import", str(report), "--csv", "--page", "raw", "--print-units", "base"],
                              capture_output=True, text=True)
-    return printed.stdout, "" if printed.returncode == 0 else f"Nsight Compute could not print its report: " \
-        f"{_last_error(printed.stdout + printed.stderr)}"
+    if printed.returncode != 0:
+        return Profiled(reason=f"Nsight Compute could not print its report: "
+                               f"{_last_error(printed.stdout + printed.stderr)}")
+    return Profiled(printed.stdout, "", said.count("==PROF== Profiling"), passes)
 
 
-def profile(plan: list[tuple[Cell, str]], scratch: Path) -> tuple[dict[int, dict[str, object]], str]:
-    """Each planned cell's counters by its index, or ({}, the reason none could be read)."""
+def profile(plan: list[tuple[Cell, str]], scratch: Path) -> tuple[dict[int, dict[str, object]], Profiled]:
+    """Each planned cell's counters by its index (none where the profile says why)."""
     plan_file, reasons_file = scratch / "plan.json", scratch / "reasons.json"
     plan_file.write_text(json.dumps([{"spec": cell.to_json(), "image": image} for cell, image in plan]))
-    page, reason = run_profiled([sys.executable, "-m", "convlab", "counters-replay", "--plan", str(plan_file),
-                                 "--reasons", str(reasons_file)], scratch)
-    if reason:
-        return {}, reason
+    profiled = run_profiled([sys.executable, "-m", "convlab", "counters-replay", "--plan", str(plan_file),
+                             "--reasons", str(reasons_file)], scratch)
+    if profiled.reason:
+        return {}, profiled
     try:
-        cells = by_cell(parse_raw_csv(page))
+        cells = by_cell(parse_raw_csv(profiled.page))
     except ReportError as error:
-        return {}, f"Nsight Compute's report could not be read: {error}"
+        return {}, Profiled(reason=f"Nsight Compute's report could not be read: {error}")
     failed = {int(k): v for k, v in json.loads(reasons_file.read_text()).items()} if reasons_file.is_file() else {}
     return {index: ({"counters_reason": failed[index]} if index in failed else cell_counters(cells.get(index, [])))
-            for index in range(len(plan))}, ""
+            for index in range(len(plan))}, profiled
 
 
 def _last_error(text: str) -> str:
@@ -114,12 +131,13 @@ def counters(args: argparse.Namespace, console: Console) -> int:
     kept = read_table(results / KEPT)
     needed = [(cell, row) for cell, row in ok if row["row_check"] not in kept]
     measured: dict[int, dict[str, object]] = {}
-    reason = ""
+    profiled = Profiled()
     if needed and args.backend == "cpu":
-        reason = "no hardware counters on the cpu backend"
+        profiled = Profiled(reason="no hardware counters on the cpu backend")
     elif needed:
         with tempfile.TemporaryDirectory(prefix="convlab-counters-") as scratch:
-            measured, reason = profile([(cell, cell.image) for cell, _ in needed], Path(scratch))
+            measured, profiled = profile([(cell, cell.image) for cell, _ in needed], Path(scratch))
+    reason = profiled.reason
     for index, (cell, row) in enumerate(needed):
         identity = {name: row.get(name, "") for name in IDENTITY if name != "cell"}
         kept[row["row_check"]] = {"cell": cell.path, **identity, **measured.get(index, {"counters_reason": reason})}
@@ -129,6 +147,9 @@ def counters(args: argparse.Namespace, console: Console) -> int:
     write_table(results / KEPT, [entry for check, entry in kept.items()
                                  if check in current or not entry.get("counters_reason")])
     write_table(Path(args.out), table)
+    if profiled.kernels:
+        console.say(f"Nsight Compute profiled {profiled.kernels} kernels, in {'/'.join(map(str, profiled.passes))} "
+                    "passes each")
     missing = Counter(str(row.get("counters_reason")) for row in table if row.get("counters_reason"))
     with_counters = len(table) - sum(missing.values())
     console.say(f"counters: {with_counters} of {len(table)} ok cells have hardware counters "
