@@ -30,8 +30,10 @@ def raw_page(kernels: list[tuple[str, int | None, dict[str, str]]], units: dict[
     return "==PROF== Disconnected\n" + "\n".join(",".join(f'"{v}"' for v in line) for line in lines) + "\n"
 
 
-def kernel(ms: str, read: str, write: str, stall: str = "long_scoreboard", hit: str = "50") -> dict[str, str]:
+def kernel(ms: str, read: str, write: str, stall: str = "long_scoreboard", hit: str = "50",
+           l2_sectors: str = "100") -> dict[str, str]:
     return {"gpu__time_duration.sum": ms, "dram__bytes_read.sum": read, "dram__bytes_write.sum": write,
+            "lts__t_sectors_srcunit_tex_op_write.sum": l2_sectors,
             "lts__t_sector_hit_rate.pct": hit,
             f"smsp__average_warps_issue_stalled_{stall}_per_issue_active.ratio": "9.5"}
 
@@ -51,6 +53,9 @@ def test_the_nvtx_ranges_split_the_report_into_cells_and_a_cells_kernels_add_up(
     assert first["l2_hit_pct"] == pytest.approx((20 * 1 + 60 * 3) / 4)  # weighted by each kernel's time
     assert first["top_stall"] == "math_pipe_throttle"  # 9.5 for 3 ms against 9.5 for 1 ms
     assert first["profiled_kernels"] == 2 and first["counters_reason"] == ""
+    # DRAM's write count ends with the kernels; what they wrote into L2 reaches DRAM in time
+    assert first["l2_write_bytes"] == 2 * 100 * 32
+    assert first["dram_traffic_bytes"] == 3_000_000 + max(4000, 6400)
     assert cell_counters(cells.get(1, [])) == {"counters_reason": "no kernel of the cell's run was profiled"}
     assert set(first) <= set(COLUMNS)
 
@@ -144,7 +149,8 @@ def planted_table(tmp_path) -> pd.DataFrame:
                         "stride": 1, "status": "ok", "kernel_ms": ms, "bytes": minimal, "flops": flops,
                         "gflops": gflops})
         counters.append({"cell": f"cell{index}", "row_check": check, "dram_read_bytes": minimal * ratio * 0.5,
-                         "dram_write_bytes": minimal * ratio * 0.5, "top_stall": "long_scoreboard",
+                         "dram_write_bytes": minimal * ratio * 0.1, "l2_write_bytes": minimal * ratio * 0.5,
+                         "dram_traffic_bytes": minimal * ratio, "top_stall": "long_scoreboard",
                          "smem_bank_conflicts": 12.0 if experiment == "gemm" else "", "fma_pipe_pct": 80.0,
                          "counters_reason": ""})
     pd.DataFrame(summary).to_csv(tmp_path / "summary.csv", index=False)

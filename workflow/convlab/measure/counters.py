@@ -7,7 +7,8 @@ timed launch may include. The replay process launches each cell's kernel inside 
 after the cell's index (cell_range): in the report (collected with --nvtx), every kernel in range i
 is cell i's (a cell's run may be several kernels: im2col and GEMM, a library's stages).
 
-A cell's columns: DRAM bytes read and written (summed over its kernels), the L2 hit rate, achieved
+A cell's columns: DRAM bytes read and written (summed over its kernels), the bytes it wrote into L2
+and its DRAM traffic (read, plus the larger of the two written counts), the L2 hit rate, achieved
 occupancy, SM, memory and DRAM throughput (% of peak; averaged over its kernels weighted by their
 time), shared-memory bank conflicts and the FMA pipe's use (the GEMM kernels' questions), and its
 top warp-stall reason (the largest of the stall ratios, time-weighted).
@@ -30,6 +31,10 @@ NVTX_COLUMN = "thread Domain:Push/Pop_Range"
 TIME = "gpu__time_duration.sum"
 SUMMED = {"dram__bytes_read.sum": "dram_read_bytes", "dram__bytes_write.sum": "dram_write_bytes",
           "l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum": "smem_bank_conflicts"}
+# What the kernel wrote into L2, in 32-byte sectors: all of it reaches DRAM in time, though the
+# profiler's DRAM count ends with the kernel (written bytes still in L2 are not in it).
+L2_WRITE_SECTORS = "lts__t_sectors_srcunit_tex_op_write.sum"
+SECTOR_BYTES = 32
 WEIGHTED = {"lts__t_sector_hit_rate.pct": "l2_hit_pct",
             "sm__warps_active.avg.pct_of_peak_sustained_active": "achieved_occupancy_pct",
             "sm__throughput.avg.pct_of_peak_sustained_elapsed": "sm_throughput_pct",
@@ -40,8 +45,8 @@ WEIGHTED = {"lts__t_sector_hit_rate.pct": "l2_hit_pct",
 STALLS = ("long_scoreboard", "short_scoreboard", "mio_throttle", "lg_throttle", "math_pipe_throttle", "barrier",
           "wait", "not_selected")
 STALL_METRIC = "smsp__average_warps_issue_stalled_{}_per_issue_active.ratio"
-METRICS = (TIME, *SUMMED, *WEIGHTED, *(STALL_METRIC.format(s) for s in STALLS))
-COLUMNS = (*SUMMED.values(), *WEIGHTED.values(), "top_stall", "top_stall_ratio", "profiled_kernels",
+METRICS = (TIME, *SUMMED, L2_WRITE_SECTORS, *WEIGHTED, *(STALL_METRIC.format(s) for s in STALLS))
+COLUMNS = (*SUMMED.values(), "l2_write_bytes", "dram_traffic_bytes", *WEIGHTED.values(), "top_stall", "top_stall_ratio", "profiled_kernels",
            "profiled_ms", "counters_reason")
 UNIT_SCALE = {"byte": 1, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9, "Tbyte": 1e12,
               "nsecond": 1e-6, "usecond": 1e-3, "msecond": 1.0, "second": 1e3}
@@ -118,6 +123,13 @@ def cell_counters(kernels: list[ProfiledKernel]) -> dict[str, object]:
     for metric, column in SUMMED.items():
         values = [k.values.get(metric, math.nan) for k in kernels]
         columns[column] = sum(v for v in values if math.isfinite(v)) if any(map(math.isfinite, values)) else None
+    sectors = [k.values.get(L2_WRITE_SECTORS, math.nan) for k in kernels]
+    columns["l2_write_bytes"] = (SECTOR_BYTES * sum(v for v in sectors if math.isfinite(v))
+                                 if any(map(math.isfinite, sectors)) else None)
+    # the traffic to and from DRAM: every byte read, and every byte written (the larger count)
+    if columns["dram_read_bytes"] is not None:
+        written = [v for v in (columns["dram_write_bytes"], columns["l2_write_bytes"]) if v is not None]
+        columns["dram_traffic_bytes"] = columns["dram_read_bytes"] + (max(written) if written else 0.0)
     for metric, column in WEIGHTED.items():
         columns[column] = _weighted([k.values.get(metric, math.nan) for k in kernels], times)
     # a kernel whose report lacks a stall reason did not stall on it: zero, over the cell's whole time

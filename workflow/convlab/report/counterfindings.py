@@ -4,7 +4,7 @@ bandwidth and SGEMM ceiling it reaches, its top warp stall; one finding per kern
 names the bottleneck, and a roofline at the measured arithmetic intensity beside the analytic one.
 
 The time is the cell's own timed median (kernel_ms, at the clocks it ran at); the bytes are the
-profiler's, from a replayed launch (Nsight Compute locks the clocks to base while it profiles,
+profiler's DRAM traffic (dram_traffic_bytes: every byte read, every byte written), from a replayed launch (Nsight Compute locks the clocks to base while it profiles,
 which moves its throughput percentages, not the bytes).
 """
 
@@ -36,7 +36,7 @@ STALL_WORDS = {"long_scoreboard": "global memory (long scoreboard)",
                "mio_throttle": "the memory instruction queue (MIO throttle)",
                "lg_throttle": "the global load/store queue (LG throttle)",
                "math_pipe_throttle": "a busy math pipe", "barrier": "__syncthreads barriers",
-               "wait": "fixed-latency dependencies (wait)", "not_selected": "nothing: warps ready, not picked",
+               "wait": "fixed-latency dependencies (wait)", "not_selected": "the scheduler: warps ready, one issued at a time (not selected)",
                "no_instruction": "instruction fetch", "branch_resolving": "branches", "dispatch_stall": "dispatch",
                "drain": "draining memory writes at exit", "membar": "memory barriers", "tex_throttle": "the texture unit",
                "imc_miss": "the constant cache", "sleeping": "sleeping warps"}
@@ -49,12 +49,12 @@ def load_counters(summary_csv: str | Path, counters_csv: str | Path) -> pd.DataF
     counters = pd.read_csv(counters_csv, dtype={"row_check": str, "counters_reason": str}, keep_default_na=False)
     keep = ["row_check", *(c for c in counters.columns if c not in summary.columns)]
     table = summary[summary["status"] == "ok"].merge(counters[keep], on="row_check", how="left")
-    numeric = ["dram_read_bytes", "dram_write_bytes", "l2_hit_pct", "achieved_occupancy_pct", "sm_throughput_pct",
+    numeric = ["dram_read_bytes", "dram_write_bytes", "l2_write_bytes", "dram_traffic_bytes", "l2_hit_pct", "achieved_occupancy_pct", "sm_throughput_pct",
                "memory_throughput_pct", "dram_throughput_pct", "fma_pipe_pct", "smem_bank_conflicts",
                "top_stall_ratio"]
     for column in numeric:
         table[column] = pd.to_numeric(table.get(column, np.nan), errors="coerce")
-    table["measured_bytes"] = table["dram_read_bytes"] + table["dram_write_bytes"]
+    table["measured_bytes"] = table["dram_traffic_bytes"]
     table["bytes_ratio"] = table["measured_bytes"] / pd.to_numeric(table["bytes"], errors="coerce")
     seconds = pd.to_numeric(table["kernel_ms"], errors="coerce") / 1e3
     table["measured_gbps"] = table["measured_bytes"] / seconds / 1e9
