@@ -350,7 +350,10 @@ def final_outputs():
         outputs += [f"{results}/summary.csv"]
         outputs += [f"{results}/verdicts/latest.txt", f"{results}/history.html"]
         if config["counters"]:
-            outputs += [f"{results}/counters.html", f"{results}/figures/roofline_measured.png"]
+            outputs += [
+                f"{results}/counters.html",
+                f"{results}/figures/roofline_measured.png",
+            ]
         outputs += [
             f"{results}/gallery/{kernel}_{GALLERY_SIZE}.png"
             for kernel in gallery_cells(label)

@@ -21,6 +21,7 @@ from matplotlib.lines import Line2D
 
 from convlab.atomicfile import write_text_atomically
 from convlab.history.summary import read_summary
+from convlab.plan.families import FAMILIES
 from convlab.report.pages import html_page
 from convlab.report.plotting import log_axis, new_figure, note_figure_object, palette_colors, save_figure
 from convlab.report.roofline import kernel_group, load_device
@@ -66,7 +67,7 @@ def load_counters(summary_csv: str | Path, counters_csv: str | Path) -> pd.DataF
 
 def finding(row: pd.Series, copy_gbps: float, sgemm_gflops: float) -> str:
     """One cell's finding: its traffic, the share of each roof it reaches, and its bottleneck."""
-    where = f"{row['kernel']} ({row['variant']}) at {_size(row)}, stride {int(row['stride'])}"
+    where = f"{row['kernel']} ({row['variant']}) at {_place(row)}"
     memory = row["measured_gbps"] / copy_gbps if copy_gbps else math.nan
     compute = float(row["gflops"]) / sgemm_gflops if sgemm_gflops else math.nan
     text = (f"{where} moves {row['bytes_ratio']:.2f} × the fewest bytes at {memory:.0%} of copy bandwidth "
@@ -81,13 +82,17 @@ def finding(row: pd.Series, copy_gbps: float, sgemm_gflops: float) -> str:
     stall = STALL_WORDS.get(str(row.get("top_stall")), "")
     if stall:
         bound += f"; its warps wait most on {stall}"
-    if row["experiment"] == "gemm" and math.isfinite(row["smem_bank_conflicts"]):
+    if math.isfinite(row["smem_bank_conflicts"]) and row["smem_bank_conflicts"] > 0:
         bound += f"; {row['smem_bank_conflicts']:.3g} shared-memory bank conflicts, FMA pipe {row['fma_pipe_pct']:.0f} % busy"
     return f"{text}: {bound}."
 
 
-def _size(row: pd.Series) -> str:
-    return f"{int(row['size'])}²" if row["experiment"] != "gemm" else f"{int(row['size'])}³"
+def _place(row: pd.Series) -> str:
+    """Where in its family's grid a cell is: a convolution's image size and stride, a GEMM's size."""
+    family = FAMILIES.get(row["experiment"])
+    if family is None or family.convolves:
+        return f"{int(row['size'])}², stride {int(row['stride'])}"
+    return f"{int(row['size'])}³"
 
 
 def findings_lines(table: pd.DataFrame, copy_gbps: float, sgemm_gflops: float) -> list[str]:
