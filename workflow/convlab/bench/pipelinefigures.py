@@ -12,14 +12,13 @@ up to the next Python process's start.
 from __future__ import annotations
 
 import datetime as dt
-import math
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from convlab.measure.row import COLUMNS, DamagedRow, OtherFormat, read_row_file
+from convlab.measure.row import COLUMNS, DamagedRow, OtherFormat, finite_number, read_row_file
 
 # A cell job's phases, in the order they happen (convlab.run.celljob and the cell's own steps);
 # any other name a row carries (``imports``, in the job's own process) is listed after them.
@@ -108,26 +107,18 @@ def epoch(iso: str) -> float:
     return dt.datetime.fromisoformat(iso).timestamp()
 
 
-def _number(text: str | None) -> float | None:
-    try:
-        value = float(text) if text not in (None, "") else None
-    except ValueError:
-        return None
-    return value if value is not None and math.isfinite(value) else None
-
-
 def cell_times(row: Mapping[str, str], path: str = "", written: float | None = None) -> CellTimes | None:
     """The job's times of one row (text values, as read), or None for a row without them (one its
     client wrote itself when the service went away has no ``finished_at``). ``written``: the row
     file's modification time."""
-    job_ms = _number(row.get("job_ms"))
+    job_ms = finite_number(row.get("job_ms"))
     if job_ms is None or not row.get("finished_at"):
         return None
     phases = parse_phases(row.get("phase_ms") or "")
     # finished_at is stamped as the measurement returns; the job's clock stops after the settle
     # phase that follows (convlab.run.celljob.measure_job), so that is where job_ms ends.
     end = epoch(row["finished_at"]) + phases.get("settle", 0.0) / 1e3
-    return CellTimes(path, end - job_ms / 1e3, end, job_ms, _number(row.get("service_ms")), phases, written)
+    return CellTimes(path, end - job_ms / 1e3, end, job_ms, finite_number(row.get("service_ms")), phases, written)
 
 
 def read_cells(results: Path) -> tuple[list[CellTimes], list[str]]:

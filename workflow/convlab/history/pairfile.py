@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import csv
 import io
-import math
 from collections.abc import Iterable
 from dataclasses import dataclass, fields
 from pathlib import Path
 
 from convlab.atomicfile import write_text_atomically
 from convlab.history.compare import FASTER, SAME, SLOWER, UNCLEAR
+from convlab.measure.row import finite_number
 
 
 @dataclass(frozen=True)
@@ -49,14 +49,6 @@ def write_pairs(path: str | Path, rows: Iterable[PairRow]) -> None:
     write_text_atomically(path, text.getvalue())
 
 
-def _number(text: str | None) -> float | None:
-    try:
-        value = float(text) if text not in (None, "") else None
-    except ValueError:
-        return None
-    return value if value is not None and math.isfinite(value) else None
-
-
 def read_pairs(path: str | Path | None) -> dict[str, PairRow]:
     """paired.csv by cell; empty where there is no such file (a run without the step)."""
     if not path or not Path(path).is_file():
@@ -64,13 +56,13 @@ def read_pairs(path: str | Path | None) -> dict[str, PairRow]:
     pairs = {}
     with open(path, newline="") as handle:
         for record in csv.DictReader(handle):
-            rounds = _number(record.get("rounds"))
+            rounds = finite_number(record.get("rounds"))
             pairs[record["cell"]] = PairRow(
                 cell=record["cell"], kernel=record.get("kernel", ""), previous_hash=record.get("previous_hash", ""),
-                kernel_hash=record.get("kernel_hash", ""), ratio=_number(record.get("ratio")),
-                low=_number(record.get("low")), high=_number(record.get("high")),
-                rounds=int(rounds) if rounds is not None else None, previous_ms=_number(record.get("previous_ms")),
-                new_ms=_number(record.get("new_ms")), stop=record.get("stop", ""),
+                kernel_hash=record.get("kernel_hash", ""), ratio=finite_number(record.get("ratio")),
+                low=finite_number(record.get("low")), high=finite_number(record.get("high")),
+                rounds=int(rounds) if rounds is not None else None, previous_ms=finite_number(record.get("previous_ms")),
+                new_ms=finite_number(record.get("new_ms")), stop=record.get("stop", ""),
                 clock_normalised=record.get("clock_normalised", ""), note=record.get("note", ""))
     return pairs
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from convlab.history import store
 from convlab.history.kernelversions import restore_kernel_version
 from convlab.history.record import KernelHashes, found_rows
+from convlab.measure.row import finite_number
 from convlab.plan.cell import Cell
 
 
@@ -54,15 +55,8 @@ def candidates(results_dir: str | Path, cells: list[Cell], run_id: str) -> tuple
         current = hashes(entry.cell.kernel, entry.cell.backend)
         if previous.kernel_hash and current and previous.kernel_hash != current:
             chosen.append(Candidate(entry.cell, current, previous.kernel_hash, previous.kernel_ms,
-                                    _number(entry.row.get("service_ms"))))
+                                    finite_number(entry.row.get("service_ms"))))
     return chosen, connection
-
-
-def _number(text: str | None) -> float | None:
-    try:
-        return float(text) if text else None
-    except ValueError:
-        return None
 
 
 def restore_previous(connection: sqlite3.Connection, candidate: Candidate, versions_dir: Path) -> tuple[Path, str]:

@@ -232,9 +232,10 @@ ROUNDING = 1e-5
 WINDOW_SLACK_MS = 1.0
 
 
-def _number(text: str) -> float | None:
+def finite_number(text: str | None) -> float | None:
+    """The finite number ``text`` writes, or None (empty, not a number, inf or nan)."""
     try:
-        number = float(text)
+        number = float(text) if text not in (None, "") else math.nan
     except ValueError:
         return None
     return number if math.isfinite(number) else None
@@ -252,8 +253,8 @@ def contradiction(row: Mapping[str, str]) -> str | None:
     min..max, a spread wider than the range, fewer than one repeat, or repeats that could not fit
     between the cell's start and finish. A row edited by hand with its check recomputed is caught
     here, and never taken for a measurement."""
-    ms, low, high = (_number(row[name]) for name in ("kernel_ms", "kernel_ms_min", "kernel_ms_max"))
-    iqr, reps = _number(row["kernel_ms_iqr"]), _number(row["reps"])
+    ms, low, high = (finite_number(row[name]) for name in ("kernel_ms", "kernel_ms_min", "kernel_ms_max"))
+    iqr, reps = finite_number(row["kernel_ms_iqr"]), finite_number(row["reps"])
     if ms is None or ms <= 0:
         return f"kernel_ms {row['kernel_ms'] or '(none)'} is not a positive time"
     if reps is None or reps < 1 or reps != int(reps):
@@ -270,7 +271,7 @@ def contradiction(row: Mapping[str, str]) -> str | None:
     window_ms = (finished - started).total_seconds() * 1e3
     if window_ms < 0:
         return f"finished_at {row['finished_at']} before started_at {row['started_at']}"
-    launches = _number(row["graph_launches"]) or 1
+    launches = finite_number(row["graph_launches"]) or 1
     timed_ms = reps * launches * (low if low is not None else ms)
     if timed_ms > window_ms * (1 + ROUNDING) + WINDOW_SLACK_MS:
         return f"{row['reps']} repeats of at least {low if low is not None else ms:g} ms cannot fit in the " \
