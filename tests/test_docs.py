@@ -181,7 +181,8 @@ def grids() -> dict:
     default = load_config(REPO / "config" / "config.yaml")
     tiny = load_config(REPO / "config" / "tiny-cpu.yaml")
     return {"default cpu": build_cells(default, "cpu"), "default cuda": build_cells(default, "cuda"),
-            "tiny cpu": build_cells(tiny, "cpu"), "benchmark cuda": build_cells(laid_over("pipeline-bench.yaml"), "cuda")}
+            "tiny cpu": build_cells(tiny, "cpu"), "benchmark cuda": build_cells(laid_over("pipeline-bench.yaml"), "cuda"),
+            "pairs cuda": build_cells(laid_over("pair-bench.yaml"), "cuda")}
 
 
 def laid_over(name: str) -> dict:
@@ -214,6 +215,11 @@ def test_pipeline_benchmark_counts(grids):
     assert number("docs/benchmark.md", r"default grid \((\d[\d,]*) cells\)") == (len(grids["default cuda"]),)
 
 
+def test_pair_and_counters_benchmark_counts(grids):
+    for page in ("docs/history.md", "docs/counters.md"):
+        assert number(page, r"pair-bench.yaml` \((\d+) cells") == (len(grids["pairs cuda"]),)
+
+
 def test_shared_memory_counts(grids):
     cells = grids["default cuda"]
     large = large_shared_cells(cells)
@@ -234,6 +240,8 @@ CHECKED_PHRASES = {
     "docs/pipeline.md": [r"cpu grid is \d+ cells"],  # test_cpu_grid_counts
     "docs/measurement.md": [r"\d+ of \d+ cuda cells"],  # test_shared_memory_counts
     "docs/benchmark.md": [r"\(\d+ cells: conv2d", r"grid \(\d[\d,]* cells\)"],  # test_pipeline_benchmark_counts
+    "docs/history.md": [r"\(\d+ cells: the direct family"],  # test_pair_and_counters_benchmark_counts
+    "docs/counters.md": [r"\(\d+ cells: the direct family"],  # the same
 }
 
 
