@@ -57,6 +57,10 @@ def test_an_edited_kernel_re_measures_its_cells_and_the_run_ends_with_their_verd
     kernel_line = next(line for line in text.splitlines() if line.startswith("  direct "))
     assert "changed: kernel files" in kernel_line
     assert text.count("verdict: ") == 1
+    # the pair step found them, and said why a cpu twin's previous version cannot run again
+    pair_log = (built / RESULTS / "logs" / "pair.log").read_text()
+    assert f"paired: 0 of {len(changed)} cells whose kernel files changed" in pair_log
+    assert "only those run again" in pair_log
     # printed by the history job, before the report stage redrew any figure (the gallery draws
     # from the kernel and the picture alone, not from the rows)
     recorded = (built / RESULTS / "verdicts" / "latest.txt").stat().st_mtime_ns
@@ -111,3 +115,19 @@ def test_adding_a_size_measures_only_that_sizes_cells(built):
     added = set(after) - set(before)
     assert added and all("/size~128/" in name for name in added)
     assert all(tree(built, "data")[name] == stamp for name, stamp in pictures.items())
+
+
+def test_a_rerun_beside_a_busy_neighbour_calls_nothing_faster_or_slower(built):
+    """A forced re-measure of every cell (nothing changed) while two processes keep the host's
+    cores busy: the cpu backend's FASTER/SLOWER are unconfirmed, so the run calls none; and the
+    pair step, which had nothing to pair, left its file empty."""
+    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
+    try:
+        result = snakemake(built, 1, "--forcerun", "cell")
+    finally:
+        for spinner in spinners:
+            spinner.kill()
+    verdict = next(line for line in (result.stdout + result.stderr).splitlines() if line.startswith("verdict: "))
+    assert " SLOWER" not in verdict and " FASTER" not in verdict, verdict
+    pairs = (built / RESULTS / "verdicts" / "paired.csv").read_text().splitlines()
+    assert pairs[0].startswith("cell,kernel,previous_hash") and len(pairs) == 1
