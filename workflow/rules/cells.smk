@@ -14,11 +14,14 @@ onerror:
     end_of_run(failed=True)
 
 
+# The cells and the copy bandwidth they read run ahead of the device figures the report alone
+# needs (the SGEMM ceiling): the first cell starts as soon as its inputs allow.
 rule copy_bandwidth:
     output:
         BANDWIDTH,
     log:
         f"{RESULTS}/logs/device/{BACKEND}_copy_bandwidth.log",
+    priority: 10
     conda:
         "../../envs/convlab.yaml"
     resources:
@@ -59,6 +62,7 @@ rule cell:
         row=CELL_PATH,
     log:
         LOG_PATH,
+    priority: 10
     group:
         CELL_GROUP
     conda:
