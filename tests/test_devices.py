@@ -92,8 +92,10 @@ def test_two_labels_make_one_grid_per_label_with_its_own_placement():
     # every job of a label that runs on a node asks for that label's feature
     lines = text.splitlines()
     asked = {}  # label -> the constraints its jobs' resources name
-    for wildcards, resources in zip(lines, lines[1:]):
-        if "wildcards: device=" in wildcards and "resources:" in resources:
+    for at, wildcards in enumerate(lines):
+        # a job's block: its wildcards, then (after its priority, where it has one) its resources
+        resources = next((line for line in lines[at + 1:at + 3] if "resources:" in line), None)
+        if "wildcards: device=" in wildcards and resources is not None:
             label = wildcards.split("device=")[1].split(",")[0].strip()
             asked.setdefault(label, []).append(resources.split("constraint=")[1].split(",")[0]
                                                if "constraint=" in resources else None)
