@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import io
 import json
 import os
 import re
@@ -47,11 +48,11 @@ def read_table(path: Path) -> dict[str, dict[str, str]]:
 
 
 def write_table(path: Path, rows: list[dict[str, object]]) -> None:
-    text = [",".join(TABLE_COLUMNS)]
-    for row in rows:
-        values = ["" if row.get(name) is None else str(row.get(name)) for name in TABLE_COLUMNS]
-        text.append(",".join(f'"{v}"' if ("," in v or '"' in v) else v for v in (v.replace('"', "'") for v in values)))
-    write_text_atomically(path, "\n".join(text) + "\n")
+    text = io.StringIO()
+    writer = csv.DictWriter(text, fieldnames=TABLE_COLUMNS, extrasaction="ignore", lineterminator="\n")
+    writer.writeheader()
+    writer.writerows({name: "" if row.get(name) is None else row.get(name) for name in TABLE_COLUMNS} for row in rows)
+    write_text_atomically(path, text.getvalue())
 
 
 def ncu_command() -> str | None:
