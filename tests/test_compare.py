@@ -268,3 +268,7 @@ def test_a_change_between_two_cpu_sets_is_unconfirmed_and_a_gpu_one_is_not():
     assert set(on_gpu["verdict"]) == {"SLOWER"}
     assert set(on_cpu["verdict"]) == {"UNCLEAR"}
     assert set(on_cpu["note"]) == {"unconfirmed SLOWER: the cpu backend shares its host"}
+    # a GPU that throttled while it measured one side is no quiet host either
+    throttled = compare_sets(_summary(_cells()), _summary([{**_scaled(r, 1.5), "throttled": "yes"} for r in _cells()]))
+    assert set(throttled["verdict"]) == {"UNCLEAR"}
+    assert set(throttled["note"]) == {"unconfirmed SLOWER: the GPU throttled while it measured"}

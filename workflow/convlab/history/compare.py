@@ -194,7 +194,7 @@ def compare_sets(a: pd.DataFrame, b: pd.DataFrame, threshold: float = DEFAULT_TH
     if not 0 < threshold < 1:
         raise CompareError(f"--threshold {threshold:g}: give a fraction between 0 and 1 (e.g. 0.08 for 8 %)")
     keys = [k for k in KEY_COLUMNS if k in a.columns and k in b.columns]  # an older summary may lack some
-    values = ["status", "kernel_ms", "kernel_ms_iqr", "reps", "backend"]
+    values = ["status", "kernel_ms", "kernel_ms_iqr", "reps", "backend", "throttled"]
     sides = []
     for rows, label in ((a, labels[0]), (b, labels[1])):
         keyed = _keyed(rows, keys, label)
@@ -217,6 +217,8 @@ def compare_sets(a: pd.DataFrame, b: pd.DataFrame, threshold: float = DEFAULT_TH
             if word in (FASTER, SLOWER) and row["backend_a"] == row["backend_b"] == "cpu":
                 # a shared host: only a paired re-measurement would confirm it (convlab.history.noise)
                 word, note = UNCLEAR, f"unconfirmed {word}: the cpu backend shares its host"
+            elif word in (FASTER, SLOWER) and "yes" in (row["throttled_a"], row["throttled_b"]):
+                word, note = UNCLEAR, f"unconfirmed {word}: the GPU throttled while it measured"
             results.append((word, ratio, floor, noise, note))
         else:
             statuses = [str(row[f"status_{s}"]) if _timed(row, s) or row[f"status_{s}"] != "ok" else "ok without a time"
