@@ -41,10 +41,10 @@ def test_the_parser_is_the_table():
 
 def test_where_each_command_runs():
     by_place = {place: sorted(c.name for c in TABLE if c.runs == place) for place in (JOB, CELL, DEVICE, TOOLS)}
-    assert by_place[JOB] == ["bench", "bench-pipeline", "compare", "counters", "counters-replay", "history", "run",
-                             "serve", "shared-memory"]
+    assert by_place[JOB] == ["bench", "bench-pipeline", "compare", "counters-replay", "history", "run", "serve",
+                             "shared-memory"]
     assert by_place[CELL] == ["cell"]
-    assert by_place[DEVICE] == ["bandwidth", "ceiling", "compile-kernels", "gallery", "pair"]
+    assert by_place[DEVICE] == ["bandwidth", "ceiling", "compile-kernels", "counters", "gallery", "pair"]
     assert by_place[TOOLS] == ["aggregate", "counters-report", "downscale", "figures", "findings", "gpus",
                                "history-page", "record", "roofline", "seed-compare", "seed-figure", "seed-table",
                                "source"]

@@ -11,37 +11,48 @@ import stat
 import pandas as pd
 import pytest
 
-from convlab.measure.counters import COLUMNS, METRICS, by_cell, cell_counters, cell_range, parse_raw_csv
+from convlab.measure.counters import (
+    COLUMNS,
+    METRICS,
+    STALL_METRICS,
+    by_cell,
+    cell_counters,
+    cell_range,
+    parse_raw_csv,
+    speaking_cells,
+)
 from convlab.report.counterfindings import findings_lines, load_counters
 
 HEAD = ["ID", "Process ID", "thread Domain:Push/Pop_Range:PL_Type:PL_Value:CLR_Type:Color:Msg_Type:Msg", "Kernel Name",
-        "Block Size", "Grid Size", *METRICS]
+        "Block Size", "Grid Size", *METRICS, *STALL_METRICS[1:]]
 
 
 def raw_page(kernels: list[tuple[str, int | None, dict[str, str]]], units: dict[str, str] | None = None) -> str:
     """A raw CSV page as `ncu --import R --csv --page raw` prints it (collected with --nvtx): header,
     units, a row per kernel, each with the NVTX range it ran in."""
     units = units or {}
-    lines = [HEAD, ["", "", "", "", "", "", *(units.get(m, "") for m in METRICS)]]
+    lines = [HEAD, ["", "", "", "", "", "", *(units.get(m, "") for m in HEAD[6:])]]
     for index, (name, cell, values) in enumerate(kernels):
         ranges = f'11269  "<default domain>:{cell_range(cell)}:none:none:none:none:none:none" ' if cell is not None else ""
         lines.append([str(index), "1", ranges.replace('"', '""'), name, "(256, 1, 1)", "(64, 1, 1)",
-                      *(values.get(m, "") for m in METRICS)])
+                      *(values.get(m, "") for m in HEAD[6:])])
     return "==PROF== Disconnected\n" + "\n".join(",".join(f'"{v}"' for v in line) for line in lines) + "\n"
 
 
-def kernel(ms: str, read: str, write: str, stall: str = "long_scoreboard", hit: str = "50",
-           l2_sectors: str = "100") -> dict[str, str]:
+def kernel(ms: str, read: str, write: str, stall: str = "long_scoreboard", occupancy: str = "50",
+           l2_sectors: str = "100", l2_read_sectors: str = "") -> dict[str, str]:
     return {"gpu__time_duration.sum": ms, "dram__bytes_read.sum": read, "dram__bytes_write.sum": write,
-            "lts__t_sectors_srcunit_tex_op_write.sum": l2_sectors,
-            "lts__t_sector_hit_rate.pct": hit,
-            f"smsp__average_warps_issue_stalled_{stall}_per_issue_active.ratio": "9.5"}
+            "lts__t_sectors_srcunit_tex_op_write.sum": l2_sectors, "lts__t_sectors_srcunit_tex_op_read.sum": l2_read_sectors,
+            "sm__warps_active.avg.pct_of_peak_sustained_active": occupancy,
+            f"smsp__warps_issue_stalled_{stall}.sum": "950", "smsp__warps_issue_stalled_barrier.sum": "100",
+            "smsp__issue_active.sum": "100"}
 
 
 def test_the_nvtx_ranges_split_the_report_into_cells_and_a_cells_kernels_add_up():
     page = raw_page([
-        ("im2col", 0, kernel("1.0", "1,000", "3000", hit="20")),
-        ("gemm", 0, kernel("3.0", "2000", "1000", stall="math_pipe_throttle", hit="60")),
+        ("im2col", 0, kernel("1.0", "1,000", "3000", occupancy="20", l2_read_sectors="100,000")),
+        ("gemm", 0, kernel("3.0", "2000", "1000", stall="math_pipe_throttle", occupancy="60",
+                           l2_read_sectors="150,000")),
         ("outside", None, kernel("9.0", "9", "9")),
         ("direct", 2, kernel("2.0", "5", "1")),
     ], units={"dram__bytes_read.sum": "Kbyte"})
@@ -50,14 +61,33 @@ def test_the_nvtx_ranges_split_the_report_into_cells_and_a_cells_kernels_add_up(
     first = cell_counters(cells[0])
     assert first["dram_read_bytes"] == 3_000_000  # Kbyte, summed over both kernels
     assert first["dram_write_bytes"] == 4000 * 1000 / 1000
-    assert first["l2_hit_pct"] == pytest.approx((20 * 1 + 60 * 3) / 4)  # weighted by each kernel's time
-    assert first["top_stall"] == "math_pipe_throttle"  # 9.5 for 3 ms against 9.5 for 1 ms
+    assert first["achieved_occupancy_pct"] == pytest.approx((20 * 1 + 60 * 3) / 4)  # weighted by each kernel's time
+    # the reads L2 served: 8 MB read from it, 3 MB of them from DRAM
+    assert first["l2_hit_pct"] == pytest.approx(100 * (1 - 3_000_000 / (250_000 * 32)))
+    # stalls over both kernels' issued instructions: 950 each on two reasons, against 200 on barriers
+    assert first["top_stall"] == "long_scoreboard" and first["top_stall_ratio"] == pytest.approx(950 / 200)
     assert first["profiled_kernels"] == 2 and first["counters_reason"] == ""
     # DRAM's write count ends with the kernels; what they wrote into L2 reaches DRAM in time
     assert first["l2_write_bytes"] == 2 * 100 * 32
     assert first["dram_traffic_bytes"] == 3_000_000 + max(4000, 6400)
     assert cell_counters(cells.get(1, [])) == {"counters_reason": "no kernel of the cell's run was profiled"}
     assert set(first) <= set(COLUMNS)
+    assert cell_counters(cells[2])["l2_hit_pct"] is None  # no read sectors counted: no rate
+    # a kernel whose reads all came from DRAM (more than L2 counted: partly written sectors) hit 0 %
+    alone = cell_counters([*by_cell(parse_raw_csv(raw_page([("k", 0, kernel("1", "9000", "0", l2_read_sectors="10"))])))
+                           .values()][0])
+    assert alone["l2_hit_pct"] == 0.0
+
+
+def test_the_findings_speak_for_each_kernels_fastest_variant_at_its_smallest_stride():
+    rows = [{"experiment": "conv2d", "kernel": "direct", "size": 256, "stride": 2, "kernel_ms": "0.001"},
+            {"experiment": "conv2d", "kernel": "direct", "size": 256, "stride": 1, "kernel_ms": "0.009"},
+            {"experiment": "conv2d", "kernel": "direct", "size": 256, "stride": 1, "kernel_ms": "0.005"},
+            {"experiment": "conv2d", "kernel": "direct", "size": 512, "stride": 1, "kernel_ms": "nan"},
+            {"experiment": "conv2d", "kernel": "cudnn", "size": 256, "stride": 1, "kernel_ms": "0.004"},
+            {"experiment": "conv2d", "kernel": "direct", "size": 512, "stride": 3, "kernel_ms": "0.02"},
+            {"experiment": "conv2d", "kernel": "direct", "size": "x"}]
+    assert speaking_cells(rows) == [4, 2, 5]  # by kernel then size; an unmeasured one never chosen
 
 
 def test_a_page_that_is_not_ncus_is_refused_in_one_line():
@@ -171,3 +201,31 @@ def test_findings_name_each_kernels_bottleneck_from_its_counters(tmp_path):
     assert "12 shared-memory bank conflicts, FMA pipe 80 % busy" in by_kernel["sgemm_pipelined"]
     assert "at 256², stride 1 moves 1.00 × the fewest bytes at 10% of copy bandwidth" in by_kernel["direct"]
     assert "bound by neither roof: latency" in by_kernel["direct"]
+
+
+def test_where_seed_002_argues_about_traffic_the_counters_page_answers_with_each_tiling_kernels_finding(tmp_path):
+    from convlab.report.counterfindings import counters_page, seed_traffic_lines
+
+    summary, counters = [], []
+    for index, (kernel, size, k, ms, ratio) in enumerate([("direct", 4096, 9, 2.0, 1.01), ("tiled_input", 4096, 9, 1.0, 1.0),
+                                                          ("tiled_input", 4096, 3, 0.3, 1.0), ("tiled_input", 1024, 9, 0.1, 1.0),
+                                                          ("tiled_cached", 4096, 9, 1.5, 1.02)]):
+        check, minimal = f"t{index}", 4096 * 4096 * 8
+        summary.append({"row_check": check, "experiment": "tiling", "kernel": kernel, "variant": "v", "size": size,
+                        "stride": 1, "filter_size": k, "status": "ok", "kernel_ms": ms, "bytes": minimal,
+                        "flops": 2 * k * k * size * size, "gflops": 2 * k * k * size * size / ms / 1e6})
+        counters.append({"cell": f"c{index}", "row_check": check, "dram_traffic_bytes": minimal * ratio,
+                         "top_stall": "barrier", "counters_reason": ""})
+    pd.DataFrame(summary).to_csv(tmp_path / "summary.csv", index=False)
+    pd.DataFrame(counters).to_csv(tmp_path / "counters.csv", index=False)
+    table = load_counters(tmp_path / "summary.csv", tmp_path / "counters.csv")
+    ((argument, found),) = seed_traffic_lines(table, copy_gbps=3000.0, sgemm_gflops=50_000.0)
+    assert argument.startswith("Seed 002 computes the basic kernel's intensity as 0.25 FLOP per byte")
+    assert [line.split(" at ")[0] for line in found] == ["direct (v)", "tiled_cached (v)", "tiled_input (v)"]
+    assert all("at 4096², 9×9 filter moves" in line for line in found)
+    assert "tiled_cached (v) at 4096², 9×9 filter moves 1.02 × the fewest bytes" in found[1]
+    assert "its warps wait most on __syncthreads barriers" in found[1]
+    page = counters_page(table, [], "h100", [(argument, found)])
+    assert "Where a seed argues about traffic" in page and "9×9 filter" in page
+    # no tiling cell with counters: no such section
+    assert seed_traffic_lines(table[table["experiment"] == "conv2d"], 3000.0, 50_000.0) == []

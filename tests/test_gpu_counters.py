@@ -12,7 +12,8 @@ import pytest
 from test_gpu import write_image
 
 from convlab.app.handlers.counters import ncu_command, run_profiled
-from convlab.measure.counters import by_cell, cell_counters, parse_raw_csv
+from convlab.measure.counters import METRICS, by_cell, cell_counters, parse_raw_csv
+from convlab.report.counterfindings import AT_LIMIT_BYTES
 
 # Far larger than L2 (50 MB), so that what is still in L2 when the copy ends (written bytes that
 # never reach DRAM in the count) is under 2 % of it.
@@ -38,7 +39,7 @@ def ncu():
 
 @pytest.mark.gpu
 def test_a_copys_dram_bytes_are_its_buffers_sizes(tmp_path, backend, ncu):
-    profiled = run_profiled([sys.executable, "-c", COPY], tmp_path)
+    profiled = run_profiled([sys.executable, "-c", COPY], tmp_path, METRICS)
     assert not profiled.reason, profiled.reason
     (kernels,) = by_cell(parse_raw_csv(profiled.page)).values()
     counters = cell_counters(kernels)
@@ -92,6 +93,17 @@ def test_one_cell_of_each_family_gets_counters_and_an_unreadable_one_its_reason(
     assert (table["counters_reason"] == "").all(), table["counters_reason"].tolist()
     # inputs are read from DRAM (the caches are flushed before each pass); these small outputs stay in L2
     assert (pd.to_numeric(table["dram_read_bytes"]) > 0).all()
+    # each cell is the one its kernel's finding speaks for: each has its top stall, from the second profile
+    assert (table["top_stall"] != "").all() and (pd.to_numeric(table["top_stall_ratio"]) > 0).all()
+    assert (pd.to_numeric(table["achieved_occupancy_pct"]) > 0).all()
+    # the direct kernel reads each input byte from DRAM once and writes each output byte once (the
+    # halo its blocks share hits in L2): its traffic is the fewest bytes its problem needs, up to
+    # partly used sectors at the edges
+    (direct,) = [cell for cell in cells if cell.kernel == "direct" and cell.experiment == "conv2d"]
+    fewest = float(pd.read_csv(direct.path)["bytes"].iloc[0])
+    traffic = float(table.loc[table["cell"] == direct.path, "dram_traffic_bytes"].iloc[0])
+    print(f"direct at 256²: {traffic:.4g} B of DRAM traffic, {traffic / fewest:.3f} × the fewest ({fewest:.4g} B)")
+    assert 0.95 <= traffic / fewest <= AT_LIMIT_BYTES
     (tmp_path / "results" / "gpu" / "counters" / "kept.csv").unlink()
     monkeypatch.setenv("CONVLAB_NCU", str(tmp_path / "no-ncu-here"))
     refused = run_counters(tmp_path, config)

@@ -131,3 +131,16 @@ def test_a_rerun_beside_a_busy_neighbour_calls_nothing_faster_or_slower(built):
     assert " SLOWER" not in verdict and " FASTER" not in verdict, verdict
     pairs = (built / RESULTS / "verdicts" / "paired.csv").read_text().splitlines()
     assert pairs[0].startswith("cell,kernel,previous_hash") and len(pairs) == 1
+
+
+def test_counters_on_the_cpu_backend_go_through_the_service_and_leave_every_cell_ok_with_the_reason(built):
+    result = snakemake(built, 2, "--config", "counters=true")
+    table = (built / RESULTS / "counters.csv").read_text().splitlines()
+    ok = [row for row in (built / RESULTS / "summary.csv").read_text().splitlines()[1:] if ",ok," in row]
+    assert len(table) - 1 == len(ok) > 0
+    assert all(line.endswith("no hardware counters on the cpu backend") for line in table[1:])
+    said = result.stdout + result.stderr
+    warnings = [line for line in said.splitlines() if line.startswith("warning: counters:")]
+    assert len(warnings) == 1 and "because no hardware counters on the cpu backend" in warnings[0]
+    assert "Traceback" not in said
+    assert (built / RESULTS / "counters.html").is_file() and (built / RESULTS / "figures" / "roofline_measured.png").is_file()

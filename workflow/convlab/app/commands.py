@@ -202,7 +202,7 @@ TABLE: tuple[Command, ...] = (
         arg("--device", required=True),
         arg("--config", required=True, help="the run's validated config as JSON"),
         file_arg("--out", help="the counters of each ok cell (results/<device>/counters.csv)"),
-    )),
+    ), runs=DEVICE, pool=backend_option),
     Command("counters-replay", "inside Nsight Compute: each planned cell's profiled launch (the counters step "
             "starts it)", f"{HANDLERS}.counterreplay:counters_replay", (
         file_arg("--plan", help="the cells, as JSON"),

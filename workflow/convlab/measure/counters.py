@@ -7,11 +7,18 @@ timed launch may include. The replay process launches each cell's kernel inside 
 after the cell's index (cell_range): in the report (collected with --nvtx), every kernel in range i
 is cell i's (a cell's run may be several kernels: im2col and GEMM, a library's stages).
 
+Two metric sets, each its own profiled process. METRICS fits in one pass of the hardware on an
+H100/H200: a kernel profiled in one pass needs no save and restore of the device's memory, which
+costs more than the pass (three passes took three times one pass's cost, per kernel). The stall
+counters share no pass with it, so they are read in a second process (STALL_METRICS), for the cells
+the findings speak for only.
+
 A cell's columns: DRAM bytes read and written (summed over its kernels), the bytes it wrote into L2
-and its DRAM traffic (read, plus the larger of the two written counts), the L2 hit rate, achieved
-occupancy, SM, memory and DRAM throughput (% of peak; averaged over its kernels weighted by their
-time), shared-memory bank conflicts and the FMA pipe's use (the GEMM kernels' questions), and its
-top warp-stall reason (the largest of the stall ratios, time-weighted).
+and its DRAM traffic (read, plus the larger of the two written counts), the L2 hit rate of its
+reads (the sectors read from L2 that DRAM did not serve), achieved occupancy, SM instruction and
+DRAM throughput (% of peak; averaged over its kernels weighted by their time), shared-memory bank
+conflicts and the FMA pipe's use (the GEMM kernels' questions), and its top warp-stall reason (the
+most warps stalled per issued instruction, over all its kernels).
 """
 
 from __future__ import annotations
@@ -31,23 +38,25 @@ NVTX_COLUMN = "thread Domain:Push/Pop_Range"
 TIME = "gpu__time_duration.sum"
 SUMMED = {"dram__bytes_read.sum": "dram_read_bytes", "dram__bytes_write.sum": "dram_write_bytes",
           "l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum": "smem_bank_conflicts"}
-# What the kernel wrote into L2, in 32-byte sectors: all of it reaches DRAM in time, though the
-# profiler's DRAM count ends with the kernel (written bytes still in L2 are not in it).
+# What the kernel wrote into and read from L2, in 32-byte sectors: all it wrote reaches DRAM in
+# time, though the profiler's DRAM count ends with the kernel (written bytes still in L2 are not in
+# it); what it read and DRAM did not serve hit in L2.
 L2_WRITE_SECTORS = "lts__t_sectors_srcunit_tex_op_write.sum"
+L2_READ_SECTORS = "lts__t_sectors_srcunit_tex_op_read.sum"
 SECTOR_BYTES = 32
-WEIGHTED = {"lts__t_sector_hit_rate.pct": "l2_hit_pct",
-            "sm__warps_active.avg.pct_of_peak_sustained_active": "achieved_occupancy_pct",
-            "sm__throughput.avg.pct_of_peak_sustained_elapsed": "sm_throughput_pct",
-            "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed": "memory_throughput_pct",
+WEIGHTED = {"sm__warps_active.avg.pct_of_peak_sustained_active": "achieved_occupancy_pct",
+            "sm__inst_executed.avg.pct_of_peak_sustained_active": "sm_throughput_pct",
             "dram__throughput.avg.pct_of_peak_sustained_elapsed": "dram_throughput_pct",
             "sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active": "fma_pipe_pct"}
-# the stall reasons that bound the lab's kernels (each one more counter, and passes cost time)
+METRICS = (TIME, *SUMMED, L2_WRITE_SECTORS, L2_READ_SECTORS, *WEIGHTED)
+# the stall reasons that bound the lab's kernels: warps stalled on each, over the instructions issued
 STALLS = ("long_scoreboard", "short_scoreboard", "mio_throttle", "lg_throttle", "math_pipe_throttle", "barrier",
           "wait", "not_selected")
-STALL_METRIC = "smsp__average_warps_issue_stalled_{}_per_issue_active.ratio"
-METRICS = (TIME, *SUMMED, L2_WRITE_SECTORS, *WEIGHTED, *(STALL_METRIC.format(s) for s in STALLS))
-COLUMNS = (*SUMMED.values(), "l2_write_bytes", "dram_traffic_bytes", *WEIGHTED.values(), "top_stall", "top_stall_ratio", "profiled_kernels",
-           "profiled_ms", "counters_reason")
+STALL_METRIC = "smsp__warps_issue_stalled_{}.sum"
+ISSUED = "smsp__issue_active.sum"
+STALL_METRICS = (TIME, ISSUED, *(STALL_METRIC.format(s) for s in STALLS))
+COLUMNS = (*SUMMED.values(), "l2_write_bytes", "dram_traffic_bytes", "l2_hit_pct", *WEIGHTED.values(), "top_stall",
+           "top_stall_ratio", "profiled_kernels", "profiled_ms", "counters_reason")
 UNIT_SCALE = {"byte": 1, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9, "Tbyte": 1e12,
               "nsecond": 1e-6, "usecond": 1e-3, "msecond": 1.0, "second": 1e3}
 
@@ -89,7 +98,7 @@ def parse_raw_csv(text: str) -> list[ProfiledKernel]:
         raise ReportError("no raw page in Nsight Compute's output (its header row is missing)")
     header, units = rows[0], rows[1]
     index = {name: i for i, name in enumerate(header)}
-    missing = [m for m in (TIME, *SUMMED) if m not in index]
+    missing = [m for m in (TIME,) if m not in index]
     if missing:
         raise ReportError(f"Nsight Compute's report lacks {', '.join(missing)}")
     ranges = next((i for i, name in enumerate(header) if name.startswith(NVTX_COLUMN)), None)
@@ -99,7 +108,8 @@ def parse_raw_csv(text: str) -> list[ProfiledKernel]:
     for row in rows[2:]:
         if len(row) != len(header):
             continue
-        values = {metric: _value(row[index[metric]], units[index[metric]]) for metric in METRICS if metric in index}
+        values = {metric: _value(row[index[metric]], units[index[metric]]) for metric in (*METRICS, *STALL_METRICS)
+                  if metric in index}
         kernels.append(ProfiledKernel(row[index["Kernel Name"]], _cell(row[ranges]), values))
     return kernels
 
@@ -113,38 +123,52 @@ def by_cell(kernels: Iterable[ProfiledKernel]) -> dict[int, list[ProfiledKernel]
     return cells
 
 
+def _summed(kernels: list[ProfiledKernel], metric: str) -> float | None:
+    values = [k.values.get(metric, math.nan) for k in kernels]
+    return sum(v for v in values if math.isfinite(v)) if any(map(math.isfinite, values)) else None
+
+
 def cell_counters(kernels: list[ProfiledKernel]) -> dict[str, object]:
-    """One cell's counter columns from its kernels (a reason instead where there are none)."""
+    """One cell's counter columns (METRICS) from its kernels (a reason instead where there are none)."""
     if not kernels:
         return {"counters_reason": "no kernel of the cell's run was profiled"}
     times = [k.values.get(TIME, math.nan) for k in kernels]
     total = sum(t for t in times if math.isfinite(t))
     columns: dict[str, object] = {"profiled_kernels": len(kernels), "profiled_ms": total}
     for metric, column in SUMMED.items():
-        values = [k.values.get(metric, math.nan) for k in kernels]
-        columns[column] = sum(v for v in values if math.isfinite(v)) if any(map(math.isfinite, values)) else None
-    sectors = [k.values.get(L2_WRITE_SECTORS, math.nan) for k in kernels]
-    columns["l2_write_bytes"] = (SECTOR_BYTES * sum(v for v in sectors if math.isfinite(v))
-                                 if any(map(math.isfinite, sectors)) else None)
+        columns[column] = _summed(kernels, metric)
+    written_sectors, read_sectors = _summed(kernels, L2_WRITE_SECTORS), _summed(kernels, L2_READ_SECTORS)
+    columns["l2_write_bytes"] = None if written_sectors is None else SECTOR_BYTES * written_sectors
     # the traffic to and from DRAM: every byte read, and every byte written (the larger count)
-    if columns["dram_read_bytes"] is not None:
+    read = columns["dram_read_bytes"]
+    if read is not None:
         written = [v for v in (columns["dram_write_bytes"], columns["l2_write_bytes"]) if v is not None]
-        columns["dram_traffic_bytes"] = columns["dram_read_bytes"] + (max(written) if written else 0.0)
+        columns["dram_traffic_bytes"] = read + (max(written) if written else 0.0)
+    # the reads L2 served: the sectors read from it less what DRAM delivered (within 0..100 %: DRAM
+    # also reads for partly written sectors)
+    columns["l2_hit_pct"] = None
+    if read is not None and read_sectors:
+        served = 1.0 - read / (SECTOR_BYTES * read_sectors)
+        columns["l2_hit_pct"] = 100.0 * min(1.0, max(0.0, served))
     for metric, column in WEIGHTED.items():
         columns[column] = _weighted([k.values.get(metric, math.nan) for k in kernels], times)
-    # a kernel whose report lacks a stall reason did not stall on it: zero, over the cell's whole time
-    stalls = {name: _weighted([_or_zero(k.values.get(STALL_METRIC.format(name), math.nan)) for k in kernels], times)
-              for name in STALLS if any(STALL_METRIC.format(name) in k.values for k in kernels)}
-    known = {name: value for name, value in stalls.items() if value is not None}
-    if known:
-        top = max(known, key=lambda name: known[name])
-        columns.update(top_stall=top, top_stall_ratio=known[top])
+    columns.update(cell_stalls(kernels))
     columns["counters_reason"] = ""
     return columns
 
 
-def _or_zero(value: float) -> float:
-    return value if math.isfinite(value) else 0.0
+def cell_stalls(kernels: list[ProfiledKernel]) -> dict[str, object]:
+    """A cell's top warp-stall reason (STALL_METRICS): the most warps stalled on one reason per
+    instruction issued, over all its kernels; nothing where its kernels' stalls were not read."""
+    issued = _summed(kernels, ISSUED)
+    if not issued:
+        return {}
+    stalls = {name: _summed(kernels, STALL_METRIC.format(name)) for name in STALLS}
+    known = {name: value / issued for name, value in stalls.items() if value is not None}
+    if not known:
+        return {}
+    top = max(known, key=lambda name: known[name])
+    return {"top_stall": top, "top_stall_ratio": known[top]}
 
 
 def _weighted(values: list[float], times: list[float]) -> float | None:
@@ -152,3 +176,21 @@ def _weighted(values: list[float], times: list[float]) -> float | None:
     if not pairs:
         return None
     return sum(v * t for v, t in pairs) / sum(t for _, t in pairs)
+
+
+def speaking_cells(rows: list[dict[str, object]]) -> list[int]:
+    """The rows a finding speaks for, by their position: for each experiment, kernel, size and
+    filter size, its fastest variant (timed median, kernel_ms) at its smallest stride; in that order."""
+    best: dict[tuple, tuple[tuple[float, float], int]] = {}
+    for position, row in enumerate(rows):
+        try:
+            key = (str(row["experiment"]), str(row["kernel"]), int(row["size"]),  # type: ignore[arg-type]
+                   str(row.get("filter_size", "")))
+            rank = (float(row["stride"]), float(row["kernel_ms"]))  # type: ignore[arg-type]
+        except (KeyError, TypeError, ValueError):
+            continue
+        if not all(map(math.isfinite, rank)):
+            continue
+        if key not in best or rank < best[key][0]:
+            best[key] = (rank, position)
+    return [position for _, (_, position) in sorted(best.items())]

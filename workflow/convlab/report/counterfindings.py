@@ -4,8 +4,8 @@ bandwidth and SGEMM ceiling it reaches, its top warp stall; one finding per kern
 names the bottleneck, and a roofline at the measured arithmetic intensity beside the analytic one.
 
 The time is the cell's own timed median (kernel_ms, at the clocks it ran at); the bytes are the
-profiler's DRAM traffic (dram_traffic_bytes: every byte read, every byte written), from a replayed launch (Nsight Compute locks the clocks to base while it profiles,
-which moves its throughput percentages, not the bytes).
+profiler's DRAM traffic (dram_traffic_bytes: every byte read, every byte written), from a replayed
+launch.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from matplotlib.lines import Line2D
 
 from convlab.atomicfile import write_text_atomically
 from convlab.history.summary import read_summary
+from convlab.measure.counters import speaking_cells
 from convlab.plan.families import FAMILIES
 from convlab.report.pages import html_page
 from convlab.report.plotting import log_axis, new_figure, note_figure_object, palette_colors, save_figure
@@ -50,9 +51,9 @@ def load_counters(summary_csv: str | Path, counters_csv: str | Path) -> pd.DataF
     counters = pd.read_csv(counters_csv, dtype={"row_check": str, "counters_reason": str}, keep_default_na=False)
     keep = ["row_check", *(c for c in counters.columns if c not in summary.columns)]
     table = summary[summary["status"] == "ok"].merge(counters[keep], on="row_check", how="left")
-    numeric = ["dram_read_bytes", "dram_write_bytes", "l2_write_bytes", "dram_traffic_bytes", "l2_hit_pct", "achieved_occupancy_pct", "sm_throughput_pct",
-               "memory_throughput_pct", "dram_throughput_pct", "fma_pipe_pct", "smem_bank_conflicts",
-               "top_stall_ratio"]
+    numeric = ["dram_read_bytes", "dram_write_bytes", "l2_write_bytes", "dram_traffic_bytes", "l2_hit_pct",
+               "achieved_occupancy_pct", "sm_throughput_pct", "dram_throughput_pct", "fma_pipe_pct",
+               "smem_bank_conflicts", "top_stall_ratio"]
     for column in numeric:
         table[column] = pd.to_numeric(table.get(column, np.nan), errors="coerce")
     table["measured_bytes"] = table["dram_traffic_bytes"]
@@ -90,6 +91,8 @@ def finding(row: pd.Series, copy_gbps: float, sgemm_gflops: float) -> str:
 def _place(row: pd.Series) -> str:
     """Where in its family's grid a cell is: a convolution's image size and stride, a GEMM's size."""
     family = FAMILIES.get(row["experiment"])
+    if family is not None and "stride" not in family.problem_columns and "filter_size" in family.problem_columns:
+        return f"{int(row['size'])}², {int(row['filter_size'])}×{int(row['filter_size'])} filter"
     if family is None or family.convolves:
         return f"{int(row['size'])}², stride {int(row['stride'])}"
     return f"{int(row['size'])}³"
@@ -98,12 +101,33 @@ def _place(row: pd.Series) -> str:
 def findings_lines(table: pd.DataFrame, copy_gbps: float, sgemm_gflops: float) -> list[str]:
     """One finding per experiment, kernel and size: its fastest measured variant at its smallest stride."""
     timed = table[table["measured_bytes"].notna() & (table["measured_bytes"] > 0)]
-    if timed.empty:
-        return []
-    smallest = timed.groupby(["experiment", "kernel", "size"])["stride"].transform("min")
-    chosen = timed[timed["stride"] == smallest].sort_values("kernel_ms")
-    chosen = chosen.drop_duplicates(["experiment", "kernel", "size"]).sort_values(["experiment", "kernel", "size"])
+    chosen = timed.iloc[speaking_cells(timed.to_dict("records"))] if not timed.empty else timed
     return [finding(row, copy_gbps, sgemm_gflops) for _, row in chosen.iterrows()]
+
+
+# Where a seed argues about traffic, what it argues, in a sentence.
+TRAFFIC_ARGUMENTS = {
+    "tiling": ("Seed 002 computes the basic kernel's intensity as 0.25 FLOP per byte, every input read from global "
+               "memory for each of its uses, and tiles the input in shared memory to read it once; it found the "
+               "constant-memory filter no faster, and the variant that reads its tile's halo through the cache "
+               "slower, without knowing why. Measured here, at the largest size and filter:"),
+}
+
+
+def seed_traffic_lines(table: pd.DataFrame, copy_gbps: float, sgemm_gflops: float) -> list[tuple[str, list[str]]]:
+    """For each family whose seed argues about traffic: the argument, and each kernel's finding at
+    the family's largest size and filter (its fastest variant)."""
+    out = []
+    for experiment, argument in TRAFFIC_ARGUMENTS.items():
+        timed = table[(table["experiment"] == experiment) & table["measured_bytes"].notna()
+                      & (table["measured_bytes"] > 0)]
+        if timed.empty:
+            continue
+        chosen = timed.iloc[speaking_cells(timed.to_dict("records"))]
+        sizes = pd.to_numeric(chosen["size"]), pd.to_numeric(chosen["filter_size"])
+        largest = chosen[(sizes[0] == sizes[0].max()) & (sizes[1] == sizes[1][sizes[0] == sizes[0].max()].max())]
+        out.append((argument, [finding(row, copy_gbps, sgemm_gflops) for _, row in largest.iterrows()]))
+    return out
 
 
 def measured_roofline(table: pd.DataFrame, copy_gbps: float, sgemm_gflops: float, device: str) -> Figure:
@@ -136,7 +160,8 @@ def measured_roofline(table: pd.DataFrame, copy_gbps: float, sgemm_gflops: float
     return figure
 
 
-def counters_page(table: pd.DataFrame, lines: list[str], device: str) -> str:
+def counters_page(table: pd.DataFrame, lines: list[str], device: str,
+                  seeds: list[tuple[str, list[str]]] | None = None) -> str:
     reasons = table["counters_reason"].fillna("").astype(str) if "counters_reason" in table else pd.Series(dtype=str)
     missing = reasons[reasons != ""].value_counts()
     head = ("kernel", "variant", "size", "stride", "ms", "measured MB", "× fewest bytes", "GB/s", "L2 hit %",
@@ -150,6 +175,9 @@ def counters_page(table: pd.DataFrame, lines: list[str], device: str) -> str:
         for _, r in table.sort_values(["experiment", "kernel", "size", "stride"]).iterrows())
     body = (f"<h1>{html.escape(device)}: why each kernel is as fast as it is</h1>"
             + "<h2>Findings</h2><ul>" + "".join(f"<li>{html.escape(line)}</li>" for line in lines) + "</ul>"
+            + "".join("<h2>Where a seed argues about traffic</h2>" + f"<p>{html.escape(argument)}</p><ul>"
+                      + "".join(f"<li>{html.escape(line)}</li>" for line in found) + "</ul>"
+                      for argument, found in seeds or [])
             + "".join(f"<p>{n} cells have no counters: {html.escape(why)}</p>" for why, n in missing.items())
             + "<h2>Every ok cell</h2><table><tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr>" + rows
             + "</table>")
@@ -166,13 +194,16 @@ def _fmt(value: object) -> str:
 
 
 def render_counters(summary_csv: str | Path, counters_csv: str | Path, bandwidth_json: str | Path,
-                    ceiling_json: str | Path, figure_out: str | Path, page_out: str | Path) -> list[str]:
-    """The measured roofline and the counters page; the findings, as printed."""
+                    ceiling_json: str | Path, figure_out: str | Path, page_out: str | Path,
+                    ) -> tuple[list[str], list[tuple[str, list[str]]]]:
+    """The measured roofline and the counters page; the findings, and where a seed argues about
+    traffic its argument and findings, as printed."""
     table = load_counters(summary_csv, counters_csv)
     copy_gbps = float(load_device(bandwidth_json).get("copy_gbps") or 0)
     sgemm_gflops = float(load_device(ceiling_json).get("sgemm_gflops") or 0)
     device = Path(summary_csv).parent.name
     lines = findings_lines(table, copy_gbps, sgemm_gflops)
     save_figure(measured_roofline(table, copy_gbps, sgemm_gflops, device), Path(figure_out))
-    write_text_atomically(page_out, counters_page(table, lines, device))
-    return lines
+    seeds = seed_traffic_lines(table, copy_gbps, sgemm_gflops)
+    write_text_atomically(page_out, counters_page(table, lines, device, seeds))
+    return lines, seeds

@@ -10,11 +10,15 @@ from pathlib import Path
 from convlab.app.console import Console
 from convlab.backends import get_backend
 from convlab.backends.devicelock import exclusive_device
+from convlab.plan import pictures
 from convlab.plan.cell import Cell
 from convlab.run.counterreplay import replay_cells
 
+PICTURES_KEPT = 2
+
 
 def counters_replay(args: argparse.Namespace, console: Console) -> int:
+    pictures.PICTURES.capacity = PICTURES_KEPT  # the plan comes in the order of its pictures
     plan = [(Cell.from_json(item["spec"]), item["image"] or None) for item in json.loads(Path(args.plan).read_text())]
     backend = get_backend("cuda")
     with exclusive_device(backend.device_key()):

@@ -2,7 +2,9 @@
 from a replayed launch of each (convlab.run.counterreplay), into results/<device>/counters.csv.
 
 Nsight Compute has to start the process it profiles, so the counters are a step of their own
-after the cells, in one profiled process for all the cells that need them: a cell whose row is
+after the cells, run by the device's worker (no cell of that GPU is measured meanwhile): one
+profiled process reads the one-pass metrics of all the cells that need them, and a second one the
+stall counters of the cells the findings speak for (convlab.measure.counters). A cell whose row is
 unchanged since its counters were read keeps them (results/<device>/counters/kept.csv, keyed by
 the row's check). A cell that gets none stays ok, with the reason in `counters_reason`, and the
 step prints one warning line; it fails only on its own bugs.
@@ -28,7 +30,17 @@ from pathlib import Path
 from convlab.app.console import Console
 from convlab.atomicfile import write_text_atomically
 from convlab.history.record import read_rows
-from convlab.measure.counters import COLUMNS, METRICS, ReportError, by_cell, cell_counters, parse_raw_csv
+from convlab.measure.counters import (
+    COLUMNS,
+    METRICS,
+    STALL_METRICS,
+    ReportError,
+    by_cell,
+    cell_counters,
+    cell_stalls,
+    parse_raw_csv,
+    speaking_cells,
+)
 from convlab.paths import REPO_ROOT
 from convlab.plan.cell import Cell
 from convlab.plan.grid import build_cells
@@ -68,11 +80,17 @@ class Profiled:
     reason: str = ""
     kernels: int = 0
     passes: tuple[int, ...] = ()
+    stall_cells: int = 0  # the cells whose stall counters a second profile read
+    stall_reason: str = ""  # why that profile gave none
 
 
-def run_profiled(argv: list[str], scratch: Path) -> Profiled:
-    """``argv`` run under Nsight Compute (collecting from its profiler start to stop, with NVTX
-    ranges), and its report printed as a raw CSV page."""
+def run_profiled(argv: list[str], scratch: Path, metrics: tuple[str, ...]) -> Profiled:
+    """``argv`` run under Nsight Compute (collecting ``metrics`` from its profiler start to stop,
+    with NVTX ranges), and its report printed as a raw CSV page.
+
+    The clocks stay as the driver sets them (--clock-control none), as in the timed launches: the
+    bytes do not depend on them, and the percentages are then of the peaks at the clocks the kernel
+    ran at."""
     ncu = ncu_command()
     if ncu is None:
         return Profiled(reason="Nsight Compute (ncu) is not on PATH (it comes with the CUDA toolkit; or set "
@@ -82,8 +100,9 @@ def run_profiled(argv: list[str], scratch: Path) -> Profiled:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO_ROOT / "workflow"),
                                                                      os.environ.get("PYTHONPATH")])))
     try:
-        run = subprocess.run([ncu, "--profile-from-start", "off", "--nvtx", "--metrics", ",".join(METRICS), "--export",
-                              str(report), "--force-overwrite", *argv], capture_output=True, text=True, env=env)
+        run = subprocess.run([ncu, "--profile-from-start", "off", "--nvtx", "--clock-control", "none", "--metrics",
+                              ",".join(metrics), "--export", str(report), "--force-overwrite", *argv],
+                             capture_output=True, text=True, env=env)
     except OSError as error:
         return Profiled(reason=f"Nsight Compute ({ncu}) could not be started: {error}")
     said = run.stdout + run.stderr
@@ -101,12 +120,15 @@ def run_profiled(argv: list[str], scratch: Path) -> Profiled:
     return Profiled(printed.stdout, "", said.count("==PROF== Profiling"), passes)
 
 
-def profile(plan: list[tuple[Cell, str]], scratch: Path) -> tuple[dict[int, dict[str, object]], Profiled]:
-    """Each planned cell's counters by its index (none where the profile says why)."""
+def profile(plan: list[tuple[Cell, str]], scratch: Path, metrics: tuple[str, ...] = METRICS,
+            ) -> tuple[dict[int, dict[str, object]], Profiled]:
+    """Each planned cell's counters by its index (none where the profile says why): the columns of
+    METRICS, or of STALL_METRICS (only the stall columns, and none for a cell without them)."""
     plan_file, reasons_file = scratch / "plan.json", scratch / "reasons.json"
     plan_file.write_text(json.dumps([{"spec": cell.to_json(), "image": image} for cell, image in plan]))
+    reasons_file.unlink(missing_ok=True)
     profiled = run_profiled([sys.executable, "-m", "convlab", "counters-replay", "--plan", str(plan_file),
-                             "--reasons", str(reasons_file)], scratch)
+                             "--reasons", str(reasons_file)], scratch, metrics)
     if profiled.reason:
         return {}, profiled
     try:
@@ -114,8 +136,29 @@ def profile(plan: list[tuple[Cell, str]], scratch: Path) -> tuple[dict[int, dict
     except ReportError as error:
         return {}, Profiled(reason=f"Nsight Compute's report could not be read: {error}")
     failed = {int(k): v for k, v in json.loads(reasons_file.read_text()).items()} if reasons_file.is_file() else {}
+    if metrics == STALL_METRICS:
+        return {index: cell_stalls(cells.get(index, [])) for index in range(len(plan)) if index not in failed}, profiled
     return {index: ({"counters_reason": failed[index]} if index in failed else cell_counters(cells.get(index, [])))
             for index in range(len(plan))}, profiled
+
+
+def profile_cells(needed: list[tuple[Cell, dict[str, str]]], scratch: Path) -> tuple[dict[int, dict[str, object]],
+                                                                                     Profiled]:
+    """The counters of each needed cell, by its position: the one-pass metrics of every one, then
+    the stall counters of those the findings speak for (a second profile; its failure leaves them
+    without a top stall, and its reason in the step's log)."""
+    measured, profiled = profile([(cell, cell.image) for cell, _ in needed], scratch)
+    with_counters = [i for i in range(len(needed)) if not measured.get(i, {}).get("counters_reason", "?")]
+    speaking = [with_counters[i] for i in speaking_cells([needed[i][1] for i in with_counters])]
+    if speaking:
+        stalls, stalled = profile([(needed[i][0], needed[i][0].image) for i in speaking], scratch, STALL_METRICS)
+        for position, index in enumerate(speaking):
+            measured[index].update(stalls.get(position, {}))
+        profiled.kernels += stalled.kernels
+        profiled.passes = tuple(sorted({*profiled.passes, *stalled.passes}))
+        profiled.stall_reason = stalled.reason
+        profiled.stall_cells = len(speaking)
+    return measured, profiled
 
 
 def _last_error(text: str) -> str:
@@ -130,14 +173,15 @@ def counters(args: argparse.Namespace, console: Console) -> int:
     ok = [(cell, row) for cell, row in read_rows(build_cells(config, args.backend, args.device))
           if row.get("status") == "ok"]
     kept = read_table(results / KEPT)
-    needed = [(cell, row) for cell, row in ok if row["row_check"] not in kept]
+    # in the order of the pictures they read: the replay keeps the last few decoded
+    needed = sorted(((cell, row) for cell, row in ok if row["row_check"] not in kept), key=lambda pair: pair[0].image)
     measured: dict[int, dict[str, object]] = {}
     profiled = Profiled()
     if needed and args.backend == "cpu":
         profiled = Profiled(reason="no hardware counters on the cpu backend")
     elif needed:
         with tempfile.TemporaryDirectory(prefix="convlab-counters-") as scratch:
-            measured, profiled = profile([(cell, cell.image) for cell, _ in needed], Path(scratch))
+            measured, profiled = profile_cells(needed, Path(scratch))
     reason = profiled.reason
     for index, (cell, row) in enumerate(needed):
         identity = {name: row.get(name, "") for name in IDENTITY if name != "cell"}
@@ -150,7 +194,9 @@ def counters(args: argparse.Namespace, console: Console) -> int:
     write_table(Path(args.out), table)
     if profiled.kernels:
         console.say(f"Nsight Compute profiled {profiled.kernels} kernels, in {'/'.join(map(str, profiled.passes))} "
-                    "passes each")
+                    f"passes each; the stall counters of {profiled.stall_cells} cells the findings speak for")
+    if profiled.stall_reason:
+        console.say(f"counters: no stall counters: {profiled.stall_reason}")
     missing = Counter(str(row.get("counters_reason")) for row in table if row.get("counters_reason"))
     with_counters = len(table) - sum(missing.values())
     console.say(f"counters: {with_counters} of {len(table)} ok cells have hardware counters "

@@ -70,9 +70,11 @@ def roofline(args: argparse.Namespace, console: Console) -> int:
 
 
 def counters_report(args: argparse.Namespace, console: Console) -> int:
-    lines = render_counters(args.summary, args.counters, args.bandwidth, args.ceiling, args.figure, args.out)
+    lines, seeds = render_counters(args.summary, args.counters, args.bandwidth, args.ceiling, args.figure, args.out)
     console.say(f"{args.out}: {len(lines)} findings from hardware counters")
     console.say("\n".join(lines))
+    for argument, found in seeds:
+        console.say("\n".join([argument, *found]))
     return 0
 
 
