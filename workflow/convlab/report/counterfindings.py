@@ -105,20 +105,12 @@ def findings_lines(table: pd.DataFrame, copy_gbps: float, sgemm_gflops: float) -
     return [finding(row, copy_gbps, sgemm_gflops) for _, row in chosen.iterrows()]
 
 
-# Where a seed argues about traffic, what it argues, in a sentence.
-TRAFFIC_ARGUMENTS = {
-    "tiling": ("Seed 002 computes the basic kernel's intensity as 0.25 FLOP per byte, every input read from global "
-               "memory for each of its uses, and tiles the input in shared memory to read it once; it found the "
-               "constant-memory filter no faster, and the variant that reads its tile's halo through the cache "
-               "slower, without knowing why. Measured here, at the largest size and filter:"),
-}
-
-
 def seed_traffic_lines(table: pd.DataFrame, copy_gbps: float, sgemm_gflops: float) -> list[tuple[str, list[str]]]:
     """For each family whose seed argues about traffic: the argument, and each kernel's finding at
     the family's largest size and filter (its fastest variant)."""
     out = []
-    for experiment, argument in TRAFFIC_ARGUMENTS.items():
+    arguments = {name: family.traffic_argument for name, family in FAMILIES.items() if family.traffic_argument}
+    for experiment, argument in arguments.items():
         timed = table[(table["experiment"] == experiment) & table["measured_bytes"].notna()
                       & (table["measured_bytes"] > 0)]
         if timed.empty:

@@ -39,6 +39,9 @@ class Family(ABC):
     kernel_layout_note: str = ""  # those layouts in words, for the registry's error
     exclusive: bool = False  # its kernels take part in no other family
     seeds: tuple[str, ...] = ()  # the seeds it reproduces (convlab.report.seeds): the report files their pages under it
+    # where its seed argues about memory traffic, that argument in a sentence: the counters page
+    # answers it with the family's measured bytes (convlab.report.counterfindings)
+    traffic_argument: str = ""
     # The summary column that holds its problem's size where filled (else `size`): what the seed comparison
     # matches a seed's size against and the findings name its problems by.
     size_column: str = "size"

@@ -21,6 +21,11 @@ class Tiling(PictureFamily):
     marker = "s"
     problem_columns = ("filter_size", "size")
     seeds = ("002",)
+    traffic_argument = (
+        "Seed 002 computes the basic kernel's intensity as 0.25 FLOP per byte, every input read from global memory "
+        "for each of its uses, and tiles the input in shared memory to read it once; it found the constant-memory "
+        "filter no faster, and the variant that reads its tile's halo through the cache slower, without knowing "
+        "why. Measured here, at the largest size and filter:")
 
     def problems(self, section: dict, config: dict) -> Iterator[dict]:
         check_filters(self.name, section["sizes"], section["filter_sizes"], "same")
