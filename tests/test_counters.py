@@ -21,6 +21,7 @@ from convlab.measure.counters import (
     parse_raw_csv,
     speaking_cells,
 )
+from convlab.plan.families import problem_key
 from convlab.report.counterfindings import findings_lines, load_counters
 
 HEAD = ["ID", "Process ID", "thread Domain:Push/Pop_Range:PL_Type:PL_Value:CLR_Type:Color:Msg_Type:Msg", "Kernel Name",
@@ -86,8 +87,14 @@ def test_the_findings_speak_for_each_kernels_fastest_variant_at_its_smallest_str
             {"experiment": "conv2d", "kernel": "direct", "size": 512, "stride": 1, "kernel_ms": "nan"},
             {"experiment": "conv2d", "kernel": "cudnn", "size": 256, "stride": 1, "kernel_ms": "0.004"},
             {"experiment": "conv2d", "kernel": "direct", "size": 512, "stride": 3, "kernel_ms": "0.02"},
-            {"experiment": "conv2d", "kernel": "direct", "size": "x"}]
-    assert speaking_cells(rows) == [4, 2, 5]  # by kernel then size; an unmeasured one never chosen
+            {"experiment": "conv2d", "kernel": "direct", "size": "x"},
+            {"experiment": "gemm", "kernel": "sgemm_shared", "size": 256, "stride": "", "kernel_ms": "0.01"},
+            {"experiment": "winograd_layers", "kernel": "winograd", "C_in": 3, "H": 8, "W": 8, "C_out": 4, "batch": 1,
+             "size": "", "stride": 1, "kernel_ms": "0.01"},
+            {"experiment": "winograd_layers", "kernel": "winograd", "C_in": 64, "H": 8, "W": 8, "C_out": 4, "batch": 1,
+             "size": "", "stride": 1, "kernel_ms": "0.01"}]
+    # by kernel then problem; an unmeasured one never chosen; a GEMM without a stride, each layer its own
+    assert speaking_cells(rows, problem_key) == [4, 2, 5, 7, 8, 9]
 
 
 def test_a_page_that_is_not_ncus_is_refused_in_one_line():

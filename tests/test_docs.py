@@ -216,8 +216,9 @@ def test_pipeline_benchmark_counts(grids):
 
 
 def test_pair_and_counters_benchmark_counts(grids):
-    for page in ("docs/history.md", "docs/counters.md"):
-        assert number(page, r"pair-bench.yaml` \((\d+) cells") == (len(grids["pairs cuda"]),)
+    assert number("docs/history.md", r"pair-bench.yaml` \((\d+) cells") == (len(grids["pairs cuda"]),)
+    conv2d = [cell for cell in grids["default cuda"] if cell.experiment == "conv2d"]
+    assert number("docs/counters.md", r"default conv2d grid \((\d+) cells") == (len(conv2d),)
 
 
 def test_shared_memory_counts(grids):
@@ -241,7 +242,7 @@ CHECKED_PHRASES = {
     "docs/measurement.md": [r"\d+ of \d+ cuda cells"],  # test_shared_memory_counts
     "docs/benchmark.md": [r"\(\d+ cells: conv2d", r"grid \(\d[\d,]* cells\)"],  # test_pipeline_benchmark_counts
     "docs/history.md": [r"\(\d+ cells: the direct family"],  # test_pair_and_counters_benchmark_counts
-    "docs/counters.md": [r"\(\d+ cells: the direct family"],  # the same
+    "docs/counters.md": [r"conv2d grid \(\d+ cells"],  # the same
 }
 
 

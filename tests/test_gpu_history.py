@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from workflow_helpers import REPO, copy_repo, snakemake
+from workflow_helpers import REPO, copy_repo, one_gpu, snakemake, snakemake_env
 
 pytestmark = [pytest.mark.gpu, pytest.mark.pipeline]
 DEVICE = "gpu-history-test"
@@ -51,7 +51,9 @@ def verdict_lines(text: str) -> list[str]:
 
 def run(repo: Path) -> str:
     # after "--": a target, not one more --configfile
-    result = snakemake(repo, 1, "--", f"results/{DEVICE}/verdicts/latest.txt", configfile="config/history-gpu.yaml")
+    # one GPU: a run on another board of the host would be a change of board
+    result = snakemake(repo, 1, "--", f"results/{DEVICE}/verdicts/latest.txt", configfile="config/history-gpu.yaml",
+                       env={**snakemake_env(repo), **one_gpu()})
     return result.stdout + result.stderr
 
 

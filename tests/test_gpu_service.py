@@ -41,7 +41,8 @@ def test_a_sticky_cuda_error_is_an_error_row_and_the_next_cell_gets_a_fresh_work
     assert row["kernel_ms"] == ""
     after = sandbox.run(direct, tmp_path / "after.csv")
     assert after.returncode == 0, after.stderr
-    assert differences(read_row(tmp_path / "after.csv"), read_row(tmp_path / "clean.csv")) == {}
+    changed = differences(read_row(tmp_path / "after.csv"), read_row(tmp_path / "clean.csv"))
+    assert set(changed) <= {"gpu_uuid", "gpu_index"}, changed  # on a host of several GPUs, maybe another one
     assert {w["pid"] for w in sandbox.status()["workers"]} != before  # the poisoned worker left; a fresh one came
 
 

@@ -186,7 +186,8 @@ def test_a_worker_that_dies_mid_cell_is_an_error_row_and_the_next_cell_is_clean(
     assert crash.returncode == 0, crash.stderr
     row = read_row(tmp_path / "crash.csv")
     assert row["status"] == "error" and row["kernel"] == "fault_oob_write"
-    assert "the measurement worker died (killed by signal 9 (SIGKILL))" in row["reason"]
+    # it killed its worker, and the fresh one it was sent to once more
+    assert "the measurement worker died (killed by signal 9 (SIGKILL)), twice" in row["reason"]
     assert crash.stdout.strip().endswith(row["reason"])
     first_worker = sandbox.status()["workers"][0]["pid"]
     after = sandbox.run(direct, tmp_path / "after.csv")
@@ -216,6 +217,23 @@ def test_a_service_killed_mid_cell_is_retried_once_in_a_fresh_one(sandbox, tmp_p
     assert row["status"] == "ok", (row["reason"], stderr, sandbox.logs())
     assert sandbox.info()["pid"] != first
     assert all(wait_for_exit(pid, 10) for pid in workers), "an orphaned worker outlived its service"
+
+
+def test_a_worker_killed_from_outside_mid_cell_loses_no_cell_a_fresh_one_measures_it(sandbox, tmp_path):
+    marker = tmp_path / "in-the-cell"
+    job = sandbox.start(sandbox.cell("slow_first_direct"), tmp_path / "row.csv", CONVLAB_TEST_MARKER=str(marker))
+    deadline = time.monotonic() + 120
+    while not marker.exists():
+        assert time.monotonic() < deadline and job.poll() is None, "the cell never started"
+        time.sleep(0.02)
+    (killed,) = [w["pid"] for w in sandbox.status()["workers"]]
+    os.kill(killed, signal.SIGKILL)
+    stdout, stderr = job.communicate(timeout=300)
+    assert job.returncode == 0, stderr
+    row = read_row(tmp_path / "row.csv")
+    assert row["status"] == "ok", (row["reason"], stderr, sandbox.logs())
+    assert "during a cell; sending it to a fresh worker" in sandbox.logs()
+    assert [w["pid"] for w in sandbox.status()["workers"]] != [killed]
 
 
 def test_an_idle_service_exits_and_a_dead_ones_socket_is_replaced(sandbox, tmp_path):

@@ -16,7 +16,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-from workflow_helpers import REPO, RESULTS, TINY, copy_repo
+from workflow_helpers import REPO, RESULTS, TINY, copy_repo, one_gpu
 
 pytestmark = pytest.mark.pipeline
 USERS = ("convlab-ann", "convlab-bob")
@@ -182,7 +182,7 @@ def test_two_users_runs_on_one_gpu_both_complete_and_never_overlap(users, shared
         repos[user] = repo
     runs = {user: as_user(user, ["python", "-m", "snakemake", "--cores", "2", "--configfile",
                                  "config/two-users-gpu.yaml", "--", f"results/{label}/summary.csv"],
-                          shared_tmp, cwd=repos[user], umask="077" if user == users[0] else "022")
+                          shared_tmp, cwd=repos[user], umask="077" if user == users[0] else "022", extra=one_gpu())
             for user in users}
     assert_both_complete_without_overlap(runs, {user: repos[user] / "results" / label for user in users})
 

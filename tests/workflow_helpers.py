@@ -61,6 +61,12 @@ def snakemake_env(repo: Path) -> dict[str, str]:
     return env
 
 
+def one_gpu() -> dict[str, str]:
+    """The environment that shows a run only the first visible GPU: a test about one GPU holds on a
+    host of several."""
+    return {"CUDA_VISIBLE_DEVICES": os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0]}
+
+
 def snakemake_command(cores: int, *args: str, configfile: str = TINY) -> list[str]:
     return [sys.executable, "-m", "snakemake", "--cores", str(cores), "--configfile", configfile, *args]
 

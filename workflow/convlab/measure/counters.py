@@ -27,7 +27,7 @@ import csv
 import io
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 RANGE_PREFIX = "convlab-cell-"
@@ -178,15 +178,15 @@ def _weighted(values: list[float], times: list[float]) -> float | None:
     return sum(v * t for v, t in pairs) / sum(t for _, t in pairs)
 
 
-def speaking_cells(rows: list[dict[str, object]]) -> list[int]:
-    """The rows a finding speaks for, by their position: for each experiment, kernel, size and
-    filter size, its fastest variant (timed median, kernel_ms) at its smallest stride; in that order."""
+def speaking_cells(rows: list[dict[str, object]], problem: Callable[[dict], tuple]) -> list[int]:
+    """The rows a finding speaks for, by their position: for each kernel and problem (``problem``
+    of a row: its kernel and problem, stride aside), its fastest variant (timed median, kernel_ms)
+    at its smallest stride (none: 0); in the order of ``problem``."""
     best: dict[tuple, tuple[tuple[float, float], int]] = {}
     for position, row in enumerate(rows):
         try:
-            key = (str(row["experiment"]), str(row["kernel"]), int(row["size"]),  # type: ignore[arg-type]
-                   str(row.get("filter_size", "")))
-            rank = (float(row["stride"]), float(row["kernel_ms"]))  # type: ignore[arg-type]
+            key = problem(row)
+            rank = (float(row.get("stride") or 0), float(row["kernel_ms"]))  # type: ignore[arg-type]
         except (KeyError, TypeError, ValueError):
             continue
         if not all(map(math.isfinite, rank)):

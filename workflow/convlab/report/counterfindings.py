@@ -22,7 +22,7 @@ from matplotlib.lines import Line2D
 from convlab.atomicfile import write_text_atomically
 from convlab.history.summary import read_summary
 from convlab.measure.counters import speaking_cells
-from convlab.plan.families import FAMILIES
+from convlab.plan.families import FAMILIES, problem_key
 from convlab.report.pages import html_page
 from convlab.report.plotting import log_axis, new_figure, note_figure_object, palette_colors, save_figure
 from convlab.report.roofline import kernel_group, load_device
@@ -101,7 +101,7 @@ def _place(row: pd.Series) -> str:
 def findings_lines(table: pd.DataFrame, copy_gbps: float, sgemm_gflops: float) -> list[str]:
     """One finding per experiment, kernel and size: its fastest measured variant at its smallest stride."""
     timed = table[table["measured_bytes"].notna() & (table["measured_bytes"] > 0)]
-    chosen = timed.iloc[speaking_cells(timed.to_dict("records"))] if not timed.empty else timed
+    chosen = timed.iloc[speaking_cells(timed.to_dict("records"), problem_key)] if not timed.empty else timed
     return [finding(row, copy_gbps, sgemm_gflops) for _, row in chosen.iterrows()]
 
 
@@ -115,7 +115,7 @@ def seed_traffic_lines(table: pd.DataFrame, copy_gbps: float, sgemm_gflops: floa
                       & (table["measured_bytes"] > 0)]
         if timed.empty:
             continue
-        chosen = timed.iloc[speaking_cells(timed.to_dict("records"))]
+        chosen = timed.iloc[speaking_cells(timed.to_dict("records"), problem_key)]
         sizes = pd.to_numeric(chosen["size"]), pd.to_numeric(chosen["filter_size"])
         largest = chosen[(sizes[0] == sizes[0].max()) & (sizes[1] == sizes[1][sizes[0] == sizes[0].max()].max())]
         out.append((argument, [finding(row, copy_gbps, sgemm_gflops) for _, row in largest.iterrows()]))

@@ -43,6 +43,7 @@ from convlab.measure.counters import (
 )
 from convlab.paths import REPO_ROOT
 from convlab.plan.cell import Cell
+from convlab.plan.families import problem_key
 from convlab.plan.grid import build_cells
 
 KEPT = "counters/kept.csv"
@@ -149,7 +150,7 @@ def profile_cells(needed: list[tuple[Cell, dict[str, str]]], scratch: Path) -> t
     without a top stall, and its reason in the step's log)."""
     measured, profiled = profile([(cell, cell.image) for cell, _ in needed], scratch)
     with_counters = [i for i in range(len(needed)) if not measured.get(i, {}).get("counters_reason", "?")]
-    speaking = [with_counters[i] for i in speaking_cells([needed[i][1] for i in with_counters])]
+    speaking = [with_counters[i] for i in speaking_cells([needed[i][1] for i in with_counters], problem_key)]
     if speaking:
         stalls, stalled = profile([(needed[i][0], needed[i][0].image) for i in speaking], scratch, STALL_METRICS)
         for position, index in enumerate(speaking):

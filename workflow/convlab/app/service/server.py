@@ -251,18 +251,28 @@ class MeasurementService:
         # the run's commit, else read per cell: a long-lived service outlives commits and kernel edits
         commit = request.get("git_commit") or read_git_commit()
         job = {"request": request, "git_commit": commit, "pending": str(pending)}
-        worker = pool.acquire()
-        if worker is None:
-            return error_response(pool.error or f"no {backend} worker could be started; see {self.paths.log}")
-        handed, started_at = time.time(), now_utc()
-        try:
-            reply = worker.run(job, float(request.get("timeout_s") or 300))
-            if reply.get("exit"):
-                worker.await_exit()  # it leaves after a sticky device error: never hand it another cell
-        except (WorkerGone, WorkerTimeout) as failure:
-            reply = self._failure_row(request, spec, job, worker, str(failure), handed, started_at)
-        finally:
-            pool.release(worker)
+        # A worker that dies mid-cell is replaced (pool.release); the cell goes once more to a worker,
+        # so a worker killed from outside loses no cell, while one the cell kills twice is its error row.
+        for attempt in (1, 2):
+            worker = pool.acquire()
+            if worker is None:
+                return error_response(pool.error or f"no {backend} worker could be started; see {self.paths.log}")
+            handed, started_at = time.time(), now_utc()
+            try:
+                reply = worker.run(job, float(request.get("timeout_s") or 300))
+                if reply.get("exit"):
+                    worker.await_exit()  # it leaves after a sticky device error: never hand it another cell
+            except WorkerGone as failure:
+                if attempt == 1:
+                    print(f"{now_utc()} {failure} during a cell; sending it to a fresh worker", file=sys.stderr,
+                          flush=True)
+                    continue
+                reply = self._failure_row(request, spec, job, worker, f"{failure}, twice", handed, started_at)
+            except WorkerTimeout as failure:
+                reply = self._failure_row(request, spec, job, worker, str(failure), handed, started_at)
+            finally:
+                pool.release(worker)
+            break
         if pending.exists():
             if client_connected(connection):
                 os.replace(pending, out)

@@ -36,6 +36,21 @@ def family(name: str) -> Family:
     return FAMILIES[name]
 
 
+def problem_key(row: dict) -> tuple:
+    """A row's kernel and problem, stride aside: its experiment, kernel, and its family's problem
+    columns (a layer's channels and batch, an image's size and filter), numbers sorting as numbers."""
+    columns = FAMILIES[row["experiment"]].problem_columns if row.get("experiment") in FAMILIES else ("size",)
+    return (str(row.get("experiment", "")), str(row.get("kernel", "")),
+            *(_sortable(row.get(column, "")) for column in columns if column != "stride"))
+
+
+def _sortable(value: object) -> tuple[int, float, str]:
+    try:
+        return (0, float(value), "")  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return (1, 0.0, str(value))
+
+
 def _sole(role: str) -> Family:
     """The one family whose flag ``role`` is set: the report files that role's outputs under its name."""
     chosen = [candidate for candidate in FAMILIES.values() if getattr(candidate, role)]
