@@ -200,13 +200,19 @@ def test_a_hung_cell_times_out_into_an_error_row(sandbox, tmp_path):
     check_a_hang_times_out(sandbox, tmp_path, timeout_s=3, within_s=60)
 
 
-def test_a_service_killed_mid_cell_is_retried_once_in_a_fresh_one(sandbox, tmp_path):
+def start_a_slow_cell(sandbox, tmp_path) -> subprocess.Popen:
+    """A cell job whose cell is slow the first time, once the cell has started in a worker."""
     marker = tmp_path / "in-the-cell"
     job = sandbox.start(sandbox.cell("slow_first_direct"), tmp_path / "row.csv", CONVLAB_TEST_MARKER=str(marker))
     deadline = time.monotonic() + 120
     while not marker.exists():
         assert time.monotonic() < deadline and job.poll() is None, "the cell never started"
         time.sleep(0.02)
+    return job
+
+
+def test_a_service_killed_mid_cell_is_retried_once_in_a_fresh_one(sandbox, tmp_path):
+    job = start_a_slow_cell(sandbox, tmp_path)
     first = sandbox.info()["pid"]
     workers = [w["pid"] for w in sandbox.status()["workers"]]
     os.kill(first, signal.SIGKILL)
@@ -220,12 +226,7 @@ def test_a_service_killed_mid_cell_is_retried_once_in_a_fresh_one(sandbox, tmp_p
 
 
 def test_a_worker_killed_from_outside_mid_cell_loses_no_cell_a_fresh_one_measures_it(sandbox, tmp_path):
-    marker = tmp_path / "in-the-cell"
-    job = sandbox.start(sandbox.cell("slow_first_direct"), tmp_path / "row.csv", CONVLAB_TEST_MARKER=str(marker))
-    deadline = time.monotonic() + 120
-    while not marker.exists():
-        assert time.monotonic() < deadline and job.poll() is None, "the cell never started"
-        time.sleep(0.02)
+    job = start_a_slow_cell(sandbox, tmp_path)
     (killed,) = [w["pid"] for w in sandbox.status()["workers"]]
     os.kill(killed, signal.SIGKILL)
     stdout, stderr = job.communicate(timeout=300)
