@@ -138,8 +138,11 @@ def measured_roofline(table: pd.DataFrame, copy_gbps: float, sgemm_gflops: float
         ax.plot([row["analytic_intensity"], row["measured_intensity"]], [y, y], color=color, lw=0.6, alpha=0.5)
         ax.scatter([row["analytic_intensity"]], [y], s=14, facecolors="none", edgecolors=[color], lw=0.7)
         ax.scatter([row["measured_intensity"]], [y], s=14, color=[color])
+    # past the ridge point too, so that the flat SGEMM roof shows
+    ridge = sgemm_gflops / copy_gbps if copy_gbps and sgemm_gflops else 0.0
     xs = np.logspace(np.log10(min(points["measured_intensity"].min(), points["analytic_intensity"].min()) / 2),
-                     np.log10(max(points["measured_intensity"].max(), points["analytic_intensity"].max()) * 2), 200)
+                     np.log10(max(points["measured_intensity"].max(), points["analytic_intensity"].max(), ridge) * 2),
+                     200)
     if copy_gbps and sgemm_gflops:
         ax.plot(xs, np.minimum(xs * copy_gbps, sgemm_gflops), color="black", lw=1.2)
     log_axis(ax, "x")
