@@ -116,8 +116,9 @@ def seed_traffic_lines(table: pd.DataFrame, copy_gbps: float, sgemm_gflops: floa
         if timed.empty:
             continue
         chosen = timed.iloc[speaking_cells(timed.to_dict("records"), problem_key)]
-        sizes = pd.to_numeric(chosen["size"]), pd.to_numeric(chosen["filter_size"])
-        largest = chosen[(sizes[0] == sizes[0].max()) & (sizes[1] == sizes[1][sizes[0] == sizes[0].max()].max())]
+        largest = chosen[pd.to_numeric(chosen["size"]) == pd.to_numeric(chosen["size"]).max()]
+        filters = pd.to_numeric(largest["filter_size"])
+        largest = largest[filters == filters.max()]
         out.append((argument, [finding(row, copy_gbps, sgemm_gflops) for _, row in largest.iterrows()]))
     return out
 
