@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from convlab.app.service.client import process_alive
+from convlab.app.service.handout import problem_of
 from convlab.app.service.identity import Identity, ServicePaths
 from convlab.app.service.protocol import (
     POOLS,
@@ -253,8 +254,9 @@ class MeasurementService:
         job = {"request": request, "git_commit": commit, "pending": str(pending)}
         # A worker that dies mid-cell is replaced (pool.release); the cell goes once more to a worker,
         # so a worker killed from outside loses no cell, while one the cell kills twice is its error row.
+        problem = problem_of(spec)
         for attempt in (1, 2):
-            worker = pool.acquire()
+            worker = pool.acquire(problem)
             if worker is None:
                 return error_response(pool.error or f"no {backend} worker could be started; see {self.paths.log}")
             handed, started_at = time.time(), now_utc()

@@ -7,16 +7,18 @@ from __future__ import annotations
 
 import json
 import os
-import queue
 import select
 import signal
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Hashable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
+
+from convlab.app.service.handout import FreeWorkers
 
 PACKAGE_PARENT = Path(__file__).resolve().parents[3]  # workflow/, so `-m convlab...` finds this checkout
 HELLO_TIMEOUT_S = 300.0  # a cold CUDA context and cuDNN load take seconds, not minutes
@@ -136,15 +138,16 @@ def mixed_models(devices: list[dict[str, Any]]) -> str | None:
 
 class WorkerPool:
     """The workers of one pool: every visible GPU for cuda, one for the cpu, and up to
-    ``tools_limit`` for the other commands (reports, data). A job takes any free worker; with none
-    free it waits, so each device measures one cell at a time."""
+    ``tools_limit`` for the other commands (reports, data). A job takes a free worker, preferably
+    one that holds its problem (convlab.app.service.handout); with none free it waits, so each
+    device measures one cell at a time."""
 
     def __init__(self, backend: str, env: dict[str, str], log: Path, tools_limit: int = 1) -> None:
         self.backend, self.env, self.log = backend, env, log
         self.limit = tools_limit if backend == "tools" else 0  # 0: as many as there are devices
         self.error: str | None = None
         self.devices: list[dict[str, Any]] = []
-        self._free: queue.Queue[Worker] = queue.Queue()
+        self._free = FreeWorkers()
         self._workers: dict[int, Worker] = {}
         self._started = False
         self._lock = threading.Lock()
@@ -189,17 +192,18 @@ class WorkerPool:
             if len(self._workers) == max(1, len(self.devices)):
                 self.error = None  # a later worker's failure must not hide the ones that run
 
-    def acquire(self) -> Worker | None:
-        """A free worker, waiting while all are busy; None once no worker is left (self.error says why)."""
+    def acquire(self, problem: Hashable | None = None) -> Worker | None:
+        """A free worker for a job of ``problem`` (convlab.app.service.handout.problem_of; None: any),
+        waiting while all are busy; None once no worker is left (self.error says why)."""
         while True:
-            try:
-                return self._free.get(timeout=0.5 if self._workers else 0.01)
-            except queue.Empty:
-                grown = self._grow()
-                if grown is not None:
-                    return grown
-                if not self._workers:
-                    return None
+            worker = self._free.get(problem, timeout_s=0.5 if self._workers else 0.01)
+            if worker is not None:
+                return worker
+            grown = self._grow()
+            if grown is not None:
+                return grown
+            if not self._workers:
+                return None
 
     def _grow(self) -> Worker | None:
         """One more tools worker while all are busy and the limit allows."""
@@ -209,33 +213,28 @@ class WorkerPool:
             index = next(i for i in range(self.limit) if i not in self._workers)
             return self._spawn(index)
 
-    def release(self, worker: Worker) -> None:
-        """Back to the pool, or replaced by a fresh worker on the same device if it is gone."""
+    def release(self, worker: Worker, holds_nothing: bool = False) -> None:
+        """Back to the pool, or replaced by a fresh worker on the same device if it is gone.
+        ``holds_nothing``: it let go of the problems it kept."""
         if not worker.alive():
             self._workers.pop(worker.index, None)
             replacement = self._spawn(worker.index)
             if replacement is None:
                 return  # self.error says why; cells that wait for this device are answered with it
-            worker = replacement
-        self._free.put(worker)
+            worker, holds_nothing = replacement, True
+        self._free.put(worker, fresh=holds_nothing)
 
     def rest(self) -> int:
         """Each free worker lets go of what it keeps for the next cell and stays warm (a busy one is
         measuring: not at rest anyway): how many did."""
-        taken: list[Worker] = []
-        while True:
-            try:
-                taken.append(self._free.get_nowait())
-            except queue.Empty:
-                break
         rested = 0
-        for worker in taken:
+        for worker in self._free.take_all():
             try:
                 rested += bool(worker.run({"rest": True}, REST_TIMEOUT_S).get("ok"))
             except (WorkerGone, WorkerTimeout):
                 pass  # release() replaces a worker that is gone
             finally:
-                self.release(worker)
+                self.release(worker, holds_nothing=True)
         return rested
 
     def stop(self) -> None:

@@ -1,0 +1,132 @@
+"""Which free worker a waiting cell gets: the one holding its problem first, and never a worker left
+idle while a cell waits."""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+
+from convlab.app.service import worker
+from convlab.app.service.handout import FreeWorkers, problem_of
+
+SPEC = {"backend": "cuda", "experiment": "conv2d", "size": 4096, "stride": 1, "filter": "laplacian",
+        "filter_size": 3, "image": "data/input_4096.png", "kernel": "direct", "settings": {},
+        "tunables": {"block": 16}, "timing": {"budget_s": 1.0}, "verify": {"seed": 0}}
+
+
+@dataclass(frozen=True)
+class FakeWorker:
+    index: int
+
+
+def waiting_job(free: FreeWorkers, problem: str, got: dict[str, FakeWorker]) -> threading.Thread:
+    """A job of ``problem`` waiting for a worker in a thread; its worker lands in ``got``. Returns
+    once the job waits."""
+    before = free.waiting
+    thread = threading.Thread(target=lambda: got.__setitem__(problem, free.get(problem, timeout_s=5)))
+    thread.start()
+    deadline = time.monotonic() + 5
+    while thread.is_alive() and free.waiting == before and time.monotonic() < deadline:
+        time.sleep(0.001)
+    return thread
+
+
+def test_cells_of_one_problem_share_a_key_and_other_problems_do_not() -> None:
+    other_kernel = {**SPEC, "kernel": "cudnn", "settings": {"math": "strict"}, "tunables": {}}
+    assert problem_of(other_kernel) == problem_of(SPEC)
+    assert problem_of({**SPEC, "stride": 2}) != problem_of(SPEC)
+    assert problem_of({**SPEC, "image": "data/input_2048.png", "size": 2048}) != problem_of(SPEC)
+
+
+def test_a_freed_worker_goes_to_the_waiting_job_whose_problem_it_holds() -> None:
+    free = FreeWorkers()
+    for index in (0, 1):
+        free.put(FakeWorker(index))
+    gpu0, gpu1 = free.get("P"), free.get("Q")  # GPU 0 now holds P, GPU 1 holds Q
+    got: dict[str, FakeWorker] = {}
+    first = waiting_job(free, "Q", got)  # waits longer, but GPU 1 holds its problem
+    second = waiting_job(free, "P", got)
+    free.put(gpu0)
+    second.join(5)
+    assert got == {"P": gpu0}
+    free.put(gpu1)
+    first.join(5)
+    assert got["Q"] == gpu1
+
+
+def test_a_job_whose_problem_no_one_holds_takes_a_free_worker_no_waiting_job_needs() -> None:
+    free = FreeWorkers()
+    for index in (0, 1):
+        free.put(FakeWorker(index))
+    gpu0, gpu1 = free.get("P"), free.get("Q")
+    free.put(gpu0)
+    free.put(gpu1)
+    assert free.get("R") in (gpu0, gpu1)  # no job waits for either: work is never held back
+
+
+def test_a_worker_held_for_a_waiting_job_is_left_to_it_and_none_stays_idle() -> None:
+    free = FreeWorkers()
+    for index in (0, 1):
+        free.put(FakeWorker(index))
+    gpu0, gpu1 = free.get("P"), free.get("Q")
+    got: dict[str, FakeWorker] = {}
+    stranger = waiting_job(free, "R", got)
+    owner = waiting_job(free, "P", got)
+    free.put(gpu0)  # R does not take it from the job of P, which does
+    owner.join(5)
+    assert got == {"P": gpu0}
+    free.put(gpu1)
+    stranger.join(5)
+    assert got["R"] == gpu1
+
+
+def test_a_fresh_worker_holds_nothing_and_a_job_with_no_worker_gives_up_at_its_timeout() -> None:
+    free = FreeWorkers()
+    free.put(FakeWorker(0))
+    gpu0 = free.get("P")
+    assert free.holds(gpu0, "P")
+    assert free.get("P", timeout_s=0.05) is None
+    free.put(gpu0, fresh=True)  # its replacement after a crash, or the worker after a rest
+    assert not free.holds(gpu0, "P")
+    assert free.take_all() == [gpu0]
+    assert free.take_all() == []
+
+
+def test_a_job_whose_problem_a_busy_worker_holds_leaves_a_free_one_to_a_job_whose_problem_none_holds() -> None:
+    free = FreeWorkers()
+    for index in (0, 1):
+        free.put(FakeWorker(index))
+    gpu0, gpu1 = free.get("P"), free.get("Q")
+    got: dict[str, FakeWorker] = {}
+    housed = waiting_job(free, "P", got)  # GPU 0 holds P, and is busy
+    homeless = waiting_job(free, "R", got)
+    free.put(gpu1)
+    homeless.join(5)
+    assert got == {"R": gpu1}
+    free.put(gpu0)
+    housed.join(5)
+    assert got["P"] == gpu0
+
+
+def test_a_job_waits_for_no_holder_when_it_alone_waits() -> None:
+    free = FreeWorkers()
+    for index in (0, 1):
+        free.put(FakeWorker(index))
+    free.get("P")  # GPU 0 holds P, and is busy
+    gpu1 = free.get("Q")
+    got: dict[str, FakeWorker] = {}
+    housed = waiting_job(free, "P", got)
+    free.put(gpu1)  # GPU 0 still measures: the job of P takes GPU 1 rather than leave it idle
+    housed.join(5)
+    assert got == {"P": gpu1}
+
+
+def test_a_worker_is_remembered_for_as_many_problems_as_it_keeps() -> None:
+    free = FreeWorkers()
+    free.put(FakeWorker(0))
+    for problem in range(worker.PROBLEMS_KEPT + 1):
+        free.put(free.get(problem))
+    gpu0 = free.take_all()[0]
+    assert [free.holds(gpu0, problem) for problem in range(worker.PROBLEMS_KEPT + 1)] == [
+        False, *[True] * worker.PROBLEMS_KEPT]
