@@ -42,20 +42,21 @@ def record(results_dir, cells, device, **options):
 
 
 def write_rows(cells, ms: float, iqr_fraction: float = 0.01, status: str = "ok", uuid: str = "GPU-a",
-               commit: str = "c0ffee", backend: str = "cuda") -> None:
+               commit: str = "c0ffee", backend: str = "cuda", errors: int = 0) -> None:
     """The rows of ``cells`` as the jobs of a new run place them (measured on a GPU, unless
-    ``backend`` says otherwise)."""
+    ``backend`` says otherwise); the first ``errors`` of them are `error` rows."""
     RUNS["latest"] = f"20261124T1000{len(RUNS):02d}-run"
     RUNS[RUNS["latest"]] = ""
     for index, cell in enumerate(cells):
+        row_status = "error" if index < errors else status
         kernel_ms = ms * (1 + index / 10)
         measured = {"kernel_ms": kernel_ms, "kernel_ms_iqr": kernel_ms * iqr_fraction, "reps": 20,
                     "max_rel_err": 1e-7, "tolerance": 1e-4, "flops": 1000, "gflops": 1.0, "device": "cpu",
                     "started_at": f"2026-11-24T10:00:{index:02d}", "finished_at": f"2026-11-24T10:00:{index + 1:02d}"}
         values = {"experiment": cell.experiment, "kernel": cell.kernel, "variant": cell.variant, "backend": backend,
                   "size": cell.size, "stride": cell.stride, "filter_size": cell.filter_size, "batch": cell.batch,
-                  "padding": cell.padding, "status": status, "git_commit": commit, "code_version": "abc", "gpu_uuid": uuid,
-                  **(measured if status == "ok" else {"reason": "planted"})}
+                  "padding": cell.padding, "status": row_status, "git_commit": commit, "code_version": "abc", "gpu_uuid": uuid,
+                  **(measured if row_status == "ok" else {"reason": "planted"})}
         write_row_atomically(build_row([values]), cell.path)
         keep_unrecorded(cell.path, RUNS["latest"])
 
@@ -75,7 +76,7 @@ def test_adding_is_idempotent_and_a_first_measurement_is_new(lab):
     first = record(results_of(folder), cells, DEVICE)
     assert first.added == len(cells)
     assert {v.verdict for v in first.verdicts} == {NEW}
-    assert "measured for the first time" in first.lines[0]
+    assert "measured for the first time" in first.lines[0] and "of them" not in first.lines[0]
     again = record(results_of(folder), cells, DEVICE)
     assert again.added == 0 and again.verdicts == []
     assert database_rows(results_of(folder)) == len(cells)
@@ -123,6 +124,14 @@ def test_a_cell_that_is_not_ok_now_gets_its_status_and_the_next_ok_one_compares_
     write_rows(cells, 2.0)
     recovered = record(results_of(folder), cells, DEVICE)
     assert {v.verdict for v in recovered.verdicts} == {"SLOWER"}
+
+
+def test_a_first_run_says_how_many_of_its_cells_failed(lab):
+    folder, cells = lab
+    write_rows(cells, 1.0, errors=1)
+    first = record(results_of(folder), cells, DEVICE)
+    assert "measured for the first time" in first.lines[0]
+    assert ", of them 1 error;" in first.lines[0]
 
 
 def test_a_damaged_row_is_never_added(lab):

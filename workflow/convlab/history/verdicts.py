@@ -179,8 +179,11 @@ def summary_lines(verdicts: list[CellVerdict], device: str, run_id: str, details
     counts = Counter(v.verdict for v in verdicts)
     compared = sum(counts[w] for w in ORDER)
     if not compared:
-        return [f"history: {len(verdicts)} cells of {device} measured for the first time here (run {run_id}); "
-                "the next run that re-measures them says whether they got faster or slower",
+        # a cell that failed has its status as its verdict: said here, or a run's errors go unnoticed
+        failed = ", ".join(f"{n} {w}" for w, n in sorted(counts.items()) if w != NEW)
+        return [f"history: {len(verdicts)} cells of {device} measured for the first time here (run {run_id})"
+                + (f", of them {failed}" if failed else "")
+                + "; the next run that re-measures them says whether they got faster or slower",
                 f"  details: {details}"]
     head = ", ".join(f"{counts[w]} {w}" for w in ORDER if counts[w])
     rest = ", ".join(f"{n} {w}" for w, n in sorted(counts.items()) if w not in ORDER)
