@@ -39,6 +39,26 @@ def test_the_parser_is_the_table():
     assert parse(["figures", "--summary", "s.csv", "--outdir", "f"])[0].worker_pool(args) == TOOLS
 
 
+@pytest.mark.parametrize("argv", [
+    ["figures", "--summary", "s.csv", "--outdir", "f", "--figure", "status"],
+    ["seed-figure", "--seed", "001", "--figure", "methods", "--comparison", "c.csv", "--summary", "s.csv", "--out", "o.png"],
+    ["history", "--limit", "3"],
+    ["figures", "--summary", "s.csv"],  # a required option missing
+    ["figures", "--summary", "s.csv", "--outdir", "f", "--bogus"],  # an unknown one
+    ["nope"],
+    [],
+])
+def test_a_line_parses_and_fails_as_with_the_whole_table(argv, capsys):
+    """parse() builds only the named command's parser: the same arguments, and the same usage error."""
+    def outcome(parser_parse):
+        try:
+            return vars(parser_parse(argv)), ""
+        except SystemExit as stop:
+            return stop.code, capsys.readouterr().err
+
+    assert outcome(lambda line: parse(line)[1]) == outcome(build_parser().parse_args)
+
+
 def test_where_each_command_runs():
     by_place = {place: sorted(c.name for c in TABLE if c.runs == place) for place in (JOB, CELL, DEVICE, TOOLS)}
     assert by_place[JOB] == ["bench", "bench-pipeline", "compare", "counters-replay", "history", "run", "serve",

@@ -96,10 +96,11 @@ class Command:
         return [argument.dest for argument in self.arguments if argument.path]
 
 
-def parser_of(commands: Iterable[Command], description: str) -> argparse.ArgumentParser:
+def parser_of(commands: Iterable[Command], description: str,
+              parser_class: type[argparse.ArgumentParser] = argparse.ArgumentParser) -> argparse.ArgumentParser:
     """The command line of ``commands``: one subcommand each, its name in ``args.command``."""
-    parser = argparse.ArgumentParser(prog="python -m convlab", description=description,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = parser_class(prog="python -m convlab", description=description,
+                          formatter_class=argparse.RawDescriptionHelpFormatter)
     subcommands = parser.add_subparsers(dest="command", required=True)
     for command in commands:
         extra = {"description": command.description} if command.description else {}

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import NoReturn
 
 from convlab.app.command import CELL, DEVICE, TOOLS, Command, arg, file_arg, file_args, parser_of
 from convlab.paths import DEFAULT_CONFIG
@@ -241,7 +242,25 @@ def build_parser() -> argparse.ArgumentParser:
     return parser_of(TABLE, DESCRIPTION)
 
 
+class _NotThisWay(Exception):
+    """A line the one command's parser refuses: the whole table's says why."""
+
+
+class _OneCommandParser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise _NotThisWay(message)
+
+
 def parse(argv: list[str]) -> tuple[Command, argparse.Namespace]:
     """The command ``argv`` names and its arguments (argparse's usage error and exit 2 otherwise)."""
+    named = COMMANDS.get(argv[0]) if argv else None
+    # A line that names a command needs only that command's parser: about 1 ms, against 15 for the
+    # whole table's, and a report job's line is parsed twice (by the job, then by the worker). A
+    # line it refuses goes to the whole table's, whose usage error it always was.
+    if named is not None:
+        try:
+            return named, parser_of([named], DESCRIPTION, _OneCommandParser).parse_args(argv)
+        except _NotThisWay:
+            pass
     args = build_parser().parse_args(argv)
     return COMMANDS[args.command], args
