@@ -32,6 +32,14 @@ def waiting_job(free: FreeWorkers, problem: str, got: dict[str, FakeWorker]) -> 
     return thread
 
 
+def two_busy_gpus() -> tuple[FreeWorkers, FakeWorker, FakeWorker]:
+    """Two GPUs measuring: GPU 0 a cell of problem P, GPU 1 one of Q (so each holds that problem)."""
+    free = FreeWorkers()
+    for index in (0, 1):
+        free.put(FakeWorker(index))
+    return free, free.get("P"), free.get("Q")
+
+
 def test_cells_of_one_problem_share_a_key_and_other_problems_do_not() -> None:
     other_kernel = {**SPEC, "kernel": "cudnn", "settings": {"math": "strict"}, "tunables": {}}
     assert problem_of(other_kernel) == problem_of(SPEC)
@@ -40,10 +48,7 @@ def test_cells_of_one_problem_share_a_key_and_other_problems_do_not() -> None:
 
 
 def test_a_freed_worker_goes_to_the_waiting_job_whose_problem_it_holds() -> None:
-    free = FreeWorkers()
-    for index in (0, 1):
-        free.put(FakeWorker(index))
-    gpu0, gpu1 = free.get("P"), free.get("Q")  # GPU 0 now holds P, GPU 1 holds Q
+    free, gpu0, gpu1 = two_busy_gpus()
     got: dict[str, FakeWorker] = {}
     first = waiting_job(free, "Q", got)  # waits longer, but GPU 1 holds its problem
     second = waiting_job(free, "P", got)
@@ -56,20 +61,14 @@ def test_a_freed_worker_goes_to_the_waiting_job_whose_problem_it_holds() -> None
 
 
 def test_a_job_whose_problem_no_one_holds_takes_a_free_worker_no_waiting_job_needs() -> None:
-    free = FreeWorkers()
-    for index in (0, 1):
-        free.put(FakeWorker(index))
-    gpu0, gpu1 = free.get("P"), free.get("Q")
+    free, gpu0, gpu1 = two_busy_gpus()
     free.put(gpu0)
     free.put(gpu1)
     assert free.get("R") in (gpu0, gpu1)  # no job waits for either: work is never held back
 
 
 def test_a_worker_held_for_a_waiting_job_is_left_to_it_and_none_stays_idle() -> None:
-    free = FreeWorkers()
-    for index in (0, 1):
-        free.put(FakeWorker(index))
-    gpu0, gpu1 = free.get("P"), free.get("Q")
+    free, gpu0, gpu1 = two_busy_gpus()
     got: dict[str, FakeWorker] = {}
     stranger = waiting_job(free, "R", got)
     owner = waiting_job(free, "P", got)
@@ -94,10 +93,7 @@ def test_a_fresh_worker_holds_nothing_and_a_job_with_no_worker_gives_up_at_its_t
 
 
 def test_a_job_whose_problem_a_busy_worker_holds_leaves_a_free_one_to_a_job_whose_problem_none_holds() -> None:
-    free = FreeWorkers()
-    for index in (0, 1):
-        free.put(FakeWorker(index))
-    gpu0, gpu1 = free.get("P"), free.get("Q")
+    free, gpu0, gpu1 = two_busy_gpus()
     got: dict[str, FakeWorker] = {}
     housed = waiting_job(free, "P", got)  # GPU 0 holds P, and is busy
     homeless = waiting_job(free, "R", got)
@@ -110,11 +106,7 @@ def test_a_job_whose_problem_a_busy_worker_holds_leaves_a_free_one_to_a_job_whos
 
 
 def test_a_job_waits_for_no_holder_when_it_alone_waits() -> None:
-    free = FreeWorkers()
-    for index in (0, 1):
-        free.put(FakeWorker(index))
-    free.get("P")  # GPU 0 holds P, and is busy
-    gpu1 = free.get("Q")
+    free, _, gpu1 = two_busy_gpus()  # GPU 0 stays busy
     got: dict[str, FakeWorker] = {}
     housed = waiting_job(free, "P", got)
     free.put(gpu1)  # GPU 0 still measures: the job of P takes GPU 1 rather than leave it idle
