@@ -7,6 +7,8 @@ import threading
 import time
 from dataclasses import dataclass
 
+import pytest
+
 from convlab.app.service import worker
 from convlab.app.service.handout import FreeWorkers, problem_of
 
@@ -47,17 +49,30 @@ def test_cells_of_one_problem_share_a_key_and_other_problems_do_not() -> None:
     assert problem_of({**SPEC, "image": "data/input_2048.png", "size": 2048}) != problem_of(SPEC)
 
 
-def test_a_freed_worker_goes_to_the_waiting_job_whose_problem_it_holds() -> None:
-    free, gpu0, gpu1 = two_busy_gpus()
+# Two jobs wait, in this order, while GPU 0 (holding P) and GPU 1 (holding Q) measure; then the GPU
+# named first comes free, then the other: which job gets which.
+HANDOUTS = {
+    # GPU 1 holds the longer-waiting job's problem: GPU 0 goes to the job of P, which it holds
+    "a freed worker goes to the waiting job whose problem it holds": ("Q", "P", 0, {"P": 0, "Q": 1}),
+    # the job of R does not take GPU 0 from the job of P, which does; no GPU stays idle
+    "a worker held for a waiting job is left to it": ("R", "P", 0, {"P": 0, "R": 1}),
+    # GPU 0, busy, holds P: the job of P leaves GPU 1 to the job of R, whose problem none holds
+    "a job whose problem a busy worker holds leaves a free one to a job whose problem none holds":
+        ("P", "R", 1, {"R": 1, "P": 0}),
+}
+
+
+@pytest.mark.parametrize(("first", "second", "freed", "expected"), HANDOUTS.values(), ids=HANDOUTS)
+def test_which_waiting_job_gets_a_freed_worker(first: str, second: str, freed: int, expected: dict[str, int]) -> None:
+    free, *gpus = two_busy_gpus()
     got: dict[str, FakeWorker] = {}
-    first = waiting_job(free, "Q", got)  # waits longer, but GPU 1 holds its problem
-    second = waiting_job(free, "P", got)
-    free.put(gpu0)
-    second.join(5)
-    assert got == {"P": gpu0}
-    free.put(gpu1)
-    first.join(5)
-    assert got["Q"] == gpu1
+    jobs = {first: waiting_job(free, first, got), second: waiting_job(free, second, got)}
+    for index in (freed, 1 - freed):
+        free.put(gpus[index])
+        taker = next(problem for problem, gpu in expected.items() if gpu == index)
+        jobs[taker].join(5)
+        assert got[taker] == gpus[index]
+    assert got == {problem: gpus[index] for problem, index in expected.items()}
 
 
 def test_a_job_whose_problem_no_one_holds_takes_a_free_worker_no_waiting_job_needs() -> None:
@@ -65,19 +80,6 @@ def test_a_job_whose_problem_no_one_holds_takes_a_free_worker_no_waiting_job_nee
     free.put(gpu0)
     free.put(gpu1)
     assert free.get("R") in (gpu0, gpu1)  # no job waits for either: work is never held back
-
-
-def test_a_worker_held_for_a_waiting_job_is_left_to_it_and_none_stays_idle() -> None:
-    free, gpu0, gpu1 = two_busy_gpus()
-    got: dict[str, FakeWorker] = {}
-    stranger = waiting_job(free, "R", got)
-    owner = waiting_job(free, "P", got)
-    free.put(gpu0)  # R does not take it from the job of P, which does
-    owner.join(5)
-    assert got == {"P": gpu0}
-    free.put(gpu1)
-    stranger.join(5)
-    assert got["R"] == gpu1
 
 
 def test_a_fresh_worker_holds_nothing_and_a_job_with_no_worker_gives_up_at_its_timeout() -> None:
@@ -90,19 +92,6 @@ def test_a_fresh_worker_holds_nothing_and_a_job_with_no_worker_gives_up_at_its_t
     assert not free.holds(gpu0, "P")
     assert free.take_all() == [gpu0]
     assert free.take_all() == []
-
-
-def test_a_job_whose_problem_a_busy_worker_holds_leaves_a_free_one_to_a_job_whose_problem_none_holds() -> None:
-    free, gpu0, gpu1 = two_busy_gpus()
-    got: dict[str, FakeWorker] = {}
-    housed = waiting_job(free, "P", got)  # GPU 0 holds P, and is busy
-    homeless = waiting_job(free, "R", got)
-    free.put(gpu1)
-    homeless.join(5)
-    assert got == {"R": gpu1}
-    free.put(gpu0)
-    housed.join(5)
-    assert got["P"] == gpu0
 
 
 def test_a_job_waits_for_no_holder_when_it_alone_waits() -> None:
