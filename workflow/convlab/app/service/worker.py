@@ -38,6 +38,7 @@ from convlab.backends.base import Backend
 from convlab.codeversion import measurement_version
 from convlab.plan import pictures, problemcache
 from convlab.run.celljob import CellJob, JobContext, measure_job, status_line
+from convlab.run.warmup import warm_up
 from convlab.status import ERROR, OOM, UserError
 
 PARENT_POLL_S = 0.2
@@ -162,6 +163,19 @@ def rest(backend: Backend | None) -> dict[str, Any]:
     return {"ok": True}
 
 
+def warm(backend: Backend, name: str) -> None:
+    """The worker's first pass through a cell's device work (convlab.run.warmup), after its hello, so
+    that the service starts every GPU's worker at once and each warms beside the others; jobs wait
+    in the pipe meanwhile. A failure here changes nothing: the cells meet it again and report it."""
+    try:
+        seconds = warm_up(backend)
+    except Exception:  # the cells that follow say what is wrong in their rows
+        traceback.print_exc()
+        print(f"{name}: the warm-up failed (above); its cells will report what fails", file=sys.stderr, flush=True)
+    else:
+        print(f"{name}: warmed up in {seconds:.2f} s", file=sys.stderr, flush=True)
+
+
 def serve_jobs(backend_name: str, gpu_index: int, jobs: TextIO, replies: TextIO) -> int:
     if backend_name != "tools":
         measurement_version(backend_name)  # rows name the code this worker loaded, not a later edit
@@ -179,6 +193,8 @@ def serve_jobs(backend_name: str, gpu_index: int, jobs: TextIO, replies: TextIO)
         return 2
     _reply(replies, {"ok": True, "pid": os.getpid(), "device": info["device"], "uuid": info.get("gpu_uuid", ""),
                      "devices": devices})
+    if backend is not None:
+        warm(backend, f"{backend_name} worker {gpu_index}")
     for line in jobs:
         job = json.loads(line)
         if "rest" in job:
