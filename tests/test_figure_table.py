@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -31,6 +32,19 @@ TABLE = (*TABLE, ReportFigure("extra", "extra.png", EVERY_ROW, "convlab.report.e
                               {"figure": "an extra figure", "backend": BACKEND}))
 '''
 EXTRA_CAPTION = "An extra figure, to see that one entry of the figure table is all a figure needs.\n"
+
+
+def figure_priorities(listing: str) -> dict[str, int]:
+    """Each figures job's file and its priority, from Snakemake's job blocks (a block shows a priority other
+    than 0 only)."""
+    blocks = re.split(r"\n(?=(?:local)?rule \w+:)", listing)
+    found = {}
+    for block in blocks:
+        if re.match(r"(?:local)?rule figures:", block):
+            file = re.search(rf"output: {re.escape(RESULTS)}/figures/(\S+)", block).group(1)
+            priority = re.search(r"priority: (\d+)", block)
+            found[file] = int(priority.group(1)) if priority else 0
+    return found
 
 
 def test_every_entry_has_a_file_a_draw_function_and_a_caption_of_its_own():
@@ -68,6 +82,10 @@ def test_a_new_entry_is_planned_filed_and_drawn(tmp_path):
 
     plan = snakemake(repo, 1, "--dry-run")
     assert f"output: {RESULTS}/figures/extra.png" in job_listing(plan)
+    # the entries the table starts first have the figure jobs' priority; the new one, as most, has none
+    priorities = figure_priorities(job_listing(plan))
+    assert priorities == {entry.file: 1 if entry.first else 0 for entry in TABLE} | {"extra.png": 0}
+    assert any(entry.first for entry in TABLE)
     assert report_tree(repo)[f"{RESULTS}/figures/extra.png"] == {
         "category": SIZE_FIGURE_FAMILY.name, "subcategory": "Figures",
         "labels": {"figure": "an extra figure", "backend": "cpu"}, "caption": EXTRA_CAPTION}

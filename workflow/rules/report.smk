@@ -34,6 +34,7 @@ rule figures:
         f"{RESULTS}/logs/figures/{{file}}.log",
     wildcard_constraints:
         file="|".join(entry.file.replace(".", r"\.") for entry in FIGURE_TABLE),
+    priority: figure_priority
     conda:
         "../../envs/convlab.yaml"
     threads: 0

@@ -79,6 +79,11 @@ def seed_comparison_part(wildcards) -> str:
     )
 
 
+def figure_priority(wildcards) -> int:
+    """Above the report's other jobs for a figure the table starts first (its slowest drawings)."""
+    return 1 if figure_entry(wildcards).first else 0
+
+
 def figure_caption(wildcards) -> str:
     """The figure's caption file (workflow/report/), for figure.rst to show: a rule has one caption."""
     return Path(

@@ -33,6 +33,9 @@ class ReportFigure:
     labels: dict[str, str] = field(default_factory=dict)  # its report labels (BACKEND: the run's backend)
     category: str = SIZE_FAMILY  # SIZE_FAMILY (that family's name) or a category of its own (SUMMARY)
     subcategory: str | None = "Figures"
+    # started before the report's other jobs: its drawing grows with the grid (a row of panels per kernel) and is
+    # among the slowest, so the report stage waits least for it started first
+    first: bool = False
 
     def __post_init__(self) -> None:
         if self.reads not in READS:
@@ -51,7 +54,7 @@ TABLE: tuple[ReportFigure, ...] = (
     ReportFigure("pct_of_floor_vs_size", "pct_of_floor_vs_size.png", SIZE_FAMILY, f"{DRAW}:draw_pct_of_floor_vs_size",
                  "pct_of_floor_vs_size.rst", {"figure": "% of floor vs size", "backend": BACKEND}),
     ReportFigure("variants", "variants.png", SIZE_FAMILY, f"{DRAW}:draw_variants", "variants.rst",
-                 {"figure": "variants", "backend": BACKEND}),
+                 {"figure": "variants", "backend": BACKEND}, first=True),
     # every cell of the summary, whatever its family, filed beside the figures against size
     ReportFigure("status", "status.png", EVERY_ROW, f"{DRAW}:draw_status", "status.rst",
                  {"figure": "cells by status", "backend": BACKEND}),
