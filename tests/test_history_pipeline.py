@@ -12,7 +12,16 @@ from pathlib import Path
 
 import pytest
 import yaml
-from workflow_helpers import RESULTS, TINY, cell_rows, copy_repo, planned_cells, snakemake, snakemake_env
+from workflow_helpers import (
+    RESULTS,
+    TINY,
+    cell_rows,
+    copy_repo,
+    job_events,
+    planned_cells,
+    snakemake,
+    snakemake_env,
+)
 
 from convlab.measure.row import read_row_file
 
@@ -144,3 +153,6 @@ def test_counters_on_the_cpu_backend_go_through_the_service_and_leave_every_cell
     assert len(warnings) == 1 and "because no hardware counters on the cpu backend" in warnings[0]
     assert "Traceback" not in said
     assert (built / RESULTS / "counters.html").is_file() and (built / RESULTS / "figures" / "roofline_measured.png").is_file()
+    # the counters are read after the run's verdict (the pair step before it needs the GPU too)
+    events = job_events(result)
+    assert events.index(("end", "history")) < events.index(("start", "counters")), events

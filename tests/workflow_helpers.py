@@ -126,6 +126,29 @@ def most_at_once(result: subprocess.CompletedProcess, rules: set[str]) -> int:
     return most
 
 
+def job_events(result: subprocess.CompletedProcess) -> list[tuple[str, str]]:
+    """Each job's start and end, in the order of a real run's log: ("start", rule) at its block,
+    ("end", rule) at its 'Finished jobid' line."""
+    events: list[tuple[str, str]] = []
+    started: dict[str, str] = {}
+    rule = None
+    for line in job_listing(result).splitlines():
+        block = JOB_START.match(line)
+        if block:
+            rule = block.group(1)
+            continue
+        numbered = JOB_ID.match(line)
+        if numbered and rule is not None:
+            started[numbered.group(1)] = rule
+            events.append(("start", rule))
+            rule = None
+            continue
+        finished = JOB_END.search(line)
+        if finished and finished.group(1) in started:
+            events.append(("end", started.pop(finished.group(1))))
+    return events
+
+
 def first_line(result: subprocess.CompletedProcess) -> str:
     """The project's first line, after Snakemake's note of the profile it uses."""
     return next(line for line in result.stderr.splitlines() if not line.startswith("Using workflow specific profile"))

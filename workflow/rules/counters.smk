@@ -6,6 +6,10 @@
 rule counters:
     input:
         cells=lambda wildcards: CELL_PATHS[wildcards.device],
+        # Only to start after the run's verdict: the pair step before it needs this GPU too, and the
+        # report's drawing, which waits for the verdict, then runs while the counters are read.
+        # Ancient: a new verdict alone reads no counters again.
+        verdict=ancient(f"{RESULTS}/verdicts/latest.txt"),
     output:
         table=f"{RESULTS}/counters.csv",
     log:

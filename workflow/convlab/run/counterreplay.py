@@ -10,22 +10,40 @@ from pathlib import Path
 
 from convlab.backends.base import Backend
 from convlab.plan.cell import Cell
+from convlab.plan.problemcache import PROBLEMS, problem_key
 from convlab.run.steps import launch, load_inputs, place, set_up
 from convlab.status import CellFailure
 
+Plan = list[tuple[Cell, str | Path | None]]
 
-def replay_cells(plan: list[tuple[Cell, str | Path | None]], backend: Backend) -> dict[int, str]:
+
+def replay_order(plan: Plan, problems_kept: int) -> list[int]:
+    """The plan's indices in the order they are replayed: by problem where problems are kept, so
+    that each is made once; else as planned."""
+    if not problems_kept:
+        return list(range(len(plan)))
+    return sorted(range(len(plan)), key=lambda index: repr(problem_key(*plan[index])))
+
+
+def replay_cells(plan: Plan, backend: Backend, problems_kept: int = 0) -> dict[int, str]:
     """Each planned cell's profiled launch; the reason for each cell (by its index) that has none.
 
-    Nothing is kept from one cell to the next, and the memory pool is emptied after each cell: the
-    profiler saves and restores the device memory a kernel could reach around each of its passes,
-    and every byte left allocated is in that."""
+    With ``problems_kept``, the cells of one problem share its operands and device inputs, as in a
+    service worker (convlab.plan.problemcache), and the memory pool keeps its blocks: for a profile
+    of one pass only. A profile of several saves and restores every byte the device holds around
+    each pass, so there nothing is kept from one cell to the next and the pool is emptied after
+    each cell."""
     reasons = {}
-    for index, (cell, image) in enumerate(plan):
+    PROBLEMS.capacity = problems_kept
+    for index in replay_order(plan, problems_kept):
+        cell, image = plan[index]
         reason = replay_cell(index, cell, image, backend)
         if reason:
             reasons[index] = reason
-        backend.release_memory()  # the cell's buffers went with replay_cell's frame
+        if not problems_kept:
+            backend.release_memory()  # the cell's buffers went with replay_cell's frame
+    PROBLEMS.clear()
+    PROBLEMS.capacity = 0
     return reasons
 
 
