@@ -1,6 +1,6 @@
 """The counters step's replay (convlab.run.counterreplay) without a GPU: every planned cell gets its
-profiled launch under its own index; for a one-pass profile the cells of one problem run together
-and share its operands, for a profile of several passes nothing is kept from one cell to the next."""
+profiled launch under its own index, the cells of one problem run together and share its operands,
+and nothing stays kept after the replay, even one that fails."""
 
 from __future__ import annotations
 
@@ -41,18 +41,15 @@ def plan(tmp_path, monkeypatch):
 
 @pytest.fixture
 def traced(monkeypatch):
-    """The cpu backend with a stand-in for the profiler: the indices it was started for, the memory
-    releases, and each load of a problem's operands."""
+    """The cpu backend with a stand-in for the profiler: the indices it was started for, and each
+    load of a problem's operands."""
     backend = get_backend("cpu")
-    seen = {"profiled": [], "released": 0, "loaded": 0}
+    seen = {"profiled": [], "loaded": 0}
 
     @contextmanager
     def profiled(index):
         seen["profiled"].append(index)
         yield
-
-    def release_memory():
-        seen["released"] += 1
 
     real_load = steps.load_operands
 
@@ -61,7 +58,6 @@ def traced(monkeypatch):
         return real_load(cell, image)
 
     monkeypatch.setattr(backend, "profiled", profiled, raising=False)
-    monkeypatch.setattr(backend, "release_memory", release_memory, raising=False)
     monkeypatch.setattr(steps, "load_operands", counting_load)
     yield backend, seen
     monkeypatch.undo()
@@ -73,21 +69,26 @@ def problem_runs(plan, indices):
     return 1 + sum(a != b for a, b in zip(keys, keys[1:]))
 
 
-def test_a_one_pass_replay_runs_each_problems_cells_together_and_makes_its_operands_once(plan, traced):
+def test_a_replay_runs_each_problems_cells_together_and_makes_its_operands_once(plan, traced):
     backend, seen = traced
     assert counterreplay.replay_cells(plan, backend, problems_kept=4) == {}
     assert sorted(seen["profiled"]) == list(range(len(plan)))  # each cell under its own index
     assert problem_runs(plan, seen["profiled"]) == 4
     assert seen["loaded"] == 4
-    assert seen["released"] == 0
     assert PROBLEMS.capacity == 0 and len(PROBLEMS) == 0  # nothing stays kept after the replay
 
 
-def test_a_replay_of_several_passes_keeps_nothing_from_one_cell_to_the_next(plan, traced):
+def test_a_replay_that_fails_leaves_nothing_kept(plan, traced, monkeypatch):
     backend, seen = traced
-    assert counterreplay.replay_cells(plan, backend) == {}
-    assert seen["profiled"] == list(range(len(plan)))
-    assert problem_runs(plan, seen["profiled"]) == len(plan)
-    assert seen["loaded"] == len(plan)
-    assert seen["released"] == len(plan)
+    launches = []
+
+    def failing_launch(backend, prepared):
+        launches.append(prepared)
+        if len(launches) == 5:  # the third cell's, the first of the second problem
+            raise RuntimeError("a pipeline bug")
+
+    monkeypatch.setattr(counterreplay, "launch", failing_launch)
+    with pytest.raises(RuntimeError, match="a pipeline bug"):
+        counterreplay.replay_cells(plan, backend, problems_kept=4)
+    assert seen["loaded"] == 2
     assert PROBLEMS.capacity == 0 and len(PROBLEMS) == 0

@@ -208,8 +208,6 @@ TABLE: tuple[Command, ...] = (
             "starts it)", f"{HANDLERS}.counterreplay:counters_replay", (
         file_arg("--plan", help="the cells, as JSON"),
         file_arg("--reasons", help="where to write why a cell could not be replayed (JSON)"),
-        arg("--keep-problems", action="store_true",
-            help="the cells of one problem share its operands (for a profile of one pass only)"),
     )),
     Command("record", "add the run's new rows to the results database (report stage)", f"{HANDLERS}.history:record", (
         file_arg("--results", help="results/<device>"),

@@ -7,11 +7,10 @@ timed launch may include. The replay process launches each cell's kernel inside 
 after the cell's index (cell_range): in the report (collected with --nvtx), every kernel in range i
 is cell i's (a cell's run may be several kernels: im2col and GEMM, a library's stages).
 
-Two metric sets, each its own profiled process. METRICS fits in one pass of the hardware on an
-H100/H200: a kernel profiled in one pass needs no save and restore of the device's memory, which
-costs more than the pass (three passes took three times one pass's cost, per kernel). The stall
-counters share no pass with it, so they are read in a second process (STALL_METRICS), for the cells
-the findings speak for only.
+Two metric sets, each its own profiled process, run once per pass of the hardware its metrics
+need (application replay). METRICS fits in one pass on an H100/H200, for every cell. The stall
+counters share no pass with it and need four (STALL_METRICS): they are read for the cells the
+findings speak for only.
 
 A cell's columns: DRAM bytes read and written (summed over its kernels), the bytes it wrote into L2
 and its DRAM traffic (read, plus the larger of the two written counts), the L2 hit rate of its

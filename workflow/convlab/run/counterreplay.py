@@ -2,7 +2,11 @@
 launched once untimed (compiles, plans and lazy loading stay out of the profile), then launched once
 more between the profiler's start and stop, in the NVTX range that names it (convlab.measure.counters). Run inside
 Nsight Compute by the `counters` step, never in a cell's own measurement: the profiler replays
-each kernel many times, and no timed launch may include that."""
+each kernel many times, and no timed launch may include that.
+
+Nsight Compute runs this process once per pass its metrics need (application replay), and matches
+each pass's kernels with the first's: every pass must launch the same kernels in the same order,
+which a replay of the same plan in the same process does."""
 
 from __future__ import annotations
 
@@ -17,33 +21,29 @@ from convlab.status import CellFailure
 Plan = list[tuple[Cell, str | Path | None]]
 
 
-def replay_order(plan: Plan, problems_kept: int) -> list[int]:
-    """The plan's indices in the order they are replayed: by problem where problems are kept, so
-    that each is made once; else as planned."""
-    if not problems_kept:
-        return list(range(len(plan)))
+def replay_order(plan: Plan) -> list[int]:
+    """The plan's indices in the order they are replayed: by problem, so that each is made once."""
     return sorted(range(len(plan)), key=lambda index: repr(problem_key(*plan[index])))
 
 
-def replay_cells(plan: Plan, backend: Backend, problems_kept: int = 0) -> dict[int, str]:
+def replay_cells(plan: Plan, backend: Backend, problems_kept: int) -> dict[int, str]:
     """Each planned cell's profiled launch; the reason for each cell (by its index) that has none.
 
-    With ``problems_kept``, the cells of one problem share its operands and device inputs, as in a
-    service worker (convlab.plan.problemcache), and the memory pool keeps its blocks: for a profile
-    of one pass only. A profile of several saves and restores every byte the device holds around
-    each pass, so there nothing is kept from one cell to the next and the pool is emptied after
-    each cell."""
+    The cells of one problem share its operands and device inputs, as in a service worker
+    (convlab.plan.problemcache, at most ``problems_kept`` problems at a time): nothing is saved or
+    restored around a kernel in application replay, so what the process holds costs the profile
+    nothing."""
     reasons = {}
     PROBLEMS.capacity = problems_kept
-    for index in replay_order(plan, problems_kept):
-        cell, image = plan[index]
-        reason = replay_cell(index, cell, image, backend)
-        if reason:
-            reasons[index] = reason
-        if not problems_kept:
-            backend.release_memory()  # the cell's buffers went with replay_cell's frame
-    PROBLEMS.clear()
-    PROBLEMS.capacity = 0
+    try:
+        for index in replay_order(plan):
+            cell, image = plan[index]
+            reason = replay_cell(index, cell, image, backend)
+            if reason:
+                reasons[index] = reason
+    finally:
+        PROBLEMS.clear()
+        PROBLEMS.capacity = 0
     return reasons
 
 

@@ -15,16 +15,15 @@ from convlab.plan.cell import Cell
 from convlab.run.counterreplay import replay_cells
 
 PICTURES_KEPT = 2
-# with --keep-problems: as many as a service worker keeps (each at most KEPT_BYTES together)
-PROBLEMS_KEPT = 4
+PROBLEMS_KEPT = 4  # as many as a service worker keeps (at most KEPT_BYTES together)
 
 
 def counters_replay(args: argparse.Namespace, console: Console) -> int:
-    pictures.PICTURES.capacity = PICTURES_KEPT  # the plan comes in the order of its pictures (or problems)
+    pictures.PICTURES.capacity = PICTURES_KEPT  # the cells are replayed in the order of their problems
     plan = [(Cell.from_json(item["spec"]), item["image"] or None) for item in json.loads(Path(args.plan).read_text())]
     backend = get_backend("cuda")
     with exclusive_device(backend.device_key()):
-        reasons = replay_cells(plan, backend, PROBLEMS_KEPT if args.keep_problems else 0)
+        reasons = replay_cells(plan, backend, PROBLEMS_KEPT)
     Path(args.reasons).write_text(json.dumps(reasons))
     console.say(f"replayed {len(plan) - len(reasons)} of {len(plan)} cells")
     return 0

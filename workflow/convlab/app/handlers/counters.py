@@ -17,7 +17,6 @@ import csv
 import io
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -91,6 +90,12 @@ def run_profiled(argv: list[str], scratch: Path, metrics: tuple[str, ...]) -> Pr
     """``argv`` run under Nsight Compute (collecting ``metrics`` from its profiler start to stop,
     with NVTX ranges), and its report printed as a raw CSV page.
 
+    Application replay: ``argv`` runs once per pass the metrics need, and nothing is saved or
+    restored around a kernel. Kernel replay would save and restore every byte the device holds
+    around each pass of each kernel: on the cells the findings speak for (four passes), twice the
+    time of running them four times. The replayed process must launch the same kernels in every
+    pass, as the counters' replay does (convlab.run.counterreplay).
+
     The clocks stay as the driver sets them (--clock-control none), as in the timed launches: the
     bytes do not depend on them, and the percentages are then of the peaks at the clocks the kernel
     ran at."""
@@ -104,8 +109,9 @@ def run_profiled(argv: list[str], scratch: Path, metrics: tuple[str, ...]) -> Pr
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO_ROOT / "workflow"),
                                                                      os.environ.get("PYTHONPATH")])))
     try:
-        run = subprocess.run([ncu, "--profile-from-start", "off", "--nvtx", "--clock-control", "none", "--metrics",
-                              ",".join(metrics), "--export", str(report), "--force-overwrite", *argv],
+        run = subprocess.run([ncu, "--replay-mode", "application", "--profile-from-start", "off", "--nvtx",
+                              "--clock-control", "none", "--metrics", ",".join(metrics), "--export", str(report),
+                              "--force-overwrite", *argv],
                              capture_output=True, text=True, env=env)
     except OSError as error:
         return Profiled(reason=f"Nsight Compute ({ncu}) could not be started: {error}")
@@ -115,14 +121,18 @@ def run_profiled(argv: list[str], scratch: Path, metrics: tuple[str, ...]) -> Pr
                                "profile (docs/counters.md)")
     if run.returncode != 0 or not report.is_file():
         return Profiled(reason=f"Nsight Compute failed (exit {run.returncode}): {_last_error(said)}")
-    passes = tuple(sorted({int(n) for n in re.findall(r"- (\d+) pass", said)}))
     printed = subprocess.run([ncu, "--import", str(report), "--csv", "--page", "raw", "--print-units", "base"],
                              capture_output=True, text=True)
     if printed.returncode != 0:
         return Profiled(reason=f"Nsight Compute could not print its report: "
                                f"{_last_error(printed.stdout + printed.stderr)}")
-    return Profiled(printed.stdout, "", said.count("==PROF== Profiling"), passes,
-                    seconds=time.perf_counter() - started)
+    try:
+        kernels = len(parse_raw_csv(printed.stdout))
+    except ReportError as error:
+        return Profiled(reason=f"Nsight Compute's report could not be read: {error}")
+    # one line per profiled kernel and pass
+    passes = (round(said.count("==PROF== Profiling") / kernels),) if kernels else ()
+    return Profiled(printed.stdout, "", kernels, passes, seconds=time.perf_counter() - started)
 
 
 def profile(plan: list[tuple[Cell, str]], scratch: Path, metrics: tuple[str, ...] = METRICS,
@@ -132,10 +142,8 @@ def profile(plan: list[tuple[Cell, str]], scratch: Path, metrics: tuple[str, ...
     plan_file, reasons_file = scratch / "plan.json", scratch / "reasons.json"
     plan_file.write_text(json.dumps([{"spec": cell.to_json(), "image": image} for cell, image in plan]))
     reasons_file.unlink(missing_ok=True)
-    # METRICS fit in one pass (on an H100/H200), where kept problems cost nothing to save and restore
-    keep = ["--keep-problems"] if metrics == METRICS else []
     profiled = run_profiled([sys.executable, "-m", "convlab", "counters-replay", "--plan", str(plan_file),
-                             "--reasons", str(reasons_file), *keep], scratch, metrics)
+                             "--reasons", str(reasons_file)], scratch, metrics)
     if profiled.reason:
         return {}, profiled
     try:
@@ -181,8 +189,7 @@ def counters(args: argparse.Namespace, console: Console) -> int:
     ok = [(cell, row) for cell, row in read_rows(build_cells(config, args.backend, args.device))
           if row.get("status") == "ok"]
     kept = read_table(results / KEPT)
-    # in the order of the pictures they read: the replay keeps the last few decoded
-    needed = sorted(((cell, row) for cell, row in ok if row["row_check"] not in kept), key=lambda pair: pair[0].image)
+    needed = [(cell, row) for cell, row in ok if row["row_check"] not in kept]
     measured: dict[int, dict[str, object]] = {}
     profiled = Profiled()
     if needed and args.backend == "cpu":
