@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from matplotlib.collections import LineCollection
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
@@ -133,12 +134,16 @@ def measured_roofline(table: pd.DataFrame, copy_gbps: float, sgemm_gflops: float
     ax = axes[0][0]
     groups = sorted({kernel_group(k) for k in points["kernel"]})
     colors = dict(zip(groups, palette_colors(len(groups))))
-    for _, row in points.iterrows():
-        color = colors[kernel_group(row["kernel"])]
-        y = float(row["gflops"])
-        ax.plot([row["analytic_intensity"], row["measured_intensity"]], [y, y], color=color, lw=0.6, alpha=0.5)
-        ax.scatter([row["analytic_intensity"]], [y], s=14, facecolors="none", edgecolors=[color], lw=0.7)
-        ax.scatter([row["measured_intensity"]], [y], s=14, color=[color])
+    # one collection per group and kind of mark: an artist per point costs the layout and the draw each
+    # (the default conv2d grid has over a thousand cells with counters)
+    for group, rows in points.groupby(points["kernel"].map(kernel_group)):
+        color = colors[group]
+        analytic, measured = rows["analytic_intensity"].to_numpy(float), rows["measured_intensity"].to_numpy(float)
+        y = rows["gflops"].to_numpy(float)
+        ax.add_collection(LineCollection([[(a, g), (m, g)] for a, m, g in zip(analytic, measured, y)], colors=[color],
+                                         linewidths=0.6, alpha=0.5))
+        ax.scatter(analytic, y, s=14, facecolors="none", edgecolors=[color], lw=0.7)
+        ax.scatter(measured, y, s=14, color=[color])
     # past the ridge point too, so that the flat SGEMM roof shows
     ridge = sgemm_gflops / copy_gbps if copy_gbps and sgemm_gflops else 0.0
     xs = np.logspace(np.log10(min(points["measured_intensity"].min(), points["analytic_intensity"].min()) / 2),
