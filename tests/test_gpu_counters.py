@@ -13,8 +13,9 @@ from test_gpu import write_image
 
 from convlab.app.handlers.counters import ncu_command, run_profiled
 from convlab.measure.counters import METRICS, by_cell, cell_counters, parse_raw_csv
-from convlab.report.counterfindings import AT_LIMIT_BYTES
 
+# The input read from DRAM once, up to partly used sectors at the picture's edges
+READ_ONCE = 1.05
 # Far larger than L2 (50 MB), so that what is still in L2 when the copy ends (written bytes that
 # never reach DRAM in the count) is under 2 % of it.
 COPY_MIB = 4096
@@ -100,17 +101,24 @@ def test_one_cell_of_each_family_gets_counters_and_an_unreadable_one_its_reason(
     assert sorted(stalled["experiment"]) == ["conv2d", "gemm", "tiling", "winograd_layers"], table["top_stall"]
     assert (pd.to_numeric(stalled["top_stall_ratio"]) > 0).all()
     assert (pd.to_numeric(table["achieved_occupancy_pct"]) > 0).all()
-    # the direct kernel reads each input byte from DRAM once and writes each output byte once (the
-    # halo its blocks share hits in L2): its traffic is the fewest bytes its problem needs, up to
-    # partly used sectors at the edges
+    # The direct kernel reads each input byte from DRAM once (the halo its blocks share hits in L2),
+    # the second cell of the problem from its own copy of the kept input as the first from its own,
+    # and writes at least each output byte into L2. Only the reads are bounded above: the L2 write
+    # count, partly used sectors included, varies from run to run: on H100s, three runs of the
+    # default grid counted 1.34 to 2.06 times the output for this kernel at 256², block 8, stride 2,
+    # and 1.010 times the input read each time.
     directs = [cell for cell in cells if cell.kernel == "direct" and cell.experiment == "conv2d"]
     assert len(directs) == 2
     for direct in directs:
-        fewest = float(pd.read_csv(direct.path)["bytes"].iloc[0])
-        traffic = float(table.loc[table["cell"] == direct.path, "dram_traffic_bytes"].iloc[0])
-        print(f"{direct.variant} at 256²: {traffic:.4g} B of DRAM traffic, {traffic / fewest:.3f} × the fewest "
-              f"({fewest:.4g} B)")
-        assert 0.95 <= traffic / fewest <= AT_LIMIT_BYTES
+        row = pd.read_csv(direct.path).iloc[0]
+        counted = table.loc[table["cell"] == direct.path].iloc[0]
+        inputs = float(row["H"] * row["W"] * row["C_in"] * 4)
+        outputs = float(row["OH"] * row["OW"] * row["C_out"] * 4)
+        read, written = float(counted["dram_read_bytes"]), float(counted["l2_write_bytes"])
+        print(f"{direct.variant} at 256²: read {read / inputs:.3f} × the input, wrote {written / outputs:.3f} × the "
+              f"output into L2")
+        assert 0.99 <= read / inputs <= READ_ONCE
+        assert written >= outputs
     (tmp_path / "results" / "gpu" / "counters" / "kept.csv").unlink()
     monkeypatch.setenv("CONVLAB_NCU", str(tmp_path / "no-ncu-here"))
     refused = run_counters(tmp_path, config)
