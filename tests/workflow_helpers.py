@@ -103,26 +103,12 @@ def planned_outputs(result: subprocess.CompletedProcess) -> set[str]:
 
 
 def most_at_once(result: subprocess.CompletedProcess, rules: set[str]) -> int:
-    """The most jobs of ``rules`` that ran at the same time, from a real run's log: a job runs from its
-    block ('rule x:' or 'localrule x:', then its jobid) to its 'Finished jobid' line."""
-    running: dict[str, str] = {}
-    most = 0
-    rule = None
-    for line in job_listing(result).splitlines():
-        started = JOB_START.match(line)
-        if started:
-            rule = started.group(1)
-            continue
-        numbered = JOB_ID.match(line)
-        if numbered and rule is not None:
-            if rule in rules:
-                running[numbered.group(1)] = rule
-                most = max(most, len(running))
-            rule = None
-            continue
-        finished = JOB_END.search(line)
-        if finished:
-            running.pop(finished.group(1), None)
+    """The most jobs of ``rules`` that ran at the same time, from a real run's log (job_events)."""
+    running = most = 0
+    for event, rule in job_events(result):
+        if rule in rules:
+            running += 1 if event == "start" else -1
+            most = max(most, running)
     return most
 
 
