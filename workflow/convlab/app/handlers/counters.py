@@ -91,10 +91,9 @@ def run_profiled(argv: list[str], scratch: Path, metrics: tuple[str, ...]) -> Pr
     with NVTX ranges), and its report printed as a raw CSV page.
 
     Application replay: ``argv`` runs once per pass the metrics need, and nothing is saved or
-    restored around a kernel. Kernel replay would save and restore every byte the device holds
-    around each pass of each kernel: on the cells the findings speak for (four passes), twice the
-    time of running them four times. The replayed process must launch the same kernels in every
-    pass, as the counters' replay does (convlab.run.counterreplay).
+    restored around a kernel, so the replay may keep what its cells share (docs/counters.md says
+    what that saves). The replayed process must launch the same kernels in every pass, as the
+    counters' replay does (convlab.run.counterreplay).
 
     The clocks stay as the driver sets them (--clock-control none), as in the timed launches: the
     bytes do not depend on them, and the percentages are then of the peaks at the clocks the kernel
