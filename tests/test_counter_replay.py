@@ -92,3 +92,13 @@ def test_a_replay_that_fails_leaves_nothing_kept(plan, traced, monkeypatch):
         counterreplay.replay_cells(plan, backend, problems_kept=4)
     assert seen["loaded"] == 2
     assert PROBLEMS.capacity == 0 and len(PROBLEMS) == 0
+
+
+def test_a_replayed_cell_names_the_engine_its_timed_run_chose_and_only_then(plan):
+    from convlab.backends.base import ENGINE_SETTING
+
+    cell, _ = plan[0]
+    pinned = counterreplay.as_timed(cell, "eng28_k2=4_k3=0")
+    assert pinned.settings == {**cell.settings, ENGINE_SETTING: "eng28_k2=4_k3=0"}
+    assert pinned.path == cell.path and cell.settings.get(ENGINE_SETTING) is None  # the cell itself unchanged
+    assert counterreplay.as_timed(cell, "") is cell

@@ -124,7 +124,7 @@ def lab(tmp_path, monkeypatch):
                   "max_rel_err": 1e-7, "tolerance": 1e-4, "flops": 1000, "gflops": 1.0, "device": "H100",
                   "code_version": "abc", "gpu_uuid": "GPU-a", "git_commit": "c0ffee",
                   "started_at": "2026-11-26T10:00:00", "finished_at": "2026-11-26T10:00:01",
-                  **({"reason": "planted"} if index >= 2 else {})}
+                  "engine": "eng28" if index == 0 else "", **({"reason": "planted"} if index >= 2 else {})}
         write_row_atomically(build_row([values]), cell.path)
     return tmp_path, config
 
@@ -143,6 +143,52 @@ def fake_ncu(folder, said: str, exit_code: int):
     script.write_text(f"#!/bin/sh\necho '{said}' >&2\nexit {exit_code}\n")
     script.chmod(script.stat().st_mode | stat.S_IEXEC)
     return script
+
+
+PROFILING_NCU = """#!{python}
+import json, sys
+from pathlib import Path
+argv = sys.argv[1:]
+with open({log!r}, "a") as log:
+    log.write(json.dumps(argv) + "\\n")
+metrics = argv[argv.index("--metrics") + 1] if "--metrics" in argv else ""
+if "--import" in argv:  # the page of the report's metrics
+    print(json.loads(Path(argv[argv.index("--import") + 1]).read_text())[metrics])
+else:  # "profiled": a report of the planted pages
+    plan = json.loads(Path(argv[argv.index("--plan") + 1]).read_text())
+    with open({log!r}, "a") as log:
+        log.write(json.dumps({{"engines": [item["engine"] for item in plan]}}) + "\\n")
+    page = {pages!r}["stall" if "stalled" in metrics else "one"]
+    Path(argv[argv.index("--export") + 1]).write_text(json.dumps({{metrics: page}}))
+    for _ in range(page.count('"direct"')):  # a line per kernel and pass
+        print("==PROF== Profiling \\"direct\\" - 0: 0%....50%....100% - 1 pass", file=sys.stderr)
+"""
+
+
+def test_the_step_reads_each_cells_counters_and_the_stalls_of_those_the_findings_speak_for(lab, monkeypatch):
+    import sys
+
+    folder, config = lab
+    one_pass = {m: v for m, v in kernel("0.5", "4000", "1000").items() if m in METRICS}
+    pages = {"one": raw_page([("direct", 0, one_pass), ("direct", 1, {**one_pass, "dram__bytes_read.sum": "8000"})]),
+             "stall": raw_page([("direct", 0, kernel("0.5", "", "", stall="wait"))])}
+    script = folder / "ncu"
+    script.write_text(PROFILING_NCU.format(python=sys.executable, log=str(folder / "ncu.log"), pages=pages))
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("CONVLAB_NCU", str(script))
+    code, table = run_counters(folder, config)
+    assert code == 0 and list(table["dram_read_bytes"]) == [4000, 8000]
+    assert (table["counters_reason"] == "").all()
+    # the stall counters: of the fastest cell at the smallest stride only (both ran 1.0 ms), in a second profile
+    assert list(table["top_stall"]) == ["wait", ""] and float(table["top_stall_ratio"][0]) == pytest.approx(950 / 100)
+    said = [json.loads(line) for line in (folder / "ncu.log").read_text().splitlines()]
+    calls = [line for line in said if isinstance(line, list)]
+    # each replayed cell runs the engine its timed run chose (its row's)
+    assert [line["engines"] for line in said if isinstance(line, dict)] == [["eng28", ""], ["eng28"]]
+    profiles, prints = [c for c in calls if "--import" not in c], [c for c in calls if "--import" in c]
+    assert [c[c.index("--metrics") + 1] for c in profiles] == [",".join(METRICS), ",".join(STALL_METRICS)]
+    # each report printed as a page of the metrics it collected, not of all it holds
+    assert [c[c.index("--metrics") + 1] for c in prints] == [",".join(METRICS), ",".join(STALL_METRICS)]
 
 
 @pytest.mark.parametrize("said, exit_code, reason", [

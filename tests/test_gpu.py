@@ -77,6 +77,25 @@ def test_cudnn_records_both_engines(tmp_path):
         assert row["setup_ms"] > 0
 
 
+@pytest.mark.gpu
+def test_a_cudnn_cell_replayed_with_its_engine_builds_that_plan_alone(tmp_path):
+    from convlab.run.counterreplay import as_timed
+    from convlab.run.steps import load_inputs, place, set_up
+
+    image = write_image(tmp_path / "in.png", 256, 256)
+    backend = get_backend("cuda")
+    for cell in gpu_cells("cudnn", 256, [1]):
+        engine = run_cell(cell, image)["engine"]
+        replayed = run_cell(as_timed(cell, engine), image)
+        assert replayed["status"] == "ok" and replayed["max_rel_err"] < 1e-5, replayed["reason"]
+        assert replayed["engine"] == engine
+        inputs = load_inputs(as_timed(cell, engine), image)
+        prepared = set_up(backend, inputs, place(backend, inputs, backend.layout_for(inputs.spec)))
+        assert prepared.kernel.info["engine"] == engine and prepared.kernel.info["plans_usable"] == 1
+        # an engine the list does not have: the search runs, as for a cell of its own
+        assert run_cell(as_timed(cell, "no such engine"), image)["status"] == "ok"
+
+
 @pytest.mark.skipif(gpu_visible(), reason="checks the error given where no GPU is visible")
 def test_forcing_cuda_without_a_gpu_is_one_clear_error():
     with pytest.raises(BackendUnavailable) as error:

@@ -12,7 +12,7 @@ import pytest
 from test_gpu import write_image
 
 from convlab.app.handlers.counters import ncu_command, run_profiled
-from convlab.measure.counters import METRICS, by_cell, cell_counters, parse_raw_csv
+from convlab.measure.counters import METRICS, by_cell, cell_counters
 
 # The input read from DRAM once, up to partly used sectors at the picture's edges
 READ_ONCE = 1.05
@@ -42,7 +42,7 @@ def ncu():
 def test_a_copys_dram_bytes_are_its_buffers_sizes(tmp_path, backend, ncu):
     profiled = run_profiled([sys.executable, "-c", COPY], tmp_path, METRICS)
     assert not profiled.reason, profiled.reason
-    (kernels,) = by_cell(parse_raw_csv(profiled.page)).values()
+    (kernels,) = by_cell(profiled.launches).values()
     counters = cell_counters(kernels)
     buffer = COPY_MIB << 20
     print(f"copy of {COPY_MIB} MiB: read {counters['dram_read_bytes']:.4g} B, wrote {counters['dram_write_bytes']:.4g} B")

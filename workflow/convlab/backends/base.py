@@ -19,6 +19,11 @@ if TYPE_CHECKING:  # the registry reads the families, whose operands place thems
     from convlab.plan.registry import KernelSpec
 
 
+# The setting that names the engine a cell's timed run chose (its row's `engine`): a library that
+# searches for one (cuDNN) runs that one instead, as a replay of the measured cell must.
+ENGINE_SETTING = "engine"
+
+
 @dataclass
 class PreparedKernel:
     """A kernel bound to its buffers: ``run()`` computes the output once (asynchronously on a GPU)."""

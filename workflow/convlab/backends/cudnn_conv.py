@@ -3,6 +3,11 @@
 Plans are built once (setup time). ``plan: heuristic`` runs the first plan of cuDNN's
 heuristic ranking that builds; ``plan: best`` times every plan within the workspace
 cap and keeps the fastest (the seed-001 method, with the search kept out of kernel_ms).
+
+A replay of a measured cell (the counters', convlab.run.counterreplay) names the engine its
+timed run chose in the setting ENGINE_SETTING: that plan alone is built and run, so the replay profiles
+the engine that was timed (a search could choose another where two run about as fast), without
+building and running every plan again. Where the list has no plan of that name, the search runs.
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ from typing import Any
 import cupy
 import numpy as np
 
-from convlab.backends.base import Backend, KernelBuffers, PreparedKernel
+from convlab.backends.base import ENGINE_SETTING, Backend, KernelBuffers, PreparedKernel
 from convlab.backends.cudnnimport import import_cudnn
 from convlab.backends.librarykernel import LibraryKernel
 from convlab.plan.registry import KernelSpec
@@ -59,7 +64,6 @@ def _build_graph(cudnn, handle, spec: KernelSpec, settings: dict, problem: ConvP
                                       cudnn.numerical_note.REDUCED_PRECISION_REDUCTION])
     graph.deselect_workspace_greater_than(int(settings["workspace_limit_mb"]) << 20)
     graph.check_support()
-    graph.build_plans(cudnn.build_plan_policy.ALL)
     return graph, x, w, y
 
 
@@ -77,14 +81,43 @@ class _Plans:
 
 def _plan_key(spec: KernelSpec, tunables: dict, settings: dict, problem: ConvProblem) -> tuple:
     return (tuple(sorted(spec.layout.items())), settings.get("math", "strict"), int(settings["workspace_limit_mb"]),
-            tunables.get("plan", "heuristic"), problem)
+            tunables.get("plan", "heuristic"), settings.get(ENGINE_SETTING, ""), problem)
+
+
+def _named_plan(backend, handle, graph, tensors: tuple[Any, Any, Any], buffers: KernelBuffers,
+                engine: str) -> _Plans | None:
+    """The plan named ``engine`` alone, built and run once; None where it is not in the list or
+    does not build or run here."""
+    x, w, y = tensors
+    pack = {x: buffers.image.data.ptr, w: buffers.weights.data.ptr, y: buffers.output.data.ptr}
+    try:
+        index = next((i for i in range(graph.get_execution_plan_count())
+                      if graph.get_plan_name_at_index(i) == engine), None)
+        if index is None:
+            return None
+        graph.build_plan_at_index(index)
+        size = int(graph.get_workspace_size_plan_at_index(index))
+        workspace = cupy.empty(max(size, 1), dtype=cupy.uint8)
+        graph.execute_plan_at_index(pack, workspace.data.ptr, index, handle=handle)
+        backend.synchronize()
+    except Exception:  # the search below says what is wrong, if anything is
+        return None
+    entry = (index, engine, size)
+    return _Plans(graph, tensors, [entry], 0, entry, entry)
 
 
 def _find_plans(backend, cudnn, handle, spec: KernelSpec, tunables: dict, settings: dict, problem: ConvProblem,
                 buffers: KernelBuffers) -> _Plans:
-    """Build the graph, keep the plans that run here, and choose one (timing each for ``best``)."""
+    """Build the graph, keep the plans that run here, and choose one (timing each for ``best``);
+    or the engine the settings name."""
     try:
         graph, x, w, y = _build_graph(cudnn, handle, spec, settings, problem)
+        if settings.get(ENGINE_SETTING):
+            named = _named_plan(backend, handle, graph, (x, w, y), buffers, settings[ENGINE_SETTING])
+            if named is not None:
+                return named
+            graph, x, w, y = _build_graph(cudnn, handle, spec, settings, problem)
+        graph.build_plans(cudnn.build_plan_policy.ALL)
     except cudnn.cudnnGraphNotSupportedError as error:
         raise UnsupportedCell(f"cuDNN: {error}", "setup") from error
     pack = {x: buffers.image.data.ptr, w: buffers.weights.data.ptr, y: buffers.output.data.ptr}

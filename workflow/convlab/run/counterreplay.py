@@ -10,15 +10,22 @@ which a replay of the same plan in the same process does."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
-from convlab.backends.base import Backend
+from convlab.backends.base import ENGINE_SETTING, Backend
 from convlab.plan.cell import Cell
 from convlab.plan.problemcache import PROBLEMS, problem_key
 from convlab.run.steps import launch, load_inputs, place, set_up
 from convlab.status import CellFailure
 
 Plan = list[tuple[Cell, str | Path | None]]
+
+
+def as_timed(cell: Cell, engine: str) -> Cell:
+    """The cell as its replay runs it: with the engine its timed run chose (its row's), for a
+    library that would otherwise search for one again (convlab.backends.base.ENGINE_SETTING)."""
+    return replace(cell, settings={**cell.settings, ENGINE_SETTING: engine}) if engine else cell
 
 
 def replay_order(plan: Plan) -> list[int]:

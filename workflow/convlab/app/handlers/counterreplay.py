@@ -12,7 +12,7 @@ from convlab.backends import get_backend
 from convlab.backends.devicelock import exclusive_device
 from convlab.plan import pictures
 from convlab.plan.cell import Cell
-from convlab.run.counterreplay import replay_cells
+from convlab.run.counterreplay import as_timed, replay_cells
 
 PICTURES_KEPT = 2
 PROBLEMS_KEPT = 4  # as many as a service worker keeps (at most KEPT_BYTES together)
@@ -20,7 +20,8 @@ PROBLEMS_KEPT = 4  # as many as a service worker keeps (at most KEPT_BYTES toget
 
 def counters_replay(args: argparse.Namespace, console: Console) -> int:
     pictures.PICTURES.capacity = PICTURES_KEPT  # the cells are replayed in the order of their problems
-    plan = [(Cell.from_json(item["spec"]), item["image"] or None) for item in json.loads(Path(args.plan).read_text())]
+    plan = [(as_timed(Cell.from_json(item["spec"]), item.get("engine", "")), item["image"] or None)
+            for item in json.loads(Path(args.plan).read_text())]
     backend = get_backend("cuda")
     with exclusive_device(backend.device_key()):
         reasons = replay_cells(plan, backend, PROBLEMS_KEPT)

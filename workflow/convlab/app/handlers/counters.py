@@ -23,7 +23,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from convlab.app.console import Console
@@ -33,6 +33,7 @@ from convlab.measure.counters import (
     COLUMNS,
     METRICS,
     STALL_METRICS,
+    ProfiledKernel,
     ReportError,
     by_cell,
     cell_counters,
@@ -73,10 +74,10 @@ def ncu_command() -> str | None:
 
 @dataclass
 class Profiled:
-    """Nsight Compute's raw page (empty where there is none, and ``reason`` says why), and what it
+    """The kernels Nsight Compute's report holds (none where ``reason`` says why), and what it
     said of its work."""
 
-    page: str = ""
+    launches: list[ProfiledKernel] = field(default_factory=list)  # in launch order
     reason: str = ""
     kernels: int = 0
     passes: tuple[int, ...] = ()
@@ -88,7 +89,8 @@ class Profiled:
 
 def run_profiled(argv: list[str], scratch: Path, metrics: tuple[str, ...]) -> Profiled:
     """``argv`` run under Nsight Compute (collecting ``metrics`` from its profiler start to stop,
-    with NVTX ranges), and its report printed as a raw CSV page.
+    with NVTX ranges), and the kernels of its report, printed as a raw CSV page of those metrics
+    (the page of all it holds, device attributes and all, takes longer to print).
 
     Application replay: ``argv`` runs once per pass the metrics need, and nothing is saved or
     restored around a kernel, so the replay may keep what its cells share (docs/counters.md says
@@ -97,7 +99,8 @@ def run_profiled(argv: list[str], scratch: Path, metrics: tuple[str, ...]) -> Pr
 
     The clocks stay as the driver sets them (--clock-control none), as in the timed launches: the
     bytes do not depend on them, and the percentages are then of the peaks at the clocks the kernel
-    ran at."""
+    ran at. Only the metrics named are collected: Nsight Compute otherwise adds the avg, min and max
+    of each sum."""
     started = time.perf_counter()
     ncu = ncu_command()
     if ncu is None:
@@ -109,8 +112,8 @@ def run_profiled(argv: list[str], scratch: Path, metrics: tuple[str, ...]) -> Pr
                                                                      os.environ.get("PYTHONPATH")])))
     try:
         run = subprocess.run([ncu, "--replay-mode", "application", "--profile-from-start", "off", "--nvtx",
-                              "--clock-control", "none", "--metrics", ",".join(metrics), "--export", str(report),
-                              "--force-overwrite", *argv],
+                              "--clock-control", "none", "--disable-extra-suffixes", "--metrics", ",".join(metrics),
+                              "--export", str(report), "--force-overwrite", *argv],
                              capture_output=True, text=True, env=env)
     except OSError as error:
         return Profiled(reason=f"Nsight Compute ({ncu}) could not be started: {error}")
@@ -120,35 +123,34 @@ def run_profiled(argv: list[str], scratch: Path, metrics: tuple[str, ...]) -> Pr
                                "profile (docs/counters.md)")
     if run.returncode != 0 or not report.is_file():
         return Profiled(reason=f"Nsight Compute failed (exit {run.returncode}): {_last_error(said)}")
-    printed = subprocess.run([ncu, "--import", str(report), "--csv", "--page", "raw", "--print-units", "base"],
-                             capture_output=True, text=True)
+    printed = subprocess.run([ncu, "--import", str(report), "--csv", "--page", "raw", "--print-units", "base",
+                              "--metrics", ",".join(metrics)], capture_output=True, text=True)
     if printed.returncode != 0:
         return Profiled(reason=f"Nsight Compute could not print its report: "
                                f"{_last_error(printed.stdout + printed.stderr)}")
     try:
-        kernels = len(parse_raw_csv(printed.stdout))
+        launches = parse_raw_csv(printed.stdout)
     except ReportError as error:
         return Profiled(reason=f"Nsight Compute's report could not be read: {error}")
     # one line per profiled kernel and pass
-    passes = (round(said.count("==PROF== Profiling") / kernels),) if kernels else ()
-    return Profiled(printed.stdout, "", kernels, passes, seconds=time.perf_counter() - started)
+    passes = (round(said.count("==PROF== Profiling") / len(launches)),) if launches else ()
+    return Profiled(launches, "", len(launches), passes, seconds=time.perf_counter() - started)
 
 
-def profile(plan: list[tuple[Cell, str]], scratch: Path, metrics: tuple[str, ...] = METRICS,
+def profile(plan: list[tuple[Cell, dict[str, str]]], scratch: Path, metrics: tuple[str, ...] = METRICS,
             ) -> tuple[dict[int, dict[str, object]], Profiled]:
     """Each planned cell's counters by its index (none where the profile says why): the columns of
-    METRICS, or of STALL_METRICS (only the stall columns, and none for a cell without them)."""
+    METRICS, or of STALL_METRICS (only the stall columns, and none for a cell without them). The
+    replay runs each cell with the engine its row names (convlab.run.counterreplay.as_timed)."""
     plan_file, reasons_file = scratch / "plan.json", scratch / "reasons.json"
-    plan_file.write_text(json.dumps([{"spec": cell.to_json(), "image": image} for cell, image in plan]))
+    plan_file.write_text(json.dumps([{"spec": cell.to_json(), "image": cell.image, "engine": row.get("engine") or ""}
+                                     for cell, row in plan]))
     reasons_file.unlink(missing_ok=True)
     profiled = run_profiled([sys.executable, "-m", "convlab", "counters-replay", "--plan", str(plan_file),
                              "--reasons", str(reasons_file)], scratch, metrics)
     if profiled.reason:
         return {}, profiled
-    try:
-        cells = by_cell(parse_raw_csv(profiled.page))
-    except ReportError as error:
-        return {}, Profiled(reason=f"Nsight Compute's report could not be read: {error}")
+    cells = by_cell(profiled.launches)
     failed = {int(k): v for k, v in json.loads(reasons_file.read_text()).items()} if reasons_file.is_file() else {}
     if metrics == STALL_METRICS:
         return {index: cell_stalls(cells.get(index, [])) for index in range(len(plan)) if index not in failed}, profiled
@@ -161,11 +163,11 @@ def profile_cells(needed: list[tuple[Cell, dict[str, str]]], scratch: Path) -> t
     """The counters of each needed cell, by its position: the one-pass metrics of every one, then
     the stall counters of those the findings speak for (a second profile; its failure leaves them
     without a top stall, and its reason in the step's log)."""
-    measured, profiled = profile([(cell, cell.image) for cell, _ in needed], scratch)
+    measured, profiled = profile(needed, scratch)
     with_counters = [i for i in range(len(needed)) if not measured.get(i, {}).get("counters_reason", "?")]
     speaking = [with_counters[i] for i in speaking_cells([needed[i][1] for i in with_counters], problem_key)]
     if speaking:
-        stalls, stalled = profile([(needed[i][0], needed[i][0].image) for i in speaking], scratch, STALL_METRICS)
+        stalls, stalled = profile([needed[i] for i in speaking], scratch, STALL_METRICS)
         for position, index in enumerate(speaking):
             measured[index].update(stalls.get(position, {}))
         profiled.kernels += stalled.kernels
