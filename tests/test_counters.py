@@ -171,7 +171,8 @@ def test_the_step_reads_each_cells_counters_and_the_stalls_of_those_the_findings
     folder, config = lab
     one_pass = {m: v for m, v in kernel("0.5", "4000", "1000").items() if m in METRICS}
     pages = {"one": raw_page([("direct", 0, one_pass), ("direct", 1, {**one_pass, "dram__bytes_read.sum": "8000"})]),
-             "stall": raw_page([("direct", 0, kernel("0.5", "", "", stall="wait"))])}
+             "stall": raw_page([("direct", 0, kernel("0.5", "", "", stall="wait")),
+                                ("direct", 1, kernel("0.5", "", "", stall="barrier"))])}
     script = folder / "ncu"
     script.write_text(PROFILING_NCU.format(python=sys.executable, log=str(folder / "ncu.log"), pages=pages))
     script.chmod(script.stat().st_mode | stat.S_IEXEC)
@@ -189,6 +190,14 @@ def test_the_step_reads_each_cells_counters_and_the_stalls_of_those_the_findings
     assert [c[c.index("--metrics") + 1] for c in profiles] == [",".join(METRICS), ",".join(STALL_METRICS)]
     # each report printed as a page of the metrics it collected, not of all it holds
     assert [c[c.index("--metrics") + 1] for c in prints] == [",".join(METRICS), ",".join(STALL_METRICS)]
+    # with every cell's stalls asked for, the kept cell that lacks them is read again, and nothing else
+    _, table = run_counters(folder, {**config, "counter_stalls": "every"})
+    assert list(table["top_stall"]) == ["wait", "wait"]  # the second cell is the first of that profile
+    said = [json.loads(line) for line in (folder / "ncu.log").read_text().splitlines()]
+    assert [line["engines"] for line in said if isinstance(line, dict)][2:] == [[""], [""]]
+    _, again = run_counters(folder, {**config, "counter_stalls": "every"})
+    assert list(again["top_stall"]) == ["wait", "wait"]
+    assert len((folder / "ncu.log").read_text().splitlines()) == len(said)  # all kept: no profile
 
 
 @pytest.mark.parametrize("said, exit_code, reason", [

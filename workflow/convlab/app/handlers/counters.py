@@ -4,10 +4,11 @@ from a replayed launch of each (convlab.run.counterreplay), into results/<device
 Nsight Compute has to start the process it profiles, so the counters are a step of their own
 after the cells, run by the device's worker (no cell of that GPU is measured meanwhile): one
 profiled process reads the one-pass metrics of all the cells that need them, and a second one the
-stall counters of the cells the findings speak for (convlab.measure.counters). A cell whose row is
-unchanged since its counters were read keeps them (results/<device>/counters/kept.csv, keyed by
-the row's check). A cell that gets none stays ok, with the reason in `counters_reason`, and the
-step prints one warning line; it fails only on its own bugs.
+stall counters of the cells the findings speak for, or of every one (config `counter_stalls`;
+convlab.measure.counters). A cell whose row is unchanged since its counters were read keeps them
+(results/<device>/counters/kept.csv, keyed by the row's check). A cell that gets none stays ok,
+with the reason in `counters_reason`, and the step prints one warning line; it fails only on its
+own bugs.
 """
 
 from __future__ import annotations
@@ -158,14 +159,15 @@ def profile(plan: list[tuple[Cell, dict[str, str]]], scratch: Path, metrics: tup
             for index in range(len(plan))}, profiled
 
 
-def profile_cells(needed: list[tuple[Cell, dict[str, str]]], scratch: Path) -> tuple[dict[int, dict[str, object]],
-                                                                                     Profiled]:
+def profile_cells(needed: list[tuple[Cell, dict[str, str]]], scratch: Path, every_stall: bool = False,
+                  ) -> tuple[dict[int, dict[str, object]], Profiled]:
     """The counters of each needed cell, by its position: the one-pass metrics of every one, then
-    the stall counters of those the findings speak for (a second profile; its failure leaves them
-    without a top stall, and its reason in the step's log)."""
+    the stall counters of those the findings speak for, or of every one (a second profile; its
+    failure leaves them without a top stall, and its reason in the step's log)."""
     measured, profiled = profile(needed, scratch)
     with_counters = [i for i in range(len(needed)) if not measured.get(i, {}).get("counters_reason", "?")]
-    speaking = [with_counters[i] for i in speaking_cells([needed[i][1] for i in with_counters], problem_key)]
+    speaking = with_counters if every_stall else [
+        with_counters[i] for i in speaking_cells([needed[i][1] for i in with_counters], problem_key)]
     if speaking:
         stalls, stalled = profile([needed[i] for i in speaking], scratch, STALL_METRICS)
         for position, index in enumerate(speaking):
@@ -190,14 +192,17 @@ def counters(args: argparse.Namespace, console: Console) -> int:
     ok = [(cell, row) for cell, row in read_rows(build_cells(config, args.backend, args.device))
           if row.get("status") == "ok"]
     kept = read_table(results / KEPT)
-    needed = [(cell, row) for cell, row in ok if row["row_check"] not in kept]
+    every_stall = config.get("counter_stalls") == "every"
+    # a kept cell without its stall counters is read again where every cell is to have them
+    needed = [(cell, row) for cell, row in ok if row["row_check"] not in kept
+              or (every_stall and not kept[row["row_check"]].get("top_stall"))]
     measured: dict[int, dict[str, object]] = {}
     profiled = Profiled()
     if needed and args.backend == "cpu":
         profiled = Profiled(reason="no hardware counters on the cpu backend")
     elif needed:
         with tempfile.TemporaryDirectory(prefix="convlab-counters-") as scratch:
-            measured, profiled = profile_cells(needed, Path(scratch))
+            measured, profiled = profile_cells(needed, Path(scratch), every_stall)
     reason = profiled.reason
     for index, (cell, row) in enumerate(needed):
         identity = {name: row.get(name, "") for name in IDENTITY if name != "cell"}
@@ -209,9 +214,10 @@ def counters(args: argparse.Namespace, console: Console) -> int:
                                  if check in current or not entry.get("counters_reason")])
     write_table(Path(args.out), table)
     if profiled.kernels:
+        whose = "" if every_stall else " the findings speak for"
         console.say(f"Nsight Compute profiled {profiled.kernels} kernels, in {'/'.join(map(str, profiled.passes))} "
                     f"passes each: every cell read now in {profiled.seconds:.1f} s, the stall counters of "
-                    f"{profiled.stall_cells} cells the findings speak for in {profiled.stall_seconds:.1f} s")
+                    f"{profiled.stall_cells} cells{whose} in {profiled.stall_seconds:.1f} s")
     if profiled.stall_reason:
         console.say(f"counters: no stall counters: {profiled.stall_reason}")
     missing = Counter(str(row.get("counters_reason")) for row in table if row.get("counters_reason"))
