@@ -5,9 +5,10 @@ heuristic ranking that builds; ``plan: best`` times every plan within the worksp
 cap and keeps the fastest (the seed-001 method, with the search kept out of kernel_ms).
 
 A replay of a measured cell (the counters', convlab.run.counterreplay) names the engine its
-timed run chose in the setting ENGINE_SETTING: that plan alone is built and run, so the replay profiles
-the engine that was timed (a search could choose another where two run about as fast), without
-building and running every plan again. Where the list has no plan of that name, the search runs.
+timed run chose in the setting ENGINE_SETTING: that plan alone is built and run, so the replay
+profiles the engine that was timed (a search could choose another where two run about as fast),
+without building and running every plan again. Where the list has no plan of that name, the
+search runs.
 """
 
 from __future__ import annotations
