@@ -20,7 +20,9 @@ FAMILY_CELL_PATHS = {
 
 
 # The whole report stage is made again from here when a run may have left part of it stale: a
-# run that stopped, or changed code, captions or config (REPORT_SUSPECT, common.smk).
+# run that stopped, or changed code, captions or config (REPORT_SUSPECT, common.smk). A touch, run
+# first and on no core: every slice waits for it, and at --cores 1 it would otherwise wait behind
+# the cells and the gallery's device jobs, and the whole report stage behind it.
 rule report_stage_reset:
     input:
         REPORT_SUSPECT,
@@ -28,8 +30,10 @@ rule report_stage_reset:
         REDRAWN,
     log:
         "results/logs/report_stage_reset.log",
+    priority: 100
     conda:
         "../../envs/convlab.yaml"
+    threads: 0
     shell:
         logged("touch {output}")
 

@@ -15,7 +15,9 @@ onerror:
 
 
 # The cells and the copy bandwidth they read run ahead of the device figures the report alone
-# needs (the SGEMM ceiling): the first cell starts as soon as its inputs allow.
+# needs (the SGEMM ceiling): the first cell starts as soon as its inputs allow. The ceiling runs
+# next, ahead of the gallery's device jobs, so that the roofline and the findings, which read it,
+# are not left waiting for the gallery.
 rule copy_bandwidth:
     output:
         BANDWIDTH,
@@ -40,6 +42,7 @@ rule sgemm_ceiling:
         CEILING,
     log:
         f"{RESULTS}/logs/device/{BACKEND}_sgemm_ceiling.log",
+    priority: 5
     conda:
         "../../envs/convlab.yaml"
     resources:
