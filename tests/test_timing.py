@@ -1,9 +1,12 @@
 """The timing loop's stopping rules, with a synthetic clock (tests check behaviour, not speed)."""
 
 import itertools
+from types import SimpleNamespace
 
 import pytest
 
+from convlab.measure import timing
+from convlab.measure.observers import StageTimes
 from convlab.measure.timing import measure
 
 SETTINGS = {"mode": "warm", "warmup": 2, "min_reps": 10, "max_reps": 200, "batch": 5,
@@ -141,3 +144,28 @@ def test_warm_and_cold_never_capture():
         time_batch, _ = fake_batches([1.0])
         result = measure(lambda: None, time_batch, dict(SETTINGS, mode=mode), capture)
         assert result.applied == mode and result.launches is None and result.fallback == ""
+
+
+def test_a_slow_kernels_stages_share_one_budget(monkeypatch):
+    """Two stages of 150 ms each, never stable, on a synthetic clock: with the cell's 1 s budget
+    split between them each stops after 4 runs (its warm-up counted), where a budget each would
+    have taken 7."""
+    clock = [0.0]
+    runs: dict[str, int] = {}
+
+    def time_batch(run, n, cold):
+        runs[run.__name__] = runs.get(run.__name__, 0) + n
+        clock[0] += 0.15 * n
+        return [150.0 * (1 + 0.05 * (runs[run.__name__] + i)) for i in range(n)]
+
+    def im2col():
+        pass
+
+    def gemm():
+        pass
+
+    monkeypatch.setattr(timing, "time", SimpleNamespace(perf_counter=lambda: clock[0]))
+    stages = StageTimes()
+    stages.time([("im2col", im2col), ("gemm", gemm)], time_batch, dict(SETTINGS, budget_s=1.0))
+    assert runs == {"im2col": 4, "gemm": 4}
+    assert stages.text.startswith("im2col=") and ";gemm=" in stages.text

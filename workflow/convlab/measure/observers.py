@@ -69,8 +69,9 @@ class VerificationObserver(Observer):
 
 
 class StageTimes(Observer):
-    """Each stage of a multi-stage kernel timed alone (e.g. im2col=0.12;gemm=0.31). Kept apart
-    from the cell's time: a cell that fails after its stages were timed still reports them."""
+    """Each stage of a multi-stage kernel timed alone (e.g. im2col=0.12;gemm=0.31), with the cell's
+    timing settings and one budget for all of them. Kept apart from the cell's time: a cell that
+    fails after its stages were timed still reports them."""
 
     def __init__(self) -> None:
         self.text = ""
@@ -83,7 +84,10 @@ class StageTimes(Observer):
 
     def time(self, stages: list[tuple[str, Callable[[], None]]], time_batch: TimeBatch, settings: dict,
              capture: Capture | None = None) -> None:
-        self.text = ";".join(f"{name}={measure(run, time_batch, settings, capture).median_ms:.6g}"
+        # The stages share one budget: together they are one run of the kernel, and with a budget
+        # each, a slow kernel's stages took as long again as its own repeats for every stage.
+        shared = {**settings, "budget_s": settings["budget_s"] / max(1, len(stages))}
+        self.text = ";".join(f"{name}={measure(run, time_batch, shared, capture).median_ms:.6g}"
                              for name, run in stages)
 
     def columns(self, result: ResultView) -> dict[str, Any]:
