@@ -7,7 +7,15 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from workflow_helpers import CELL_OUTPUT, RESULTS, copy_repo, most_at_once, planned_outputs, snakemake_env
+from workflow_helpers import (
+    CELL_OUTPUT,
+    RESULTS,
+    copy_repo,
+    job_events,
+    most_at_once,
+    planned_outputs,
+    snakemake_env,
+)
 from workflow_helpers import snakemake as run_snakemake
 
 from convlab.measure.row import COLUMNS
@@ -159,6 +167,17 @@ def test_the_report_stage_runs_side_by_side_at_one_core_and_no_wider_than_its_li
     limit = min(4, os.cpu_count() or 1)
     most = most_at_once(run, RENDERING)
     assert most <= limit and (most >= 2 or limit < 2), (most, limit)
+
+
+def test_at_one_core_the_report_stage_starts_beside_the_gallerys_jobs_not_after_them(tmp_path):
+    """A run from nothing at --cores 1: the report stage's reset (a touch, which every slice waits for)
+    runs before the cells, so that the slices start as soon as the last cell ends, while the gallery's
+    jobs (one core each) are still to run."""
+    repo = copy_repo(tmp_path / "repo")
+    events = job_events(run_snakemake(repo, 1, timeout=900))
+    assert events.index(("end", "report_stage_reset")) < events.index(("start", "cell")), events
+    last_gallery = max(index for index, event in enumerate(events) if event == ("end", "gallery"))
+    assert events.index(("start", "aggregate_family")) < last_gallery, events
 
 
 def test_changing_one_kernels_settings_reruns_exactly_its_cells(built):
