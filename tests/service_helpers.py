@@ -42,6 +42,9 @@ class ServiceSandbox:
 
     def cell(self, kernel: str, size: int = 64, stride: int = 1, block: int = 16) -> Cell:
         """One cell of ``kernel`` (on cuda, with this block edge where the kernel takes one)."""
+        # as it was afterwards: a test that took the sandbox's environment keeps it, and so finds its
+        # service where a job with that environment looks
+        before = os.environ.get("CONVLAB_EXTRA_KERNELS")
         os.environ["CONVLAB_EXTRA_KERNELS"] = str(FAULT_KERNELS)
         try:
             from convlab.plan.registry import get_kernel
@@ -59,7 +62,10 @@ class ServiceSandbox:
                 "timing": {"budget_s": 0.05, "min_reps": 3, "e2e_reps": 1}})
             (cell,) = build_cells(config, self.backend)
         finally:
-            os.environ.pop("CONVLAB_EXTRA_KERNELS", None)
+            if before is None:
+                os.environ.pop("CONVLAB_EXTRA_KERNELS", None)
+            else:
+                os.environ["CONVLAB_EXTRA_KERNELS"] = before
         return cell
 
     def command(self, cell: Cell, out: Path, image: Path | None = None) -> list[str]:
