@@ -82,6 +82,7 @@ rule cell:
         spec=cell_spec,
         image=image_option,
         row_format=ROW_FORMAT,
+        libraries=kernel_libraries,
     shell:
         logged(
             "{params.client} cell --spec {params.spec:q} {params.image} "

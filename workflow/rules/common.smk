@@ -30,6 +30,7 @@ from convlab.plan.grid import build_cells, gallery_size, image_sizes
 from convlab.plan.cell import CELL_PATH, LOG_PATH
 from convlab.plan.cpusources import cpu_source_note, sources_edited_after_cpu_rows
 from convlab.plan.registry import load_registry, relative
+from convlab.plan.libraryversions import identity as library_identity
 from convlab.measure.row import row_format
 from convlab.app.runlock import (
     follows_clean_run,
@@ -205,6 +206,17 @@ def files_of(kernel, backend):
     """A kernel's own files: editing one kernel re-runs only the jobs that use it (cached: asked
     once per cell job while the DAG is built)."""
     return [relative(p) for p in KERNELS[kernel].files(backend)]
+
+
+@functools.cache
+def libraries_of(kernel, backend):
+    """The libraries a kernel calls and their installed versions: a cell's params carry them, so
+    that upgrading one re-measures exactly the cells of the kernels that call it."""
+    return library_identity(KERNELS[kernel].libraries(backend))
+
+
+def kernel_libraries(wildcards):
+    return libraries_of(wildcards.kernel, wildcards.backend)
 
 
 def bench_kernel_files():

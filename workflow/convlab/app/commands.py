@@ -219,6 +219,16 @@ TABLE: tuple[Command, ...] = (
         arg("--pairs", path=True, help="the run's side-by-side measurements (verdicts/paired.csv, from pair)"),
         file_arg("--out", help="the verdict lines (verdicts/latest.txt)"),
     ), runs=TOOLS),
+    Command("check-verdicts", "an A/A self-check: a sample of the last run's cells measured side by side with "
+            "themselves here now; the false-call rate and the smallest change a pair here calls",
+            f"{HANDLERS}.selfcheck:check_verdicts", (
+        arg("--configfile", action="append", default=[], help="a config laid over config/config.yaml, as "
+            "snakemake's --configfile (repeatable)"),
+        arg("--cells", type=int, default=24, help="how many cells to check (default 24, spread over the kernels)"),
+        arg("--results", path=True, default="results"),
+        arg("--device", help="default: the only device with a results database"),
+    ), description="Exit status: 0 when no cell was called FASTER or SLOWER and no other process used the GPU, 1 "
+                   "when the host is too noisy for `compare --fail-on slower`, 2 for input that cannot be checked."),
     Command("history", "a device's runs, or a kernel's or cell's measurements over time",
             f"{HANDLERS}.history:history", (
         arg("--kernel", help="one kernel's measurements"),

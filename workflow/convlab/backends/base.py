@@ -11,7 +11,7 @@ import numpy as np
 
 from convlab.backends.compileahead import CompileReport
 from convlab.backends.sourcemodule import SourceModule
-from convlab.measure.telemetry import NullObserver
+from convlab.measure.telemetry import Neighbours, NullObserver
 from convlab.measure.timing import GraphRefused, Sampler
 from convlab.plan.operands import KernelBuffers
 
@@ -116,6 +116,11 @@ class Backend(ABC):
     def sm_clock_mhz(self) -> float | None:
         """The device's SM clock now, where the backend can read it (a pair's rounds compare in
         cycles where the two versions' clocks differ)."""
+        return None
+
+    def neighbours(self) -> Neighbours | None:
+        """A watch of the device's other users over a window (a pair's rounds), where the backend
+        can see them."""
         return None
 
     def telemetry(self):

@@ -17,13 +17,14 @@ from cupy.cuda import nvtx
 from cupy.cuda import profiler as cuda_profiler
 
 from convlab.backends.base import Backend, KernelBuffers, PreparedKernel
-from convlab.backends.compileahead import CompileReport, compile_ahead
+from convlab.backends.cleanbuild import Built, build_modules
+from convlab.backends.compileahead import CompileReport, usable_cores
 from convlab.backends.cudagraph import record_graph
 from convlab.backends.libraries import library_kernels
 from convlab.backends.sharedmem import shared_limit
 from convlab.backends.sourcemodule import SourceModule, source_module
 from convlab.measure.counters import cell_range
-from convlab.measure.telemetry import GpuTelemetry
+from convlab.measure.telemetry import GpuTelemetry, Neighbours
 from convlab.measure.timing import Sampler
 from convlab.plan.launch import dims, evaluate, problem_names, stage_shared_bytes
 from convlab.plan.registry import KernelSpec
@@ -42,9 +43,13 @@ LAUNCH_ERRORS = ("CUDA_ERROR_INVALID_VALUE", "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES
                  "cudaErrorInvalidConfiguration", "CUDA_ERROR_INVALID_CONFIGURATION")
 MAX_SPIN_MS = 200.0
 
-# Compiled modules by their code and options, for the whole process: compile-kernels fills it
+# Loaded modules by their code and options, for the whole process: compile-kernels fills it
 # through a backend of its own, and the cells its worker measures next find their modules here.
+# Their machine code comes from a compiler process of its own (convlab.backends.cleanbuild), never
+# from this one, whose NVRTC gives other code once cuDNN has compiled its engines here.
 MODULES: dict[SourceModule, cupy.RawModule] = {}
+# Each loaded module's machine code, by its hash: what a row says ran (module_hash).
+MODULE_HASHES: dict[SourceModule, str] = {}
 
 
 def _text(dims3: tuple[int, int, int]) -> str:
@@ -150,6 +155,9 @@ class CudaBackend(Backend):
     def telemetry(self):
         return self._gpu_telemetry().observer()
 
+    def neighbours(self) -> Neighbours | None:
+        return self._gpu_telemetry().neighbours()
+
     @contextmanager
     def profiled(self, index: int):
         """The launches inside, profiled by a profiler that runs this process (Nsight Compute
@@ -192,6 +200,15 @@ class CudaBackend(Backend):
             info["cudnn_version"] = str(cudnn.backend_version())
         except Exception:  # cuDNN is optional for kernels that do not use it
             pass
+        # the libraries a library kernel calls, and the compiler of the source kernels: each part of
+        # the identity of the kernels that use it (a change re-measures them and is named)
+        for column, version in (("cublas_version", lambda: cupy.cuda.cublas.getVersion(cupy.cuda.device.get_cublas_handle())),
+                                ("cufft_version", lambda: cupy.cuda.cufft.getVersion()),
+                                ("compiler", self.compiler)):
+            try:
+                info[column] = str(version())
+            except Exception:  # a library this install lacks: its kernels' cells fail on their own
+                info[column] = ""
         return info
 
     def open_context(self) -> None:
@@ -219,24 +236,64 @@ class CudaBackend(Backend):
             return f"{type(error).__name__}: {error}"
         return None
 
+    def compiler(self) -> str:
+        """The compiler of the kernels' source modules, as rows name it (nvrtc 13.0)."""
+        major, minor = cupy.cuda.nvrtc.getVersion()
+        return f"nvrtc {major}.{minor}"
+
+    def _arch(self) -> str:
+        return str(self.device.compute_capability)
+
     def _module(self, module: SourceModule) -> cupy.RawModule:
-        """The module, compiled when a function is first taken from it (inside the setup's guard, so
-        that a compile error is the cell's), unless compiled ahead."""
+        """The module, compiled (in the compiler process) when a function is first taken from it,
+        inside the setup's guard so that a compile error is the cell's, unless compiled ahead."""
         if module not in MODULES:
-            MODULES[module] = cupy.RawModule(code=module.code, options=module.options)
+            built, failed = build_modules([module], self._arch(), self.compiler(), threads=1)
+            if module in failed:
+                raise KernelFailure(f"compile: {failed[module]}", "compile")
+            self._load(module, built[module])
         return MODULES[module]
 
-    def compile_ahead(self, modules: Mapping[SourceModule, Sequence[str]]) -> CompileReport:
-        return compile_ahead(modules, MODULES, self._compile)
+    def _load(self, module: SourceModule, built: Built) -> None:
+        """Load a module's machine code into this process; code the driver refuses (a damaged
+        store file) is compiled once more."""
+        try:
+            loaded = cupy.RawModule(path=str(built.path))
+            loaded.compile()
+        except (cupy.cuda.driver.CUDADriverError, OSError):
+            again, failed = build_modules([module], self._arch(), self.compiler(), threads=1,
+                                          again=frozenset([module]))
+            if module in failed:
+                raise KernelFailure(f"compile: {failed[module]}", "compile") from None
+            built = again[module]
+            loaded = cupy.RawModule(path=str(built.path))
+            loaded.compile()
+        MODULES[module] = loaded
+        MODULE_HASHES[module] = built.binary_hash
 
-    def _compile(self, module: SourceModule) -> cupy.RawModule:
-        """Compile one module on a thread of the pool (NVRTC releases the GIL) and load it, or load
-        it from CuPy's disk cache. CuPy keeps the loaded module for the process and the device, so
-        that any RawModule of the same code and options finds it."""
-        with self.device:  # a thread's current device is its own: this backend's, not device 0
-            compiled = cupy.RawModule(code=module.code, options=module.options)
-            compiled.compile()
-        return compiled
+    def module_hash(self, module: SourceModule) -> str | None:
+        """The hash of a loaded module's machine code."""
+        return MODULE_HASHES.get(module)
+
+    def compile_ahead(self, modules: Mapping[SourceModule, Sequence[str]]) -> CompileReport:
+        """The modules this process lacks, compiled in one compiler process on the usable cores,
+        then loaded here. A module that does not compile is left to its cells, which report its
+        error; so is one that does not load."""
+        started = time.perf_counter()
+        missing = [module for module in modules if module not in MODULES]
+        threads = min(usable_cores(), len(missing))
+        built, failed = build_modules(missing, self._arch(), self.compiler(), threads=threads) if missing else ({}, {})
+        not_loaded = set(failed)
+        for module, code in built.items():
+            try:
+                self._load(module, code)
+            except KernelFailure:
+                not_loaded.add(module)
+        kernels = sorted({kernel for module in not_loaded for kernel in modules[module]})
+        return CompileReport(modules=len(modules), compiled=len(missing) - len(not_loaded),
+                             cached=len(modules) - len(missing), failed=len(not_loaded),
+                             failed_kernels=tuple(kernels), seconds=round(time.perf_counter() - started, 3),
+                             threads=threads)
 
     # -- data -------------------------------------------------------------------------
     def to_device(self, host: np.ndarray) -> Any:
@@ -276,10 +333,14 @@ class CudaBackend(Backend):
                                buffers: KernelBuffers) -> PreparedKernel:
         names = problem_names(problem, tunables)
         described = spec.evaluated_defines(names)
-        module = self._module(source_module(spec, tunables, problem)) if spec.source else None
+        wanted = source_module(spec, tunables, problem) if spec.source else None
+        module = self._module(wanted) if wanted else None
         operands = buffers.named()
         for name, size in spec.scratch.items():
-            operands[name] = cupy.empty(evaluate(size, names), dtype=cupy.float32)
+            key = (name, evaluate(size, names))
+            if key not in buffers.scratch:
+                buffers.scratch[key] = cupy.empty(key[1], dtype=cupy.float32)
+            operands[name] = buffers.scratch[key]
         with_defines = {**names, **described}
         for symbol, fill in spec.constants.items():
             if fill.applies(with_defines):
@@ -303,7 +364,8 @@ class CudaBackend(Backend):
             geometry.append(f"{stage['name']}: grid {_text(grid)} block {_text(block)} smem {shared} "
                             f"regs {getattr(function, 'num_regs', '?')}")
         info = {"implementation": " + ".join(parts), "launch": "; ".join(geometry),
-                "smem_limit_bytes": max(limits, default=None)}
+                "smem_limit_bytes": max(limits, default=None),
+                "module_hash": MODULE_HASHES.get(wanted) if wanted else None}
 
         def run() -> None:
             for _, launch in launches:

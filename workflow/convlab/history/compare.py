@@ -35,7 +35,8 @@ change UNCLEAR.
 
 Two sets measured by the cpu backend shared their host with whatever else ran there: a FASTER or
 SLOWER between them is UNCLEAR ("unconfirmed" in its note), so that ``--fail-on slower`` fails
-only on a change the host cannot have made.
+only on a change the host cannot have made; so is one whose GPU throttled, or shared its time with
+another process's work (the row's ``gpu_neighbours``) while either side was timed.
 
 Cells in one set only are MISSING; cells that are not ``ok`` in both sets get their statuses as
 the verdict (e.g. ``ok/wrong``), never a ratio.
@@ -69,6 +70,8 @@ DEFAULT_THRESHOLD = 0.08
 LAUNCH_BOUND_MS = 0.02
 # ...and move by up to about 13 % between runs of the same code.
 LAUNCH_BOUND_THRESHOLD = 0.15
+# why a change is unconfirmed when another process used the GPU meanwhile
+NEIGHBOURED = "other processes used the GPU while it measured"
 # A combined spread wider than this cannot show that a change beyond the floor is noise.
 WIDE_NOISE = 0.20
 # A change must clear the noise by this factor to be called FASTER or SLOWER.
@@ -182,6 +185,11 @@ def verdict(a_ms: float, a_iqr: float, b_ms: float, b_iqr: float,
     return (FASTER if ratio < 1 else SLOWER), ratio, floor, noise
 
 
+def _neighboured(row: pd.Series) -> bool:
+    """Whether another process used the GPU while either side of the cell was timed."""
+    return any(_number(row[f"gpu_neighbours_{side}"]) > 0 for side in ("a", "b"))
+
+
 def _timed(row: pd.Series, side: str) -> bool:
     ms = _number(row[f"kernel_ms_{side}"])
     return row[f"status_{side}"] == "ok" and math.isfinite(ms) and ms > 0
@@ -194,7 +202,7 @@ def compare_sets(a: pd.DataFrame, b: pd.DataFrame, threshold: float = DEFAULT_TH
     if not 0 < threshold < 1:
         raise CompareError(f"--threshold {threshold:g}: give a fraction between 0 and 1 (e.g. 0.08 for 8 %)")
     keys = [k for k in KEY_COLUMNS if k in a.columns and k in b.columns]  # an older summary may lack some
-    values = ["status", "kernel_ms", "kernel_ms_iqr", "reps", "backend", "throttled"]
+    values = ["status", "kernel_ms", "kernel_ms_iqr", "reps", "backend", "throttled", "gpu_neighbours"]
     sides = []
     for rows, label in ((a, labels[0]), (b, labels[1])):
         keyed = _keyed(rows, keys, label)
@@ -219,12 +227,15 @@ def compare_sets(a: pd.DataFrame, b: pd.DataFrame, threshold: float = DEFAULT_TH
                 word, note = UNCLEAR, f"unconfirmed {word}: the cpu backend shares its host"
             elif word in (FASTER, SLOWER) and "yes" in (row["throttled_a"], row["throttled_b"]):
                 word, note = UNCLEAR, f"unconfirmed {word}: the GPU throttled while it measured"
+            elif word in (FASTER, SLOWER) and _neighboured(row):
+                word, note = UNCLEAR, f"unconfirmed {word}: {NEIGHBOURED}"
             results.append((word, ratio, floor, noise, note))
         else:
             statuses = [str(row[f"status_{s}"]) if _timed(row, s) or row[f"status_{s}"] != "ok" else "ok without a time"
                         for s in ("a", "b")]
             results.append(("/".join(statuses), math.nan, math.nan, math.nan, "not timed in both"))
     table[["verdict", "ratio", "floor", "noise", "note"]] = pd.DataFrame(results, index=table.index)
+    table["neighboured"] = [row["_merge"] == "both" and _neighboured(row) for _, row in table.iterrows()]
     # where a rerun with nothing changed would put the ratio: the floor each side of it
     table["ratio_low"] = table["ratio"] / (1 + table["floor"])
     table["ratio_high"] = table["ratio"] * (1 + table["floor"])
@@ -233,7 +244,7 @@ def compare_sets(a: pd.DataFrame, b: pd.DataFrame, threshold: float = DEFAULT_TH
         table[f"reps_{side}"] = pd.to_numeric(table[f"reps_{side}"], errors="coerce").round().astype("Int64")
         table[f"spread_{side}"] = table[f"kernel_ms_iqr_{side}"].map(_number) / table[f"kernel_ms_{side}"].map(_number)
     order = keys + ["status_a", "status_b", "kernel_ms_a", "kernel_ms_b", "spread_a", "spread_b", "reps_a", "reps_b",
-                    "ratio", "ratio_low", "ratio_high", "floor", "noise", "verdict", "note"]
+                    "ratio", "ratio_low", "ratio_high", "floor", "noise", "verdict", "note", "neighboured"]
     return table[order].sort_values(keys, kind="stable", key=_natural).reset_index(drop=True)
 
 
@@ -432,6 +443,11 @@ class Comparison:
     @property
     def slower(self) -> int:
         return int((self.table["verdict"] == SLOWER).sum())
+
+    @property
+    def neighboured(self) -> int:
+        """Cells timed beside another process's work on the GPU, on either side."""
+        return int(self.table["neighboured"].sum())
 
 
 def same_measurements(a: pd.DataFrame, b: pd.DataFrame) -> set[str]:

@@ -38,13 +38,20 @@ def restore_kernel_version(connection: sqlite3.Connection, kernel: str, kernel_h
                                  "kernel files were kept)")
     if fingerprint_contents(files) != kernel_hash:
         raise VersionUnavailable(f"{kernel} version {kernel_hash}: its kept files do not hash to it")
+    return copy_kernel_version(kernel, kernel_hash, files, into)
+
+
+def copy_kernel_version(kernel: str, tag: str, files: list[tuple[str, bytes | None]], into: Path) -> str:
+    """A source kernel's description and .cu (``files``) written into the folder ``into`` as a
+    kernel of its own, named ``<kernel>@<tag>``; the name. VersionUnavailable for files that are
+    not a source kernel's."""
     descriptions = [(path, data) for path, data in files if path.endswith(".yaml") and data is not None]
     sources = [(path, data) for path, data in files if path.endswith(".cu") and data is not None]
     if len(descriptions) != 1 or len(sources) != 1 or len(files) != 2:
-        raise VersionUnavailable(f"{kernel} version {kernel_hash} is not a source kernel's description and .cu "
+        raise VersionUnavailable(f"{kernel} version {tag} is not a source kernel's description and .cu "
                                  f"({', '.join(path for path, _ in files)}): only those run again")
     description = yaml.safe_load(descriptions[0][1].decode())
-    name = version_name(kernel, kernel_hash)
+    name = version_name(kernel, tag)
     source = PurePosixPath(sources[0][0]).name
     description.update(name=name, source=source)
     into.mkdir(parents=True, exist_ok=True)

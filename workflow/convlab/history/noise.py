@@ -26,7 +26,9 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from convlab.history.compare import NEIGHBOURED
 from convlab.history.store import Measurement
+from convlab.measure.row import finite_number
 
 MIN_PAIRS = 5
 MIN_FLOOR = 0.02
@@ -88,6 +90,8 @@ def cell_noise(history: Iterable[Measurement], threshold: float = MIN_FLOOR) -> 
 def busy_host(row: Mapping[str, object]) -> str | None:
     """Why a new measurement's host could not be trusted to be quiet, or None: the cpu backend, or
     a GPU whose lock another process held while the cell waited for it."""
+    if (finite_number(str(row.get("gpu_neighbours") or "")) or 0) > 0:
+        return NEIGHBOURED
     if row.get("backend") == "cpu":
         return "the cpu backend shares its host"
     if row.get("throttled") == "yes":

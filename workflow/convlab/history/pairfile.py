@@ -31,6 +31,8 @@ class PairRow:
     stop: str = ""
     clock_normalised: str = ""
     note: str = ""
+    neighbours: int | None = None  # other processes that used the GPU during the rounds (None: not known)
+    neighbour_names: str = ""
 
     @property
     def measured(self) -> bool:
@@ -56,14 +58,16 @@ def read_pairs(path: str | Path | None) -> dict[str, PairRow]:
     pairs = {}
     with open(path, newline="") as handle:
         for record in csv.DictReader(handle):
-            rounds = finite_number(record.get("rounds"))
+            rounds, neighbours = finite_number(record.get("rounds")), finite_number(record.get("neighbours"))
             pairs[record["cell"]] = PairRow(
                 cell=record["cell"], kernel=record.get("kernel", ""), previous_hash=record.get("previous_hash", ""),
                 kernel_hash=record.get("kernel_hash", ""), ratio=finite_number(record.get("ratio")),
                 low=finite_number(record.get("low")), high=finite_number(record.get("high")),
                 rounds=int(rounds) if rounds is not None else None, previous_ms=finite_number(record.get("previous_ms")),
                 new_ms=finite_number(record.get("new_ms")), stop=record.get("stop", ""),
-                clock_normalised=record.get("clock_normalised", ""), note=record.get("note", ""))
+                clock_normalised=record.get("clock_normalised", ""), note=record.get("note", ""),
+                neighbours=int(neighbours) if neighbours is not None else None,
+                neighbour_names=record.get("neighbour_names", ""))
     return pairs
 
 

@@ -11,6 +11,7 @@ history's rule. The step only reads the database: the record step stays its one 
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +32,9 @@ class Candidate:
     previous_hash: str
     previous_ms: float | None
     service_ms: float | None  # what measuring the cell took this run: the cost a pair is held against
+    previous_module: str = ""  # the machine code each row says it ran (empty: none recorded)
+    new_module: str = ""
+    new_ms: float | None = None
 
 
 def candidates(results_dir: str | Path, cells: list[Cell], run_id: str) -> tuple[list[Candidate], sqlite3.Connection | None]:
@@ -55,8 +59,17 @@ def candidates(results_dir: str | Path, cells: list[Cell], run_id: str) -> tuple
         current = hashes(entry.cell.kernel, entry.cell.backend)
         if previous.kernel_hash and current and previous.kernel_hash != current:
             chosen.append(Candidate(entry.cell, current, previous.kernel_hash, previous.kernel_ms,
-                                    finite_number(entry.row.get("service_ms"))))
+                                    finite_number(entry.row.get("service_ms")), recorded_module(previous.row_json),
+                                    entry.row.get("module_hash") or "", finite_number(entry.row.get("kernel_ms"))))
     return chosen, connection
+
+
+def recorded_module(row_json: str | None) -> str:
+    """The machine code a kept row says it ran ('' for a row that names none)."""
+    try:
+        return str(json.loads(row_json or "{}").get("module_hash") or "")
+    except (ValueError, AttributeError):
+        return ""
 
 
 def restore_previous(connection: sqlite3.Connection, candidate: Candidate, versions_dir: Path) -> tuple[Path, str]:

@@ -19,7 +19,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from convlab.history.compare import FASTER, SAME, SLOWER, UNCLEAR, verdict
+from convlab.history.compare import FASTER, NEIGHBOURED, SAME, SLOWER, UNCLEAR, verdict
 from convlab.history.noise import MIN_FLOOR, CellNoise, busy_host
 from convlab.history.pairfile import PairRow, verdict_of_interval
 from convlab.history.store import Measurement
@@ -55,6 +55,7 @@ class CellVerdict:
     high: float | None = None
     unconfirmed: str | None = None  # why a FASTER/SLOWER is UNCLEAR: its host was busy
     paired_rounds: int | None = None  # measured side by side with its previous version: the rounds
+    neighbours: str = ""  # the other processes that used the GPU while it was timed ("pid name;...")
 
     @property
     def half_width(self) -> float | None:
@@ -72,12 +73,53 @@ def _number(value: object) -> float | None:
     return number if math.isfinite(number) else None
 
 
+# The versions a row records, by the name a change of them is called.
+VERSION_NAMES = {"driver_version": "driver", "runtime_version": "CUDA runtime", "cupy_version": "CuPy",
+                 "cudnn_version": "cuDNN", "cublas_version": "cuBLAS", "cufft_version": "cuFFT", "compiler": "compiler"}
+
+
+def version_text(column: str, value: object) -> str:
+    """A recorded version as its library writes it: CUDA's and cuDNN's numbers (13000, 91900)
+    as 13.0 and 9.19.0."""
+    text = str(value)
+    if not text.isdigit():
+        return text
+    number = int(text)
+    if column in ("driver_version", "runtime_version"):
+        return f"{number // 1000}.{number % 1000 // 10}"
+    if column in ("cudnn_version", "cublas_version") and number >= 10000:
+        return f"{number // 10000}.{number % 10000 // 100}.{number % 100}"
+    return text
+
+
+def _parts(column: str, value: object) -> dict[str, str]:
+    """A version column as named parts: the cpu backend's runtime_version holds several
+    ('numpy 2.4.6, opencv 4.12.0'), every other column one."""
+    text = str(value or "")
+    if column == "runtime_version" and not text.isdigit() and text:
+        named = dict(part.strip().partition(" ")[::2] for part in text.split(","))
+        return {{"numpy": "NumPy", "opencv": "OpenCV"}.get(name, name): version for name, version in named.items()}
+    return {VERSION_NAMES[column]: version_text(column, text)} if text else {}
+
+
+def version_changes(new_row: Mapping[str, object], previous_row: Mapping[str, object]) -> tuple[str, ...]:
+    """Each library version that differs between two rows, as 'cuDNN 9.19.0 → 9.20.0'. A version
+    either row lacks is not known, so not named."""
+    changes = []
+    for column in VERSION_NAMES:
+        before, after = _parts(column, previous_row.get(column)), _parts(column, new_row.get(column))
+        changes += [f"{name} {before[name]} → {after[name]}" for name in before
+                    if name in after and before[name] != after[name]]
+    return tuple(changes)
+
+
 def what_changed(new: Mapping[str, object], previous: Measurement) -> tuple[str, ...]:
     """The names of what differs between a new measurement and an earlier one. A field the earlier
     one never recorded (NULL: kept before the field existed) is not known, so not named."""
-    return tuple(name for field, name in CHANGE_NAMES.items()
-                 if getattr(previous, field) is not None
-                 and str(new.get(field) or "") != str(getattr(previous, field) or ""))
+    fields = tuple(name for field, name in CHANGE_NAMES.items()
+                   if getattr(previous, field) is not None
+                   and str(new.get(field) or "") != str(getattr(previous, field) or ""))
+    return fields + version_changes(_row(new), _row({"row_json": previous.row_json}))
 
 
 def judge(new: Mapping[str, object], previous: Measurement | None, noise: CellNoise | None = None,
@@ -97,6 +139,10 @@ def judge(new: Mapping[str, object], previous: Measurement | None, noise: CellNo
     elif pair is not None and pair.measured:
         ratio, low, high, rounds = pair.ratio, pair.low, pair.high, pair.rounds
         word = verdict_of_interval(low, high, threshold)
+        # interleaved rounds cancel a steady neighbour's share of the GPU; one that came and went
+        # leaves the rounds short of their precision, and then the change is not confirmed
+        if word in (FASTER, SLOWER) and (pair.neighbours or neighbours_of(new)) and pair.stop != "precise":
+            word, unconfirmed = UNCLEAR, NEIGHBOURED
     else:
         previous_iqr = previous.kernel_ms_iqr if previous.kernel_ms_iqr is not None else math.nan
         iqr = iqr if iqr is not None else math.nan
@@ -115,7 +161,15 @@ def judge(new: Mapping[str, object], previous: Measurement | None, noise: CellNo
         previous_ms=previous.kernel_ms if previous else None, previous_run=previous.run_id if previous else None,
         previous_check=previous.row_check if previous else None, ratio=ratio, verdict=word,
         changed=what_changed(new, previous) if previous else (), floor=noise.floor if noise and ratio and rounds is None else None,
-        low=low, high=high, unconfirmed=unconfirmed, paired_rounds=rounds)
+        low=low, high=high, unconfirmed=unconfirmed, paired_rounds=rounds,
+        neighbours=";".join(part for part in (neighbours_of(new), pair.neighbour_names if pair else "") if part))
+
+
+def neighbours_of(new: Mapping[str, object]) -> str:
+    """The other processes a new measurement's row says used the GPU while it was timed."""
+    row = _row(new)
+    count = _number(row.get("gpu_neighbours"))
+    return str(row.get("gpu_neighbour_names") or "unnamed") if count and count > 0 else ""
 
 
 def _row(new: Mapping[str, object]) -> Mapping[str, object]:
@@ -203,6 +257,12 @@ def summary_lines(verdicts: list[CellVerdict], device: str, run_id: str, details
     busy = Counter(v.unconfirmed for v in verdicts if v.unconfirmed)
     lines += [f"  unconfirmed: {n} FASTER/SLOWER called UNCLEAR, measured while {why}: a paired re-measurement "
               "would tell" for why, n in busy.most_common()]
+    beside = [v for v in verdicts if v.neighbours]
+    if beside:
+        names = sorted({name for v in beside for name in v.neighbours.split(";") if name})
+        shown = ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
+        lines.append(f"  warning: {len(beside)} cells were timed while other processes used the GPU ({shown}): "
+                     "their changes are not confirmed")
     lines.append(f"  details: {details}")
     return lines
 

@@ -21,7 +21,7 @@ from convlab.measure.observer import Observer, ResultView, RunView
 from convlab.measure.timing import Capture, TimeBatch, measure
 from convlab.problem import metrics
 
-INFO_COLUMNS = ("implementation", "engine", "engine_heuristic", "launch", "smem_limit_bytes")
+INFO_COLUMNS = ("implementation", "engine", "engine_heuristic", "launch", "smem_limit_bytes", "module_hash")
 
 
 class SetupObserver(Observer):

@@ -72,6 +72,8 @@ class PairedResult:
     stop: str  # precise | budget | max_rounds
     clock_normalised: bool  # some round's two clocks differed, and it was compared in cycles
     batch: int  # samples of each version per round
+    neighbours: int | None = None  # other processes that used the GPU during the rounds (None: not known)
+    neighbour_names: str = ""
 
 
 def bootstrap_interval(logs: Sequence[float], confidence: float = CONFIDENCE, resamples: int = RESAMPLES,

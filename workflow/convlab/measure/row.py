@@ -48,6 +48,9 @@ TYPES: dict[str, tuple[type, ...]] = {
     **_typed(WHOLE, "size", "batch", "H", "W", "C_in", "C_out", "filter_size", "stride", "padding", "OH", "OW",
              "gemm_m", "gemm_n", "gemm_k", "block"),
     **_typed(TEXT, "engine", "engine_heuristic", "launch"),
+    # the hash of the machine code a source kernel ran (its module, compiled in a process of its own:
+    # convlab.backends.cleanbuild); what a side-by-side measurement proves it runs again
+    **_typed(TEXT, "module_hash"),
     # the per-block shared-memory limit that applied to the kernel's launches (cuda .cu kernels):
     # the default 48 KiB, or the GPU's opt-in limit where a stage needs more (empty on cpu)
     **_typed(WHOLE, "smem_limit_bytes"),
@@ -71,10 +74,13 @@ TYPES: dict[str, tuple[type, ...]] = {
     **_typed(NUMBER, "sm_clock_min_mhz", "sm_clock_median_mhz", "mem_clock_min_mhz", "mem_clock_median_mhz",
              "power_median_w", "energy_j", "energy_per_rep_mj", "gflop_per_j", "temperature_max_c"),
     **_typed(TEXT, "throttle_reasons", "throttled"), **_typed(WHOLE, "telemetry_samples"),
+    # other processes that used the GPU while the repeats ran (pid and name where visible; empty
+    # where this process cannot be told from others): a time taken beside them is not confirmed
+    **_typed(WHOLE, "gpu_neighbours"), **_typed(TEXT, "gpu_neighbour_names"),
     # provenance
     **_typed(TEXT, "device"), **_typed(WHOLE, "gpu_index"), **_typed(TEXT, "gpu_uuid", "compute_capability"),
     **_typed(VERSION, "driver_version", "runtime_version"),
-    **_typed(TEXT, "cupy_version", "cudnn_version", "git_commit", "convlab_version", "code_version", "host",
+    **_typed(TEXT, "cupy_version", "cudnn_version", "cublas_version", "cufft_version", "compiler", "git_commit", "convlab_version", "code_version", "host",
              "started_at", "finished_at"),
     # a hash of every other column's text: a row that was cut or edited no longer matches
     **_typed(TEXT, "row_check"),

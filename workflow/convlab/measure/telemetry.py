@@ -6,21 +6,33 @@ whose SM clock is below 75 % of the GPU's default clock counts as throttled, as 
 reason that slows the chip (power cap, thermal or hardware slowdown). Where NVML is missing, the
 observer is a null one: its columns stay empty and `unavailable` says why (the device record keeps
 that line once).
+
+It also sees the GPU's other users: a process other than this one that used the GPU while the
+repeats ran (NVML's per-process utilisation samples of the window; where the GPU keeps none, the
+processes holding a compute context at its start or end). Their work shares the GPU's time with
+the kernel, so a time taken beside them is no measurement of the kernel alone: the row counts and
+names them (``gpu_neighbours``), and its verdict is unconfirmed.
 """
 
 from __future__ import annotations
 
+import os
 import statistics
 import threading
+import time
+from pathlib import Path
 from typing import Any
 
 from convlab.measure.observer import Observer, ResultView, RunView
 
 SAMPLE_INTERVAL_S = 0.005
+# NVML samples each process's utilisation every sixth of a second or so: a window shorter than
+# that may hold no sample, so the window reaches this far back before the repeats began
+NEIGHBOUR_LOOKBACK_S = 1.0
 THROTTLED_CLOCK_SHARE = 0.75  # nvbench's cut-off for a sample taken at a reduced clock
 COLUMNS = ("sm_clock_min_mhz", "sm_clock_median_mhz", "mem_clock_min_mhz", "mem_clock_median_mhz",
            "power_median_w", "energy_j", "energy_per_rep_mj", "gflop_per_j", "temperature_max_c",
-           "throttle_reasons", "throttled", "telemetry_samples")
+           "throttle_reasons", "throttled", "telemetry_samples", "gpu_neighbours", "gpu_neighbour_names")
 # NVML's clock-event (throttle) reason bits that slow the chip, and their names in the row.
 SLOWING_REASONS = {0x4: "sw_power_cap", 0x8: "hw_slowdown", 0x20: "sw_thermal", 0x40: "hw_thermal",
                    0x80: "hw_power_brake"}
@@ -43,6 +55,72 @@ class NullObserver(Observer):
         return {}
 
 
+def process_name(nvml: Any, pid: int) -> str:
+    """A process's name where this host shows it ('' where it does not: another container's)."""
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        pass
+    try:
+        name = nvml.nvmlSystemGetProcessName(pid)
+        return (name.decode() if isinstance(name, bytes) else str(name)).rsplit("/", 1)[-1]
+    except Exception:  # NVML may not know it either
+        return ""
+
+
+class Neighbours:
+    """The GPU's other users during a window: from ``start()`` to ``stop()``. ``pids`` is None
+    where this process cannot be told from others (NVML numbers processes of another PID
+    namespace), which leaves the count unknown rather than wrong."""
+
+    def __init__(self, nvml: Any, handle: Any, own_pid: int | None = None) -> None:
+        self.nvml, self.handle = nvml, handle
+        self.own_pid = own_pid if own_pid is not None else os.getpid()
+        self.since_us = 0
+        self.present: set[int] = set()
+        self.pids: dict[int, str] | None = {}
+
+    def _contexts(self) -> set[int] | None:
+        try:
+            return {int(p.pid) for p in self.nvml.nvmlDeviceGetComputeRunningProcesses(self.handle)}
+        except Exception:  # not supported here: nothing known
+            return None
+
+    def start(self) -> None:
+        self.since_us = int((time.time() - NEIGHBOUR_LOOKBACK_S) * 1e6)
+        self.present = self._contexts() or set()
+
+    def stop(self) -> None:
+        at_end = self._contexts()
+        holders = self.present | (at_end or set())
+        if holders and self.own_pid not in holders:
+            self.pids = None  # this process holds a context but is not listed: other PID numbers
+            return
+        active = self._active()
+        others = (active if active is not None else holders) - {self.own_pid}
+        self.pids = {pid: process_name(self.nvml, pid) for pid in sorted(others)}
+
+    def _active(self) -> set[int] | None:
+        """The processes with SM or memory activity in the window, or None where NVML keeps no
+        per-process samples here."""
+        try:
+            samples = self.nvml.nvmlDeviceGetProcessUtilization(self.handle, self.since_us)
+        except self.nvml.NVMLError as error:
+            if "not found" in str(error).lower():
+                return set()  # no process was sampled in the window
+            return None
+        except Exception:  # an older binding without it
+            return None
+        return {int(s.pid) for s in samples
+                if int(s.timeStamp) >= self.since_us and (int(s.smUtil) > 0 or int(s.memUtil) > 0)}
+
+    def columns(self) -> dict[str, Any]:
+        if self.pids is None:
+            return {}
+        return {"gpu_neighbours": len(self.pids),
+                "gpu_neighbour_names": ";".join(f"{pid} {name}".strip() for pid, name in self.pids.items()) or None}
+
+
 class NvmlObserver(Observer):
     """Samples one GPU (by its NVML handle) from ``__enter__`` to ``__exit__``."""
 
@@ -54,6 +132,7 @@ class NvmlObserver(Observer):
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._energy_mj: list[int] = []
+        self.neighbours = Neighbours(nvml, handle)
 
     def _energy(self) -> int | None:
         try:
@@ -81,6 +160,7 @@ class NvmlObserver(Observer):
     def __enter__(self) -> NvmlObserver:
         start = self._energy()
         self._energy_mj = [start] if start is not None else []
+        self.neighbours.start()
         self._thread = threading.Thread(target=self._run, name="nvml-sampler", daemon=True)
         self._thread.start()
         return self
@@ -90,6 +170,7 @@ class NvmlObserver(Observer):
         if self._thread is not None:
             self._thread.join()
         self._sample()  # at least one sample, however short the timing
+        self.neighbours.stop()
         end = self._energy()
         if self._energy_mj and end is not None:
             self._energy_mj.append(end)
@@ -119,7 +200,7 @@ class NvmlObserver(Observer):
         }
         if len(self._energy_mj) == 2:
             columns["energy_j"] = (self._energy_mj[1] - self._energy_mj[0]) / 1e3
-        return columns
+        return {**columns, **self.neighbours.columns()}
 
 
 class TimedWorkTelemetry(Observer):
@@ -186,6 +267,10 @@ class GpuTelemetry:
             return float(self.nvml.nvmlDeviceGetClockInfo(self.handle, self.nvml.NVML_CLOCK_SM))
         except self.nvml.NVMLError:
             return None
+
+    def neighbours(self) -> Neighbours | None:
+        """A watch of the GPU's other users (a pair's rounds), or None without NVML."""
+        return Neighbours(self.nvml, self.handle) if self.nvml is not None else None
 
     def observer(self) -> NvmlObserver | NullObserver:
         if self.nvml is None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -144,6 +145,21 @@ class KernelSpec:
         """The description's -D macros evaluated over ``names`` (the problem's and the tunables)."""
         return {key: evaluate(value, names) for key, value in self.defines.items()}
 
+    def libraries(self, backend: str) -> tuple[str, ...]:
+        """The libraries this kernel's cells call on ``backend``: a library kernel's library, the
+        compiler of a source kernel (and cuBLAS where a stage is a matmul), NumPy (and OpenCV where
+        its source imports it) for a cpu twin. Their versions are part of the kernel's identity."""
+        if backend == "cpu":
+            if self.twin_path is None:
+                return ()
+            return ("NumPy", "OpenCV") if _reads_opencv(self.twin_path) else ("NumPy",)
+        called: tuple[str, ...] = LIBRARY_CALLS.get(self.library or "", ())
+        if self.source is not None:
+            called += ("NVRTC",)
+        if any(stage.get("op") == "matmul" for stage in self.stages):
+            called += ("cuBLAS",)
+        return called
+
     def files(self, backend: str) -> list[Path]:
         """The files whose change must re-run this kernel's cells on ``backend``. The cpu backend
         runs the kernel's twin, never its .cu: an edit of the .cu is measured on a GPU."""
@@ -155,6 +171,16 @@ class KernelSpec:
         if backend == "cpu" and self.twin_path:
             paths.append(self.twin_path)
         return paths
+
+
+# The libraries behind each library kernel (its description's ``library:``), by the names
+# convlab.plan.libraryversions knows them by.
+LIBRARY_CALLS = {"cudnn": ("cuDNN",), "cupy_fft": ("cuFFT", "CuPy"), "ndimage": ("CuPy",)}
+
+
+@cache
+def _reads_opencv(twin_path: Path) -> bool:
+    return "cv2" in twin_path.read_text()
 
 
 def library_file(library: str) -> Path:

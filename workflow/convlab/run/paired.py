@@ -7,11 +7,21 @@ wrong here times something else.
 Then the rounds. A launch-bound kernel (a run under GRAPH_BELOW_MS) is sampled as replays of a
 CUDA graph, where an event pair around one launch would time the events as much as the kernel;
 a cell timed cold is sampled cold.
+
+A ratio is only trusted between the two versions as their rows measured them, so the pair proves
+that first and refuses where it cannot (PairRefused, with why):
+- each side runs the machine code its row names (``module_hash``): the previous version, compiled
+  again, must give the code it was measured with;
+- after the rounds, the previous version's time here, scaled by how the new version's time here
+  differs from its own row's (the pair's sampling and this moment's clocks), must agree with the
+  previous row's time within the run-to-run tolerance the caller gives.
+The GPU's other users during the rounds are watched too (convlab.measure.telemetry.Neighbours).
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
+import math
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from convlab.backends import get_backend
@@ -28,6 +38,40 @@ GRAPH_BELOW_MS = 0.05
 
 class PairRefused(Exception):
     """The two versions cannot be measured side by side here; the message says why."""
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """What a version's row says it ran: the hash of its machine code ('' for a kernel that
+    compiles none) and its time."""
+
+    module_hash: str | None
+    kernel_ms: float | None
+
+
+def prove_same_code(prepared: Prepared, recorded: Recorded, which: str) -> None:
+    """PairRefused unless ``prepared`` runs the machine code its row names."""
+    now = prepared.kernel.info.get("module_hash")
+    if not now:
+        return  # compiles nothing: its identity is its files (and its library's version)
+    if not recorded.module_hash:
+        raise PairRefused(f"the {which} version's row does not name the machine code it ran (measured before "
+                          "convlab recorded it)")
+    if now != recorded.module_hash:
+        raise PairRefused(f"the {which} version compiles to other machine code here ({now}) than its row ran "
+                          f"({recorded.module_hash})")
+
+
+def prove_same_speed(result: PairedResult, previous: Recorded, new: Recorded, tolerance: float) -> None:
+    """PairRefused unless the previous version ran here as its row measured it, once the new
+    version's own difference from its row (sampling, clocks) is taken out."""
+    if not (previous.kernel_ms and new.kernel_ms and result.previous_ms > 0 and result.new_ms > 0):
+        return
+    drift = result.new_ms / new.kernel_ms
+    off = result.previous_ms / (previous.kernel_ms * drift)
+    if abs(math.log(off)) > math.log1p(tolerance):
+        raise PairRefused(f"the previous version ran x{off:.3f} its recorded time here (tolerance "
+                          f"{tolerance:.0%}): not as it was measured")
 
 
 def prepared_version(backend: Backend, inputs: CellInputs, placements: dict[tuple, Placed], check: bool) -> Prepared:
@@ -69,10 +113,13 @@ def side(backend: Backend, prepared: Prepared, cold: bool) -> Side:
 
 
 def measure_pair(cell: Cell, image_path: str | Path | None, previous_spec: KernelSpec, precision: float,
-                 budget_s: float, backend: Backend | None = None) -> PairedResult:
+                 budget_s: float, backend: Backend | None = None,
+                 recorded: tuple[Recorded, Recorded] | None = None, tolerance: float = 0.08) -> PairedResult:
     """The cell's kernel (new) against ``previous_spec`` (an earlier version of it), interleaved
-    until the ratio is known to ± ``precision`` or ``budget_s`` is spent. PairRefused where either
-    version fails here."""
+    until the ratio is known to ± ``precision`` or ``budget_s`` is spent. ``recorded``: what the
+    previous and the new row say they ran, which the pair must prove before its ratio counts
+    (``tolerance``: how far two runs of one version may differ in time). PairRefused where either
+    version fails here or cannot be proved the one measured."""
     backend = backend or get_backend(cell.backend)
     new_inputs = load_inputs(cell, image_path)
     previous_inputs = replace(new_inputs, spec=previous_spec)
@@ -81,8 +128,20 @@ def measure_pair(cell: Cell, image_path: str | Path | None, previous_spec: Kerne
         placements: dict[tuple, Placed] = {}
         previous = prepared_version(backend, previous_inputs, placements, check=True)
         new = prepared_version(backend, new_inputs, placements, check=False)
+        if recorded:
+            prove_same_code(previous, recorded[0], "previous")
+            prove_same_code(new, recorded[1], "new")
+        watch = backend.neighbours()
         with backend.guard("timing"):
-            return interleave(side(backend, previous, cold), side(backend, new, cold), precision, budget_s)
+            if watch:
+                watch.start()
+            result = interleave(side(backend, previous, cold), side(backend, new, cold), precision, budget_s)
+            if watch:
+                watch.stop()
     except CellFailure as failure:
         where = f" in {failure.stage}" if failure.stage else ""
         raise PairRefused(f"{failure.status}{where}: {failure.reason}") from failure
+    if recorded:
+        prove_same_speed(result, recorded[0], recorded[1], tolerance)
+    seen = watch.columns() if watch else {}
+    return replace(result, neighbours=seen.get("gpu_neighbours"), neighbour_names=seen.get("gpu_neighbour_names") or "")

@@ -26,6 +26,9 @@ def compare(args: argparse.Namespace, console: Console) -> int:
     b = load_side(args.b, args.results, args.device)
     comparison = compare_result_sets(a, b, args.out, args.html, args.threshold)
     console.say(comparison.text)
+    if comparison.neighboured:
+        console.warn(f"warning: {comparison.neighboured} cells were timed while other processes used the GPU: "
+                     "their FASTER/SLOWER are UNCLEAR, and --fail-on slower does not fail on them")
     if args.fail_on == "slower" and comparison.slower:
         console.warn(f"error: {comparison.slower} cells are SLOWER (--fail-on slower)")
         return 1

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import tempfile
 import time
+from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -16,13 +18,16 @@ from convlab.app.console import Console
 from convlab.backends import get_backend
 from convlab.backends.base import Backend
 from convlab.backends.devicelock import exclusive_device
+from convlab.backends.sourcemodule import SourceModule, source_module
+from convlab.history.compare import DEFAULT_THRESHOLD, LAUNCH_BOUND_MS, LAUNCH_BOUND_THRESHOLD
 from convlab.history.kernelversions import VersionUnavailable
 from convlab.history.noise import MIN_FLOOR
 from convlab.history.pairfile import PairRow, write_pairs
 from convlab.history.pairing import Candidate, candidates, restore_previous
+from convlab.plan.families import family
 from convlab.plan.grid import build_cells
 from convlab.plan.registry import KernelSpec, read_kernel_folder
-from convlab.run.paired import PairRefused, measure_pair
+from convlab.run.paired import PairRefused, Recorded, measure_pair
 
 # The interval a pair aims for: a quarter of the threshold each side, so that a change just past
 # the threshold is told apart from it.
@@ -45,24 +50,53 @@ def previous_spec(candidate: Candidate, connection, scratch: Path, restored: dic
     return restored[candidate.previous_hash]
 
 
+def drift_tolerance(candidate: Candidate, threshold: float) -> float:
+    """How far two runs of one version may differ in time: the rule's common floor for the cell
+    (wider for launch-bound times), at least the threshold."""
+    launch_bound = (candidate.previous_ms or 0) < LAUNCH_BOUND_MS
+    return max(threshold, LAUNCH_BOUND_THRESHOLD if launch_bound else DEFAULT_THRESHOLD)
+
+
+def previous_modules(chosen: list[Candidate], connection, scratch: Path,
+                     restored: dict[str, KernelSpec]) -> dict[SourceModule, list[str]]:
+    """The modules the candidates' previous versions compile, so that one compiler process makes
+    them all before the first pair (a version that cannot be restored is left to its pair)."""
+    modules: dict[SourceModule, list[str]] = {}
+    for candidate in chosen:
+        try:
+            spec = previous_spec(candidate, connection, scratch, restored)
+        except VersionUnavailable:
+            continue
+        if spec.source is None or spec.library:
+            continue
+        cell = candidate.cell
+        module = source_module(spec, cell.tunables, family(cell.experiment).problem(cell))
+        modules.setdefault(module, []).append(spec.name)
+    return modules
+
+
 def measured_pair(candidate: Candidate, connection, scratch: Path, restored: dict[str, KernelSpec], precision: float,
-                  budget_s: float, backend: Backend) -> PairRow:
+                  budget_s: float, backend: Backend, threshold: float = MIN_FLOOR) -> PairRow:
     """One candidate's pair, or its row with the reason it has none."""
     cell = candidate.cell
     base = PairRow(cell.path, cell.kernel, candidate.previous_hash, candidate.kernel_hash)
+    recorded = (Recorded(candidate.previous_module, candidate.previous_ms),
+                Recorded(candidate.new_module, candidate.new_ms))
     try:
         previous = previous_spec(candidate, connection, scratch, restored)
-        result = measure_pair(cell, cell.image or None, previous, precision, budget_s, backend)
+        result = measure_pair(cell, cell.image or None, previous, precision, budget_s, backend, recorded,
+                              drift_tolerance(candidate, threshold))
     except (VersionUnavailable, PairRefused) as why:
         return replace(base, note=" ".join(str(why).split()))
     return replace(base, ratio=result.ratio, low=result.low, high=result.high, rounds=result.rounds,
                    previous_ms=result.previous_ms, new_ms=result.new_ms, stop=result.stop,
-                   clock_normalised="yes" if result.clock_normalised else "no")
+                   clock_normalised="yes" if result.clock_normalised else "no",
+                   neighbours=result.neighbours, neighbour_names=result.neighbour_names)
 
 
 def pair(args: argparse.Namespace, console: Console) -> int:
     config = json.loads(args.config)
-    paired, _, precision, budget_s = pair_settings(config)
+    paired, threshold, precision, budget_s = pair_settings(config)
     rows: list[PairRow] = []
     started = time.perf_counter()
     own_s = 0.0
@@ -76,8 +110,9 @@ def pair(args: argparse.Namespace, console: Console) -> int:
                 with tempfile.TemporaryDirectory(prefix="convlab-versions-") as scratch, \
                         exclusive_device(backend.device_key()):
                     restored: dict[str, KernelSpec] = {}
-                    rows = [measured_pair(c, connection, Path(scratch), restored, precision, budget_s, backend)
-                            for c in chosen]
+                    backend.compile_ahead(previous_modules(chosen, connection, Path(scratch), restored))
+                    rows = [measured_pair(c, connection, Path(scratch), restored, precision, budget_s, backend,
+                                          threshold) for c in chosen]
             finally:
                 connection.close()
         elif connection is not None:
@@ -90,6 +125,11 @@ def pair(args: argparse.Namespace, console: Console) -> int:
                     f"run: {own_s:.2f} s)")
     else:
         console.say("paired: no re-measured cell's kernel files changed")
-    for note in sorted({row.note for row in rows if row.note}):
-        console.say(f"  not paired: {note}")
+    for note, count in sorted(Counter(refusal_kind(row.note) for row in rows if row.note).items()):
+        console.say(f"  not paired: {count} {'cell' if count == 1 else 'cells'}: {note} (each cell's reason: {args.out})")
     return 0
+
+
+def refusal_kind(note: str) -> str:
+    """A pair's refusal without its numbers, so that one line stands for every cell refused alike."""
+    return re.sub(r"\(?x?[0-9][0-9a-f.]*\)?", "…", note).replace("… …", "…")

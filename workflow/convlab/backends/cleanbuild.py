@@ -1,0 +1,110 @@
+"""Source modules compiled in a process of their own, kept by what they were made from, and named by
+the machine code they hold.
+
+NVRTC's machine code for one source and one set of options depends on what ran before it in the
+same process. In a measurement worker that had built a cuDNN TF32 plan (cuDNN compiles its
+runtime engines with NVRTC in the process that asks for them), im2col_gemm.cu compiled to other
+machine code than in a fresh process (gemm_basic 4,736 bytes of SASS against 4,352, and 1.3 to
+1.5 times slower on an H100 and an H200). A kernel version first measured before such a plan and
+its edit measured after it were then called SLOWER for an added comment, side by side in one
+process. Compiled here instead, in a process that runs NVRTC alone (convlab.backends.nvrtcbuild),
+the same source and options give the same machine code whatever the worker did before, and each
+row names that code by its hash (``module_hash``), so that a pair can prove it runs what was
+measured.
+
+The store: <store>/<key>.cubin, ``key`` a hash of what decides the machine code (the code, the
+options, the architecture, NVRTC's version). A stored cubin that the driver refuses is compiled
+again (convlab.backends.cuda).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from convlab.backends.sourcemodule import SourceModule
+
+STORE_ENV = "CONVLAB_MODULE_STORE"
+BUILD_TIMEOUT_S = 900.0
+
+
+@dataclass(frozen=True)
+class Built:
+    """A module's machine code on disk, and its hash (the row's ``module_hash``)."""
+
+    path: Path
+    binary_hash: str
+
+
+def store_dir() -> Path:
+    """Where compiled modules are kept: CONVLAB_MODULE_STORE, else beside CuPy's own kernel cache."""
+    if os.environ.get(STORE_ENV):
+        return Path(os.environ[STORE_ENV]).expanduser()
+    cupy_cache = Path(os.environ.get("CUPY_CACHE_DIR") or "~/.cupy/kernel_cache").expanduser()
+    return cupy_cache.parent / "convlab_modules"
+
+
+def module_key(module: SourceModule, arch: str, compiler: str) -> str:
+    """The store's name for a module: a hash of everything that decides its machine code."""
+    text = json.dumps([module.code, list(module.options), arch, compiler], separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def binary_hash(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()[:12]
+
+
+def build_modules(modules: Sequence[SourceModule], arch: str, compiler: str, threads: int | None = None,
+                  again: frozenset[SourceModule] = frozenset()) -> tuple[dict[SourceModule, Built],
+                                                                          dict[SourceModule, str]]:
+    """Each module's machine code, from the store or compiled now in one compiler process (its
+    threads at most ``threads``); and the modules that did not compile, with NVRTC's message.
+    ``again``: modules whose stored code must be compiled anew (the driver refused it)."""
+    store = store_dir()
+    built: dict[SourceModule, Built] = {}
+    wanted: list[tuple[SourceModule, Path]] = []
+    for module in dict.fromkeys(modules):
+        path = store / f"{module_key(module, arch, compiler)}.cubin"
+        if path.is_file() and module not in again:
+            built[module] = Built(path, binary_hash(path))
+        else:
+            wanted.append((module, path))
+    if not wanted:
+        return built, {}
+    results, problem = _run_compiler(wanted, arch, threads)
+    failed: dict[SourceModule, str] = {}
+    for index, (module, path) in enumerate(wanted):
+        if str(index) in results.get("built", {}) and path.is_file():
+            built[module] = Built(path, binary_hash(path))
+        else:
+            failed[module] = results.get("failed", {}).get(str(index)) or problem or "the compiler process gave nothing"
+    return built, failed
+
+
+def _run_compiler(wanted: list[tuple[SourceModule, Path]], arch: str,
+                  threads: int | None) -> tuple[dict, str | None]:
+    """Start the compiler process on ``wanted``; its result, or {} and why it gave none."""
+    with tempfile.TemporaryDirectory(prefix="convlab-build-") as scratch:
+        request, result = Path(scratch) / "request.json", Path(scratch) / "result.json"
+        request.write_text(json.dumps({
+            "arch": arch, "threads": threads,
+            "modules": [{"code": module.code, "options": list(module.options), "path": str(path)}
+                        for module, path in wanted]}))
+        # the compiler imports what this process imports, from where this process imports it
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(entry for entry in sys.path if entry)}
+        try:
+            done = subprocess.run([sys.executable, "-m", "convlab.backends.nvrtcbuild", str(request), str(result)],
+                                  env=env, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S)
+        except (OSError, subprocess.SubprocessError) as error:
+            return {}, f"the compiler process did not run: {error}"
+        if done.returncode != 0 or not result.is_file():
+            tail = " ".join(done.stderr.split()[-60:]) or f"exit code {done.returncode}"
+            return {}, f"the compiler process failed: {tail}"
+        return json.loads(result.read_text()), None
