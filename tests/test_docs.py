@@ -182,7 +182,8 @@ def grids() -> dict:
     tiny = load_config(REPO / "config" / "tiny-cpu.yaml")
     return {"default cpu": build_cells(default, "cpu"), "default cuda": build_cells(default, "cuda"),
             "tiny cpu": build_cells(tiny, "cpu"), "benchmark cuda": build_cells(laid_over("pipeline-bench.yaml"), "cuda"),
-            "pairs cuda": build_cells(laid_over("pair-bench.yaml"), "cuda")}
+            "pairs cuda": build_cells(laid_over("pair-bench.yaml"), "cuda"),
+            "verdicts cuda": build_cells(laid_over("verdict-bench.yaml"), "cuda")}
 
 
 def laid_over(name: str) -> dict:
@@ -217,6 +218,7 @@ def test_pipeline_benchmark_counts(grids):
 
 def test_pair_and_counters_benchmark_counts(grids):
     assert number("docs/history.md", r"pair-bench.yaml` \((\d+) cells") == (len(grids["pairs cuda"]),)
+    assert number("docs/history.md", r"verdict-bench.yaml` \((\d+) cells") == (len(grids["verdicts cuda"]),)
     conv2d = [cell for cell in grids["default cuda"] if cell.experiment == "conv2d"]
     assert number("docs/counters.md", r"default conv2d grid \((\d+) cells") == (len(conv2d),)
 
@@ -241,7 +243,7 @@ CHECKED_PHRASES = {
     "docs/pipeline.md": [r"cpu grid is \d+ cells"],  # test_cpu_grid_counts
     "docs/measurement.md": [r"\d+ of \d+ cuda cells"],  # test_shared_memory_counts
     "docs/benchmark.md": [r"\(\d+ cells: conv2d", r"grid \(\d[\d,]* cells\)"],  # test_pipeline_benchmark_counts
-    "docs/history.md": [r"\(\d+ cells: the direct family"],  # test_pair_and_counters_benchmark_counts
+    "docs/history.md": [r"\(\d+ cells: the direct family", r"\(\d+ cells: conv2d at"],  # test_pair_and_counters_...
     "docs/counters.md": [r"conv2d grid \(\d+ cells"],  # the same
 }
 

@@ -97,9 +97,13 @@ class FakeNvml:
         self.holders, self.active = holders, active
 
     def nvmlDeviceGetComputeRunningProcesses(self, handle):
+        if self.holders is None:
+            raise self.NVMLError("Not Supported")
         return [SimpleNamespace(pid=pid) for pid in self.holders]
 
     def nvmlDeviceGetProcessUtilization(self, handle, since):
+        if self.active is None:
+            raise self.NVMLError("Not Supported")
         return [SimpleNamespace(pid=pid, timeStamp=since + 1, smUtil=50, memUtil=10) for pid in self.active]
 
     def nvmlSystemGetProcessName(self, pid):
@@ -120,6 +124,14 @@ def test_the_gpus_other_users_are_counted_and_named_and_unknown_where_this_proce
     elsewhere.start()
     elsewhere.stop()
     assert elsewhere.columns() == {}
+    blind = Neighbours(FakeNvml(None, None), handle=None)  # NVML lists neither here: nothing is claimed
+    blind.start()
+    blind.stop()
+    assert blind.columns() == {}
+    contexts_only = Neighbours(FakeNvml({mine, 999999}, None), handle=None)  # no samples: the context holders
+    contexts_only.start()
+    contexts_only.stop()
+    assert contexts_only.columns()["gpu_neighbours"] == 1
 
 
 def prepared(module_hash: str) -> SimpleNamespace:

@@ -77,7 +77,7 @@ class Neighbours:
         self.nvml, self.handle = nvml, handle
         self.own_pid = own_pid if own_pid is not None else os.getpid()
         self.since_us = 0
-        self.present: set[int] = set()
+        self.present: set[int] | None = None
         self.pids: dict[int, str] | None = {}
 
     def _contexts(self) -> set[int] | None:
@@ -88,15 +88,19 @@ class Neighbours:
 
     def start(self) -> None:
         self.since_us = int((time.time() - NEIGHBOUR_LOOKBACK_S) * 1e6)
-        self.present = self._contexts() or set()
+        self.present = self._contexts()
 
     def stop(self) -> None:
         at_end = self._contexts()
-        holders = self.present | (at_end or set())
-        if holders and self.own_pid not in holders:
+        listed = self.present is not None or at_end is not None
+        holders = (self.present or set()) | (at_end or set())
+        if listed and self.own_pid not in holders:
             self.pids = None  # this process holds a context but is not listed: other PID numbers
             return
         active = self._active()
+        if active is None and not listed:
+            self.pids = None  # NVML lists neither contexts nor samples here: nothing is known
+            return
         others = (active if active is not None else holders) - {self.own_pid}
         self.pids = {pid: process_name(self.nvml, pid) for pid in sorted(others)}
 

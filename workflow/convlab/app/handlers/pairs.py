@@ -132,4 +132,5 @@ def pair(args: argparse.Namespace, console: Console) -> int:
 
 def refusal_kind(note: str) -> str:
     """A pair's refusal without its numbers, so that one line stands for every cell refused alike."""
-    return re.sub(r"\(?x?[0-9][0-9a-f.]*\)?", "…", note).replace("… …", "…")
+    number = r"(?:[0-9a-f]{8,}|x?[0-9][0-9.]*%?)"
+    return re.sub(rf"\({number}\)|\b{number}(?![\w.])", "…", note)
