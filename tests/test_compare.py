@@ -272,3 +272,19 @@ def test_a_change_between_two_cpu_sets_is_unconfirmed_and_a_gpu_one_is_not():
     throttled = compare_sets(_summary(_cells()), _summary([{**_scaled(r, 1.5), "throttled": "yes"} for r in _cells()]))
     assert set(throttled["verdict"]) == {"UNCLEAR"}
     assert set(throttled["note"]) == {"unconfirmed SLOWER: the GPU throttled while it measured"}
+
+
+def test_the_gate_passes_a_slow_down_measured_beside_another_process_with_its_warning(tmp_path):
+    beside = _cells()
+    beside[2] = {**_scaled(beside[2], 2.0), "gpu_neighbours": 1, "gpu_neighbour_names": "4242 python3"}
+    _write(tmp_path, "before", _cells())
+    _write(tmp_path, "after", beside)
+    result = compare(str(tmp_path / "before"), str(tmp_path / "after"), "--fail-on", "slower")
+    assert result.returncode == 0, result.stderr
+    assert "1 UNCLEAR" in result.stdout and "0 SLOWER" in result.stdout
+    assert result.stderr.strip() == ("warning: 1 cells were timed while other processes used the GPU: their "
+                                     "FASTER/SLOWER are UNCLEAR, and --fail-on slower does not fail on them")
+    alone = _cells()
+    alone[2] = _scaled(alone[2], 2.0)
+    _write(tmp_path, "alone", alone)
+    assert compare(str(tmp_path / "before"), str(tmp_path / "alone"), "--fail-on", "slower").returncode == 1
