@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 from workflow_helpers import REPO, convlab, copy_repo, planned_cells, snakemake, snakemake_env
 
-from convlab.backends import cleanbuild
+from convlab.backends import cleanbuild, nvrtcbuild
 from convlab.backends.sourcemodule import SourceModule
 from convlab.history.compare import NEIGHBOURED, SLOWER, UNCLEAR, compare_sets
 from convlab.history.pairfile import PairRow
@@ -198,3 +198,18 @@ def test_a_library_upgrade_re_measures_exactly_the_cells_of_the_kernels_that_cal
     assert checked.returncode in (0, 1), checked.stderr  # 1: this shared host was too noisy, and it says so
     assert checked.stdout.startswith("self-check: 4 cells of cpu-"), checked.stdout
     assert "a change of" in checked.stdout and "is called (threshold 2%)" in checked.stdout
+
+
+def test_the_compiler_process_reports_each_module_built_or_its_error(tmp_path, monkeypatch):
+    def compile_one(entry, arch):
+        if "broken" in entry["code"]:
+            raise RuntimeError("kern.cu(3): error: expected a \";\"")
+        (tmp_path / entry["path"]).write_bytes(b"cubin for " + arch.encode())
+        return entry["path"]
+
+    monkeypatch.setattr(nvrtcbuild, "_compile_one", compile_one)
+    request = {"arch": "90", "threads": 2, "modules": [{"code": "ok", "options": [], "path": str(tmp_path / "a")},
+                                                       {"code": "broken", "options": [], "path": str(tmp_path / "b")}]}
+    result = nvrtcbuild.build(request)
+    assert result["built"] == {"0": str(tmp_path / "a")}
+    assert result["failed"] == {"1": 'kern.cu(3): error: expected a ";"'}
