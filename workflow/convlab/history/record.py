@@ -36,6 +36,8 @@ from convlab.plan.cell import Cell
 from convlab.plan.registry import load_registry
 
 VERDICTS_DIR = "verdicts"
+# the validated config of the run that recorded last, under results/<device>/
+RUN_CONFIG = f"{VERDICTS_DIR}/config.json"
 UNRECORDED_NOTE = f"{FOLDER}/"
 
 

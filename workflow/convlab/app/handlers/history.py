@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 
 from convlab.app.console import Console
 from convlab.atomicfile import write_text_atomically
@@ -13,6 +14,7 @@ from convlab.history.compare import compare_result_sets
 from convlab.history.listing import history_lines
 from convlab.history.noise import MIN_FLOOR
 from convlab.history.pairfile import read_pairs
+from convlab.history.record import RUN_CONFIG
 from convlab.history.record import record as record_rows
 from convlab.history.sides import device_folder, load_side
 from convlab.plan.grid import build_cells
@@ -45,6 +47,8 @@ def record(args: argparse.Namespace, console: Console) -> int:
     for warning in recorded.warnings:
         console.warn(f"warning: {warning}")
     write_text_atomically(args.out, "\n".join(recorded.lines) + "\n")
+    # the grid of the run that recorded last: what `check-verdicts` samples its cells from
+    write_text_atomically(Path(args.results) / RUN_CONFIG, json.dumps(config, sort_keys=True) + "\n")
     console.say(f"run {recorded.run_id}: {len(recorded.verdicts)} new rows, {recorded.added} added to the database")
     console.say("\n".join(recorded.lines))
     return 0

@@ -11,6 +11,7 @@ and no other process used the GPU, 1 otherwise, 2 for input that cannot be check
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import random
 import statistics
@@ -28,6 +29,7 @@ from convlab.history import store
 from convlab.history.compare import CompareError
 from convlab.history.kernelversions import copy_kernel_version
 from convlab.history.pairfile import verdict_of_interval
+from convlab.history.record import RUN_CONFIG
 from convlab.history.sides import device_folder
 from convlab.paths import REPO_ROOT
 from convlab.plan.config import read_config_file, validate_config
@@ -37,8 +39,15 @@ from convlab.run.paired import PairRefused, measure_pair
 from convlab.status import UserError
 
 
-def _config(files: list[str]) -> dict:
-    """The config as `snakemake` reads it: config/config.yaml, then each --configfile on top."""
+def _config(files: list[str], folder: Path) -> dict:
+    """With --configfile, the config as `snakemake` reads it (config/config.yaml, each file on
+    top); without, the config of the run that recorded last in ``folder``, else config/config.yaml."""
+    recorded = folder / RUN_CONFIG
+    if not files and recorded.is_file():
+        try:
+            return validate_config(json.loads(recorded.read_text()), source=str(recorded))
+        except ValueError:
+            pass  # damaged: the config on disk is the next best guess
     raw: dict = {}
     for path in ["config/config.yaml", *files]:
         raw.update(read_config_file(path))
@@ -73,8 +82,8 @@ def itself(spec: KernelSpec, backend: str, scratch: Path) -> KernelSpec:
 
 def check_verdicts(args: argparse.Namespace, console: Console) -> int:
     try:
-        config = _config(args.configfile)
         folder = device_folder(args.results, args.device)
+        config = _config(args.configfile, folder)
         connection = store.open_for_reading(store.database_path(folder))
     except (UserError, CompareError, store.HistoryUnavailable) as error:
         console.warn(f"error: {error}")
