@@ -200,6 +200,16 @@ def test_a_library_upgrade_re_measures_exactly_the_cells_of_the_kernels_that_cal
     assert "a change of" in checked.stdout and "is called (threshold 2%)" in checked.stdout
 
 
+def test_a_module_store_that_cannot_be_written_says_where_and_the_fix(tmp_path, monkeypatch):
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("a file where the store would be")
+    monkeypatch.setenv(cleanbuild.STORE_ENV, str(blocker / "store"))
+    module = SourceModule("code", ())
+    built, failed = cleanbuild.build_modules([module], "90", "nvrtc 13.0")
+    assert built == {} and failed[module].startswith(f"the module store {blocker / 'store'} cannot be written")
+    assert failed[module].endswith(f"set {cleanbuild.STORE_ENV} to a writable folder")
+
+
 def test_the_compiler_process_reports_each_module_built_or_its_error(tmp_path, monkeypatch):
     def compile_one(entry, arch):
         if "broken" in entry["code"]:

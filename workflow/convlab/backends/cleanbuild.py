@@ -78,6 +78,12 @@ def build_modules(modules: Sequence[SourceModule], arch: str, compiler: str, thr
             wanted.append((module, path))
     if not wanted:
         return built, {}
+    try:
+        store.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        why = (f"the module store {store} cannot be written ({error.strerror or error}): set {STORE_ENV} to a "
+               "writable folder")
+        return built, dict.fromkeys((module for module, _ in wanted), why)
     results, problem = _run_compiler(wanted, arch, threads)
     failed: dict[SourceModule, str] = {}
     for index, (module, path) in enumerate(wanted):
