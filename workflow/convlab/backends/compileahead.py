@@ -1,4 +1,5 @@
-"""Compiling a grid's modules ahead of its cells, many at once, into a module cache.
+"""Compiling a grid's modules ahead of its cells, many at once, into a module cache (the compiler
+process's, convlab.backends.nvrtcbuild: the measuring process only loads what it made).
 
 Each compile runs on a thread of a pool as large as the cores this process may use: NVRTC's
 compile call releases the GIL (CuPy's nvrtc binding calls it ``with nogil``, since CuPy 8) and

@@ -271,10 +271,6 @@ class CudaBackend(Backend):
         MODULES[module] = loaded
         MODULE_HASHES[module] = built.binary_hash
 
-    def module_hash(self, module: SourceModule) -> str | None:
-        """The hash of a loaded module's machine code."""
-        return MODULE_HASHES.get(module)
-
     def compile_ahead(self, modules: Mapping[SourceModule, Sequence[str]]) -> CompileReport:
         """The modules this process lacks, compiled in one compiler process on the usable cores,
         then loaded here. A module that does not compile is left to its cells, which report its
