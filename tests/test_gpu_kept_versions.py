@@ -9,6 +9,7 @@ same time as its row, SAME."""
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 import time
@@ -27,7 +28,7 @@ from convlab.paths import REPO_ROOT
 from convlab.plan.config import validate_config
 from convlab.plan.grid import build_cells
 from convlab.plan.registry import get_kernel, read_kernel_folder
-from convlab.run.paired import GRAPH_BELOW_MS, Recorded, measure_pair
+from convlab.run.paired import GRAPH_BELOW_MS, SAME_CODE, Recorded, measure_pair
 from convlab.run.runner import run_cell
 
 THRESHOLD = 0.02
@@ -95,6 +96,24 @@ def test_each_source_kernel_kinds_edit_runs_the_code_its_row_ran_after_a_cudnn_t
         # its row did, is also within the row's run-to-run tolerance directly
         if row["kernel_ms"] >= GRAPH_BELOW_MS:
             assert abs(result.previous_ms / row["kernel_ms"] - 1) < 0.08, kernel
+        # the same machine code launched alike is SAME without rounds where the pair step asks
+        settled = measure_pair(cell, image if cell.image else None, edited, THRESHOLD / 4, 2.0, backend,
+                               (mine, mine), tolerance=0.08, same_code_is_same=True)
+        assert (settled.stop, settled.ratio, settled.rounds) == (SAME_CODE, 1.0, 0), kernel
+
+
+@pytest.mark.gpu
+def test_a_changed_define_is_timed_though_its_source_text_is_the_same(tmp_path, backend):
+    size = 1024
+    image = picture(tmp_path, size)
+    (cell,) = [c for c in cells_of(size, ["direct"], {"direct": {"block": [16]}})]
+    edited = edited_copy(tmp_path, "direct")
+    result = measure_pair(cell, image, edited, THRESHOLD / 4, 2.0, backend, same_code_is_same=True)
+    assert result.stop == SAME_CODE
+    launched_otherwise = dataclasses.replace(edited, defines={**edited.defines, "CONVLAB_UNUSED": 1})
+    timed = measure_pair(cell, image, launched_otherwise, THRESHOLD / 4, 2.0, backend, same_code_is_same=True)
+    assert timed.stop != SAME_CODE and timed.rounds >= 3
+    assert verdict_of_interval(timed.low, timed.high, THRESHOLD) == "SAME"
 
 
 SGEMM_LOOP = """

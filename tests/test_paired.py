@@ -220,3 +220,48 @@ def test_the_history_page_shows_a_paired_cells_interval_and_how_it_was_measured(
     page = (folder / "history.html").read_text()
     assert "1.031 [1.025, 1.037]" in page
     assert "paired: side by side with the previous version, 12 rounds" in page
+
+
+def test_a_pair_of_the_same_machine_code_is_same_without_rounds_and_says_so(tmp_path):
+    import csv
+
+    from convlab.history.verdicts import CSV_COLUMNS, csv_records
+    from convlab.report.history import write_history_page
+
+    pair = PairRow("results/x/cells/c.csv", "direct", "old", "new", ratio=1.0, low=1.0, high=1.0, rounds=0,
+                   stop="same_code")
+    write_pairs(tmp_path / "paired.csv", [pair])
+    judged = judge(new_measurement(), previous_measurement(), None,
+                   read_pairs(tmp_path / "paired.csv")["results/x/cells/c.csv"], THRESHOLD)
+    assert (judged.verdict, judged.ratio, judged.paired_rounds) == (SAME, 1.0, 0)
+    line = summary_lines([judged], "x", "r2", "details.csv")[1]
+    assert "1 SAME; time x1.000 [1.000, 1.000] (geomean new/previous, 1 the same machine code)" in line
+    latest = tmp_path / "latest.csv"
+    with open(latest, "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=CSV_COLUMNS)
+        writer.writeheader()
+        writer.writerows(csv_records([judged]))
+    write_history_page(tmp_path, latest, tmp_path / "history.png", tmp_path / "history.html")
+    assert "the same machine code as the previous version, launched alike: not timed again" in (
+        tmp_path / "history.html").read_text()
+
+
+def test_the_same_machine_code_launched_otherwise_is_not_the_same_code():
+    from dataclasses import replace
+
+    from convlab.backends.base import PreparedKernel
+    from convlab.plan.registry import get_kernel
+    from convlab.run.paired import same_code
+    from convlab.run.steps import Prepared
+
+    def prepared(module_hash, launch="k: grid (4, 4, 1) block (16, 16, 1) smem 0 regs 32"):
+        return Prepared(PreparedKernel(lambda: None, {"module_hash": module_hash, "launch": launch}), 0.0)
+
+    spec = get_kernel("direct")
+    assert same_code(prepared("abc"), spec, prepared("abc"), spec)
+    assert not same_code(prepared("abc"), spec, prepared("abd"), spec)
+    assert not same_code(prepared(None), spec, prepared(None), spec)  # compiles nothing: timed
+    assert not same_code(prepared("abc"), spec, prepared("abc", "k: grid (8, 4, 1) block (16, 16, 1) smem 0 regs 32"),
+                         spec)
+    assert not same_code(prepared("abc"), spec, prepared("abc"), replace(spec, defines={**spec.defines, "X": 1}))
+    assert not same_code(prepared("abc"), spec, prepared("abc"), replace(spec, tunables={"block": [8]}))

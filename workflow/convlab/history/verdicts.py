@@ -54,7 +54,9 @@ class CellVerdict:
     low: float | None = None  # the ratio's interval, with the cell's own floor
     high: float | None = None
     unconfirmed: str | None = None  # why a FASTER/SLOWER is UNCLEAR: its host was busy
-    paired_rounds: int | None = None  # measured side by side with its previous version: the rounds
+    # measured side by side with its previous version: the rounds (0: the same machine code as it,
+    # launched alike, so SAME without rounds)
+    paired_rounds: int | None = None
     neighbours: str = ""  # the other processes that used the GPU while it was timed ("pid name;...")
 
     @property
@@ -193,9 +195,11 @@ def _kernel_line(kernel: str, verdicts: list[CellVerdict], width: int) -> str:
     ratios = [v.ratio for v in verdicts if v.ratio]
     line = f"  {kernel:<{width}}  {', '.join(words)}"
     if ratios:
-        digits = 3 if any(v.paired_rounds for v in verdicts) else 2
+        digits = 3 if any(v.paired_rounds is not None for v in verdicts) else 2
         paired = sum(1 for v in verdicts if v.paired_rounds)
-        basis = f", {paired} paired" if paired else ""
+        same_code = sum(1 for v in verdicts if v.paired_rounds == 0)
+        basis = "".join(f", {count} {what}" for count, what in ((paired, "paired"), (same_code, "the same machine code"))
+                        if count)
         line += f"; time x{geomean(ratios):.{digits}f}{_interval(verdicts)} (geomean new/previous{basis})"
     changed = sorted({name for v in verdicts for name in v.changed})
     compared = [v for v in verdicts if v.previous_run]

@@ -115,6 +115,8 @@ def _ratio_text(row: dict[str, str]) -> str:
 
 def _note(row: dict[str, str]) -> str:
     """How sure the verdict is: measured side by side with the previous version, or unconfirmed."""
+    if row.get("paired_rounds") in ("0", 0):
+        return "the same machine code as the previous version, launched alike: not timed again"
     if row.get("paired_rounds"):
         return f"paired: side by side with the previous version, {row['paired_rounds']} rounds"
     return f"unconfirmed: {row['unconfirmed']}" if row.get("unconfirmed") else ""

@@ -16,6 +16,12 @@ that first and refuses where it cannot (PairRefused, with why):
   differs from its own row's (the pair's sampling and this moment's clocks), must agree with the
   previous row's time within the run-to-run tolerance the caller gives.
 The GPU's other users during the rounds are watched too (convlab.measure.telemetry.Neighbours).
+
+Two versions that load the same machine code and launch it the same way (an edit of comments or
+whitespace, say) run the same instructions: the pair says so (SAME_CODE, ratio 1) instead of
+timing them, as two loaded copies of one binary can differ by a few percent for reasons that are
+not the code's (where each module lands in memory) and a verdict on them would name a change that
+does not exist.
 """
 
 from __future__ import annotations
@@ -34,6 +40,11 @@ from convlab.run.steps import CellInputs, Placed, Prepared, launch, load_inputs,
 from convlab.status import CellFailure
 
 GRAPH_BELOW_MS = 0.05
+SAME_CODE = "same_code"  # a pair's stop when both versions run the same machine code the same way
+# What a kernel's description says of how its code is launched; the source file's name and text
+# are left out, as the module's hash stands for what the compiler made of them.
+LAUNCH_FIELDS = ("layout", "precision", "tunables", "settings", "supports", "defines", "scratch", "constants",
+                 "stages", "library", "experiments", "requires")
 
 
 class PairRefused(Exception):
@@ -72,6 +83,17 @@ def prove_same_speed(result: PairedResult, previous: Recorded, new: Recorded, to
     if abs(math.log(off)) > math.log1p(tolerance):
         raise PairRefused(f"the previous version ran x{off:.3f} its recorded time here (tolerance "
                           f"{tolerance:.0%}): not as it was measured")
+
+
+def same_code(previous: Prepared, previous_spec: KernelSpec, new: Prepared, new_spec: KernelSpec) -> bool:
+    """Both versions load the same machine code (by hash) and launch it alike: the same launch
+    description, and the same grid, block, shared memory and registers here."""
+    code = previous.kernel.info.get("module_hash")
+    if not code or code != new.kernel.info.get("module_hash"):
+        return False
+    if previous.kernel.info.get("launch") != new.kernel.info.get("launch"):
+        return False
+    return all(getattr(previous_spec, name) == getattr(new_spec, name) for name in LAUNCH_FIELDS)
 
 
 def prepared_version(backend: Backend, inputs: CellInputs, placements: dict[tuple, Placed], check: bool) -> Prepared:
@@ -114,12 +136,14 @@ def side(backend: Backend, prepared: Prepared, cold: bool) -> Side:
 
 def measure_pair(cell: Cell, image_path: str | Path | None, previous_spec: KernelSpec, precision: float,
                  budget_s: float, backend: Backend | None = None,
-                 recorded: tuple[Recorded, Recorded] | None = None, tolerance: float = 0.08) -> PairedResult:
+                 recorded: tuple[Recorded, Recorded] | None = None, tolerance: float = 0.08,
+                 same_code_is_same: bool = False) -> PairedResult:
     """The cell's kernel (new) against ``previous_spec`` (an earlier version of it), interleaved
     until the ratio is known to ± ``precision`` or ``budget_s`` is spent. ``recorded``: what the
     previous and the new row say they ran, which the pair must prove before its ratio counts
     (``tolerance``: how far two runs of one version may differ in time). PairRefused where either
-    version fails here or cannot be proved the one measured."""
+    version fails here or cannot be proved the one measured. ``same_code_is_same``: two versions
+    that run the same machine code alike are SAME without rounds (a self-check measures them)."""
     backend = backend or get_backend(cell.backend)
     new_inputs = load_inputs(cell, image_path)
     previous_inputs = replace(new_inputs, spec=previous_spec)
@@ -131,6 +155,10 @@ def measure_pair(cell: Cell, image_path: str | Path | None, previous_spec: Kerne
         if recorded:
             prove_same_code(previous, recorded[0], "previous")
             prove_same_code(new, recorded[1], "new")
+        if same_code_is_same and same_code(previous, previous_spec, new, new_inputs.spec):
+            previous_ms, new_ms = (recorded[0].kernel_ms, recorded[1].kernel_ms) if recorded else (None, None)
+            return PairedResult(1.0, 1.0, 1.0, 0, previous_ms or math.nan, new_ms or math.nan, SAME_CODE,
+                                clock_normalised=False, batch=0)
         watch = backend.neighbours()
         with backend.guard("timing"):
             if watch:

@@ -85,7 +85,7 @@ def measured_pair(candidate: Candidate, connection, scratch: Path, restored: dic
     try:
         previous = previous_spec(candidate, connection, scratch, restored)
         result = measure_pair(cell, cell.image or None, previous, precision, budget_s, backend, recorded,
-                              drift_tolerance(candidate, threshold))
+                              drift_tolerance(candidate, threshold), same_code_is_same=True)
     except (VersionUnavailable, PairRefused) as why:
         return replace(base, note=" ".join(str(why).split()))
     return replace(base, ratio=result.ratio, low=result.low, high=result.high, rounds=result.rounds,
