@@ -7,7 +7,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 
 import pytest
-from test_gpu import write_image
+from gpu_helpers import write_image
 
 from convlab.backends import get_backend
 from convlab.plan.config import validate_config

@@ -1,34 +1,11 @@
 """The cuda backend on a real GPU (marker gpu: skipped, with the reason, where none is visible)."""
 
-from pathlib import Path
-
-import cv2
-import numpy as np
 import pytest
+from gpu_helpers import gpu_cells, write_image
 
 from convlab.backends import get_backend, gpu_visible
-from convlab.plan.config import validate_config
-from convlab.plan.grid import build_cells
 from convlab.run.runner import run_cell
 from convlab.status import BackendUnavailable
-
-
-def write_image(path: Path, height: int, width: int) -> Path:
-    rng = np.random.default_rng(height + width)
-    cv2.imwrite(str(path), rng.integers(0, 256, (height, width, 3), dtype=np.uint8))
-    return path
-
-
-def gpu_cells(kernel: str, size: int, strides, filter_sizes=(3,), extra=None):
-    config = validate_config({
-        "backend": "cuda",
-        "conv2d": {"sizes": [size], "strides": list(strides), "kernels": [kernel], "filter": "random",
-                   "filter_sizes": list(filter_sizes)},
-        "kernels": extra or {},
-        "timing": {"min_reps": 3, "batch": 5, "budget_s": 0.05, "e2e_reps": 1},
-        **{family: {"enabled": False} for family in ("tiling", "winograd_layers", "gemm")},
-    })
-    return build_cells(config, "cuda")
 
 
 @pytest.mark.gpu

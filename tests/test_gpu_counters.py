@@ -9,7 +9,7 @@ import sys
 
 import pandas as pd
 import pytest
-from test_gpu import write_image
+from gpu_helpers import write_image
 
 from convlab.app.handlers.counters import ncu_command, run_profiled
 from convlab.measure.counters import METRICS, by_cell, cell_counters

@@ -8,6 +8,7 @@ import itertools
 
 import numpy as np
 import pytest
+from gpu_helpers import QUICK_TIMING, VERIFY
 
 from convlab.plan.cell import Cell
 from convlab.plan.operands import ConvOperands, GemmOperands
@@ -16,9 +17,6 @@ from convlab.problem.geometry import ConvProblem, GemmProblem
 from convlab.problem.weights import make_weights
 from convlab.run.runner import CellInputs, measure_cell
 
-TIMING = {"mode": "warm", "warmup": 1, "min_reps": 3, "max_reps": 6, "batch": 3, "stable_rel": 0.5,
-          "budget_s": 0.01, "e2e_reps": 1}
-VERIFY = {"seed": 0, "tolerance": {"fp32": 1e-5, "tf32": 5e-3}}
 REGISTRY = load_registry()
 
 
@@ -34,7 +32,7 @@ def variants(spec) -> list[dict]:
 def cell(family: str, kernel: str, tunables: dict, **fields) -> Cell:
     defaults = dict(size=1, stride=1, filter_size=3, padding=1, in_channels=1, out_channels=1, filter="random")
     return Cell(experiment=family, backend="cuda", kernel=kernel, tunables=tunables,
-                settings=dict(REGISTRY[kernel].settings), timing=TIMING, verify=VERIFY, **{**defaults, **fields})
+                settings=dict(REGISTRY[kernel].settings), timing=QUICK_TIMING, verify=VERIFY, **{**defaults, **fields})
 
 
 def check(rows: list[tuple[str, dict]]) -> None:

@@ -5,7 +5,7 @@ timed per launch and says so, and a graph-timed cell is still verified against f
 from dataclasses import replace
 
 import pytest
-from test_gpu import gpu_cells, write_image
+from gpu_helpers import gpu_cells, write_image
 
 from convlab.measure.timing import GRAPH_MS, measure
 from convlab.run.runner import run_cell

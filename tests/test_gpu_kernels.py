@@ -8,8 +8,8 @@ opts in above the default 48 KiB); anything else must be ok.
 
 import numpy as np
 import pytest
+from gpu_helpers import make_cell
 
-from convlab.plan.cell import Cell
 from convlab.plan.launch import dims, evaluate, holds, problem_names
 from convlab.plan.operands import ConvOperands
 from convlab.plan.registry import load_registry
@@ -18,9 +18,6 @@ from convlab.problem.weights import make_weights
 from convlab.run.runner import CellInputs, measure_cell
 
 MAX_THREADS = 1024
-TIMING = {"mode": "warm", "warmup": 1, "min_reps": 3, "max_reps": 6, "batch": 3, "stable_rel": 0.5,
-          "budget_s": 0.01, "e2e_reps": 1}
-VERIFY = {"seed": 0, "tolerance": {"fp32": 1e-5, "tf32": 5e-3}}
 # odd rows (4-byte copies), and widths of a multiple of 4 (16-byte copies of aligned rows)
 PROBLEMS = [(257, 130), (31, 17), (67, 132), (300, 256)]
 # the image-convolution kernels (3 channels); tests/test_gpu_families.py covers the other families
@@ -36,12 +33,6 @@ def variants(spec):
     for key, values in sorted(spec.tunables.items()):
         chosen += [{**first, key: value} for value in values[1:]]
     return chosen
-
-
-def make_cell(spec, size, stride, k, out_channels, tunables) -> Cell:
-    return Cell(experiment="conv2d", backend="cuda", kernel=spec.name, size=size, stride=stride, filter_size=k,
-                padding=(k - 1) // 2, in_channels=3, out_channels=out_channels, filter="random",
-                tunables=tunables, settings=dict(spec.settings), timing=TIMING, verify=VERIFY)
 
 
 def beyond_limits(spec, tunables, problem, max_shared: int) -> bool:

@@ -6,7 +6,7 @@ the current one FASTER; a previous version that does not compile is refused with
 from __future__ import annotations
 
 import pytest
-from test_gpu import gpu_cells, write_image
+from gpu_helpers import gpu_cells, write_image
 
 from convlab.codeversion import file_contents, fingerprint_contents
 from convlab.history import store

@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+from gpu_helpers import VERIFY
 
 from convlab.plan.cell import Cell
 from convlab.plan.operands import ConvOperands
@@ -12,7 +13,6 @@ from convlab.run.runner import CellInputs, measure_cell
 
 TIMING = {"mode": "warm", "warmup": 3, "min_reps": 10, "max_reps": 2000, "batch": 10, "stable_rel": 0.01,
           "budget_s": 1.0, "e2e_reps": 1}
-VERIFY = {"seed": 0, "tolerance": {"fp32": 1e-5, "tf32": 5e-3}}
 
 
 def inputs(kernel: str, size: int, k: int, tunables: dict) -> CellInputs:

@@ -4,7 +4,7 @@ limit is invalid_config naming that limit, decided before any launch."""
 
 import numpy as np
 import pytest
-from test_gpu_kernels import TIMING, VERIFY, make_cell
+from gpu_helpers import QUICK_TIMING, VERIFY, make_cell
 
 from convlab.app.sharedcount import cell_shared_bytes, large_shared_cells
 from convlab.backends.sharedmem import DEFAULT_SHARED_BYTES, kib
@@ -74,7 +74,7 @@ def measure_gemm(backend, kernel: str, tunables: dict, size: int = 256) -> dict:
     b = rng.uniform(-1, 1, (size, size)).astype(np.float32)
     cell = Cell(experiment="gemm", backend="cuda", kernel=kernel, size=size, stride=0, filter_size=0, padding=0,
                 in_channels=0, out_channels=0, filter="random", tunables=dict(tunables),
-                settings=dict(get_kernel(kernel).settings), timing=TIMING, verify=VERIFY)
+                settings=dict(get_kernel(kernel).settings), timing=QUICK_TIMING, verify=VERIFY)
     return measure_cell(CellInputs(cell, get_kernel(kernel), GemmOperands(GemmProblem(size, size, size), a, b)),
                         backend=backend)
 

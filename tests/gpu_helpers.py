@@ -1,0 +1,49 @@
+"""What the GPU tests share: their pictures, their cells, and the settings a cell checks its
+result with."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+from convlab.plan.cell import Cell
+from convlab.plan.config import validate_config
+from convlab.plan.grid import build_cells
+from convlab.plan.registry import KernelSpec
+
+# The check against float64: the same weights on every run, and each precision's tolerance.
+VERIFY = {"seed": 0, "tolerance": {"fp32": 1e-5, "tf32": 5e-3}}
+# A few repetitions: these tests check results and refusals, not times.
+QUICK_TIMING = {"mode": "warm", "warmup": 1, "min_reps": 3, "max_reps": 6, "batch": 3, "stable_rel": 0.5,
+                "budget_s": 0.01, "e2e_reps": 1}
+
+
+def write_image(path: Path, height: int, width: int) -> Path:
+    """A random colour picture of that size (the same for the same size), written as ``path``."""
+    rng = np.random.default_rng(height + width)
+    cv2.imwrite(str(path), rng.integers(0, 256, (height, width, 3), dtype=np.uint8))
+    return path
+
+
+def gpu_cells(kernel: str, size: int, strides: Iterable[int], filter_sizes: Iterable[int] = (3,),
+              extra: dict | None = None) -> list[Cell]:
+    """The cuda grid's conv2d cells of ``kernel`` at one size (``extra``: the config's `kernels`)."""
+    config = validate_config({
+        "backend": "cuda",
+        "conv2d": {"sizes": [size], "strides": list(strides), "kernels": [kernel], "filter": "random",
+                   "filter_sizes": list(filter_sizes)},
+        "kernels": extra or {},
+        "timing": {"min_reps": 3, "batch": 5, "budget_s": 0.05, "e2e_reps": 1},
+        **{family: {"enabled": False} for family in ("tiling", "winograd_layers", "gemm")},
+    })
+    return build_cells(config, "cuda")
+
+
+def make_cell(spec: KernelSpec, size: int, stride: int, k: int, out_channels: int, tunables: dict) -> Cell:
+    """A conv2d cell of ``spec`` on a square 3-channel picture, a k x k random filter, same padding."""
+    return Cell(experiment="conv2d", backend="cuda", kernel=spec.name, size=size, stride=stride, filter_size=k,
+                padding=(k - 1) // 2, in_channels=3, out_channels=out_channels, filter="random",
+                tunables=tunables, settings=dict(spec.settings), timing=QUICK_TIMING, verify=VERIFY)
