@@ -1,11 +1,14 @@
 import sys
 from pathlib import Path
 
+import cv2
+import numpy as np
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "workflow"))
 
+from cpu_helpers import SIZE  # noqa: E402
 from workflow_helpers import copy_repo  # noqa: E402
 
 from convlab.backends import get_backend, gpu_visible  # noqa: E402
@@ -46,6 +49,15 @@ def repo_copy(tmp_path: Path) -> Path:
     (target / "data").mkdir()
     (target / "results").mkdir()
     return target
+
+
+@pytest.fixture
+def image_path(tmp_path: Path) -> Path:
+    """A random SIZE x SIZE colour picture, the input of cpu_helpers.cell_for's cells."""
+    rng = np.random.default_rng(1)
+    path = tmp_path / f"input_{SIZE}.png"
+    cv2.imwrite(str(path), rng.integers(0, 256, (SIZE, SIZE, 3), dtype=np.uint8))
+    return path
 
 
 @pytest.fixture

@@ -8,16 +8,13 @@ from contextlib import nullcontext
 from types import SimpleNamespace
 
 import pytest
-import test_runner_status
-from test_runner_status import cell_for
+from cpu_helpers import cell_for
 
 from convlab.backends.cpu import CpuBackend
 from convlab.measure.observer import Observer
 from convlab.measure.telemetry import TimedWorkTelemetry
 from convlab.run.runner import observed, run_cell
 from convlab.status import CellFailure
-
-image_path = test_runner_status.image_path  # the cpu status tests' picture fixture
 
 
 class Recorder(Observer):

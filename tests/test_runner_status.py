@@ -2,52 +2,16 @@
 
 import csv
 import os
-from pathlib import Path
 
 import cv2
 import numpy as np
 import pytest
+from cpu_helpers import SIZE, SabotagedBackend, cell_for
 
 from convlab.backends.base import PreparedKernel
-from convlab.backends.cpu import CpuBackend
 from convlab.measure.row import COLUMNS, write_row_atomically
-from convlab.plan.config import validate_config
-from convlab.plan.grid import build_cells
 from convlab.run.runner import run_cell
 from convlab.status import DeviceOutOfMemory, LaunchConfigError, UnsupportedCell
-
-SIZE = 48
-
-
-@pytest.fixture
-def image_path(tmp_path: Path) -> Path:
-    rng = np.random.default_rng(1)
-    path = tmp_path / f"input_{SIZE}.png"
-    cv2.imwrite(str(path), rng.integers(0, 256, (SIZE, SIZE, 3), dtype=np.uint8))
-    return path
-
-
-def cell_for(kernel: str, stride: int = 1, filter_kind: str = "random"):
-    config = validate_config({
-        "backend": "cpu",
-        "conv2d": {"sizes": [SIZE], "strides": [stride], "kernels": [kernel], "filter": filter_kind},
-        "cpu": {"sizes": [SIZE], "budget_s": 0.01},
-        "timing": {"min_reps": 3, "batch": 3, "e2e_reps": 1},
-    })
-    (cell,) = [c for c in build_cells(config, "cpu") if c.experiment == "conv2d"]
-    return cell
-
-
-class SabotagedBackend(CpuBackend):
-    """The cpu backend with the kernel replaced by a faulty one."""
-
-    def __init__(self, sabotage):
-        super().__init__()
-        self.sabotage = sabotage
-
-    def prepare(self, spec, cell_tunables, settings, problem, buffers):
-        honest = super().prepare(spec, cell_tunables, settings, problem, buffers)
-        return self.sabotage(honest, problem, buffers)
 
 
 def test_ok_row_has_time_error_and_floor(image_path):

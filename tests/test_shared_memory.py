@@ -3,8 +3,7 @@
 default grid's cells that need the opt-in (computed from the launch descriptions)."""
 
 import pytest
-import test_runner_status
-from test_runner_status import cell_for
+from cpu_helpers import cell_for
 
 from convlab.app.cli import main
 from convlab.app.sharedcount import cell_shared_bytes, large_shared_cells
@@ -18,7 +17,6 @@ from convlab.plan.registry import get_kernel
 from convlab.run.runner import run_cell
 from convlab.status import LaunchConfigError
 
-image_path = test_runner_status.image_path  # the cpu status tests' picture fixture
 HOPPER_OPTIN = 227 * 1024
 
 

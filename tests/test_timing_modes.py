@@ -5,15 +5,13 @@ import time
 from dataclasses import replace
 
 import numpy as np
-import test_runner_status
-from test_runner_status import SabotagedBackend, cell_for
+from cpu_helpers import SabotagedBackend, cell_for
 
 from convlab.backends.base import Backend, PreparedKernel
 from convlab.backends.cpu import CpuBackend
 from convlab.measure.timing import GRAPH_MS
 from convlab.run.runner import run_cell
 
-image_path = test_runner_status.image_path  # the cpu status tests' picture fixture
 RUN_MS = 0.2
 
 
