@@ -9,7 +9,6 @@ size larger than source_size (tests/test_integrity.py), a damaged row (tests/tes
 from __future__ import annotations
 
 import struct
-import subprocess
 import zlib
 from collections.abc import Callable
 from pathlib import Path
@@ -19,30 +18,21 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
-from workflow_helpers import REPO, TINY, convlab, copy_repo, snakemake
+from workflow_helpers import (
+    BACKEND_LINE,
+    REPO,
+    TINY,
+    assert_no_traceback,
+    convlab,
+    copy_repo,
+    snakemake,
+    terminal_lines,
+)
 
 from convlab.app import data
 from convlab.history.compare import compare_paths
 from convlab.measure.row import COLUMNS
 from convlab.plan.registry import DescriptionError, load_registry
-
-# What Snakemake prints before the Snakefile is read, and the project's backend line after it.
-SNAKEMAKE_PREAMBLE = ("Using workflow specific profile ", "Config file ")
-BACKEND_LINE = "backend cpu: "
-# What a failed job adds after the command's own line: none of it may appear for bad input.
-JOB_REPORT = ("Traceback", "CalledProcessError", "RuleException", "WorkflowError", "Failed source_image")
-
-
-def terminal_lines(result: subprocess.CompletedProcess) -> list[str]:
-    """What the project printed: the non-empty lines after Snakemake's preamble."""
-    lines = (result.stdout + result.stderr).splitlines()
-    return [line for line in lines if line.strip() and not line.startswith(SNAKEMAKE_PREAMBLE)]
-
-
-def assert_no_traceback(result: subprocess.CompletedProcess) -> None:
-    shown = result.stdout + result.stderr
-    assert not [marker for marker in JOB_REPORT if marker in shown], shown[-3000:]
-
 
 # ---------------------------------------------------------------------------------------------
 # A kernel description that cannot be read

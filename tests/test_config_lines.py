@@ -11,8 +11,15 @@ from pathlib import Path
 
 import pytest
 import yaml
-from test_bad_input_lines import assert_no_traceback, terminal_lines
-from workflow_helpers import REPO, TINY, copy_repo, snakemake, snakemake_env
+from workflow_helpers import (
+    REPO,
+    TINY,
+    assert_no_traceback,
+    copy_repo,
+    snakemake,
+    snakemake_env,
+    terminal_lines,
+)
 
 from convlab.app.picturesize import FFMPEG_MAX_EDGE
 from convlab.plan.config import load_schema, validate_config

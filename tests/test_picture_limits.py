@@ -10,8 +10,7 @@ from pathlib import Path
 
 import cv2
 import pytest
-from test_bad_input_lines import BACKEND_LINE, assert_no_traceback, terminal_lines
-from workflow_helpers import convlab, copy_repo, snakemake
+from workflow_helpers import BACKEND_LINE, assert_no_traceback, convlab, copy_repo, snakemake, terminal_lines
 
 from convlab.app import data
 from convlab.app.picturesize import FFMPEG_MAX_EDGE, header_size

@@ -30,6 +30,11 @@ VOLATILE = ("kernel_ms", "kernel_ms_min", "kernel_ms_max", "kernel_ms_iqr", "rep
             "row_check",  # a hash over the row, times included
             *TELEMETRY)
 IGNORED = (".git", ".snakemake", "results", "data", "__pycache__", ".pytest_cache", ".whl", ".venv", "*.egg-info")
+# What Snakemake prints before the Snakefile is read, and the project's backend line after it.
+SNAKEMAKE_PREAMBLE = ("Using workflow specific profile ", "Config file ")
+BACKEND_LINE = "backend cpu: "
+# What a failed job adds after the command's own line: none of it may appear for bad input.
+JOB_REPORT = ("Traceback", "CalledProcessError", "RuleException", "WorkflowError", "Failed source_image")
 
 
 def copy_repo(target: Path) -> Path:
@@ -138,6 +143,18 @@ def job_events(result: subprocess.CompletedProcess) -> list[tuple[str, str]]:
 def first_line(result: subprocess.CompletedProcess) -> str:
     """The project's first line, after Snakemake's note of the profile it uses."""
     return next(line for line in result.stderr.splitlines() if not line.startswith("Using workflow specific profile"))
+
+
+def terminal_lines(result: subprocess.CompletedProcess) -> list[str]:
+    """What the project printed: the non-empty lines after Snakemake's preamble."""
+    lines = (result.stdout + result.stderr).splitlines()
+    return [line for line in lines if line.strip() and not line.startswith(SNAKEMAKE_PREAMBLE)]
+
+
+def assert_no_traceback(result: subprocess.CompletedProcess) -> None:
+    """None of a failed job's report (a traceback, Snakemake's job error) reached the terminal."""
+    shown = result.stdout + result.stderr
+    assert not [marker for marker in JOB_REPORT if marker in shown], shown[-3000:]
 
 
 def planned_rules(result: subprocess.CompletedProcess) -> set[str]:
