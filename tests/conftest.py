@@ -17,12 +17,6 @@ from convlab.plan.problemcache import PROBLEMS  # noqa: E402
 HAS_GPU = gpu_visible()
 
 
-def pytest_configure(config):
-    config.addinivalue_line("markers", "gpu: needs a CUDA GPU with CuPy (and cuDNN); run on the device")
-    config.addinivalue_line("markers", "pipeline: the slow tier: the real Snakemake workflow in a temporary copy, "
-                                       "Slurm, headless Chromium")
-
-
 def pytest_collection_modifyitems(config, items):
     if HAS_GPU:
         return
