@@ -17,15 +17,16 @@ PACKAGE = Path(__file__).resolve().parents[1] / "workflow" / "convlab"
 # The roles, lowest first: a folder may import the ones below it and its own floor, never one
 # above. The package's top-level modules are the ground floor (standard library only).
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("status", "atomicfile", "codeversion", "paths"),
-    ("problem",),
+    ("status", "atomicfile", "codeversion", "paths", "console"),
+    ("problem", "pictures"),
     ("measure",),
     ("plan",),
     ("backends",),
     ("run",),
     ("history",),
     ("report", "bench"),
-    ("app",),
+    ("service",),
+    ("app", "snakefile"),
     ("__main__", "__init__"),
 )
 

@@ -19,14 +19,14 @@ PACKAGE_DIR = Path(__file__).resolve().parent  # workflow/convlab
 # role names one by one; a role names a module by file where it differs from its folder's role.
 ROLES: dict[str, tuple[str, ...]] = {
     # turns a cell's settings into a row, on either backend
-    "measurement": ("status.py", "codeversion.py", "problem/", "measure/", "measure/row.py", "plan/",
-                    "plan/families/", "run/", "backends/"),
+    "measurement": ("status.py", "codeversion.py", "problem/", "measure/", "measure/observers/", "measure/row.py",
+                    "plan/", "plan/families/", "run/", "backends/", "pictures/loading.py"),
     "backend:cuda": ("backends/cuda.py", "backends/libraries.py", "backends/librarykernel.py",
                      "backends/cudnnimport.py", "backends/cudagraph.py", "backends/sharedmem.py"),
     "backend:cpu": ("backends/cpu.py", "backends/cpu_twins/__init__.py"),
     # one kernel's wrapper or twin: a file of that kernel (KernelSpec.files)
     "kernel": ("backends/cudnn_conv.py", "backends/fft_conv.py", "backends/ndimage_conv.py", "backends/cpu_twins/"),
-    "data": ("app/data.py",),
+    "data": ("pictures/source.py", "pictures/header.py"),
     "summary": ("report/aggregate.py", "measure/row.py", "codeversion.py"),
     # the results database, the verdicts, the history listing and the comparison rule
     "history": ("history/",),
@@ -36,7 +36,8 @@ ROLES: dict[str, tuple[str, ...]] = {
     "benchmark": ("bench/",),
     # runs or serves the code above without changing what it computes; the pipeline benchmark
     # times whole Snakemake runs and measures nothing of the benchmark rule's
-    "harness": ("__init__.py", "__main__.py", "atomicfile.py", "paths.py", "app/", "app/handlers/", "app/service/",
+    "harness": ("__init__.py", "__main__.py", "atomicfile.py", "paths.py", "console.py", "app/", "app/handlers/",
+                "service/", "snakefile/", "pictures/__init__.py", "backends/sharedcount.py", "run/nsightprofile.py",
                 "plan/config.py", "plan/devicelabel.py", "run/inprocess.py", "backends/choice.py",
                 "backends/devicelock.py", "bench/pipeline.py", "bench/pipelinefigures.py"),
 }

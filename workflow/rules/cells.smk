@@ -1,6 +1,6 @@
 # One job per cell. A cell's inputs are its image and its kernel's own files, and its
 # params are its full settings, so Snakemake re-runs exactly the cells a change touches.
-# The job is a thin client: the measurement service (convlab.app.service) measures the cell and
+# The job is a thin client: the measurement service (convlab.service) measures the cell and
 # writes its row. When the run ends, the service rests, warm for the next run until it idles out
 # (config service.idle_timeout_s); after a failed run it stops.
 

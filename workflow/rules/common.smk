@@ -9,42 +9,45 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(workflow.basedir) / "workflow"))
 
-from convlab.backends.choice import choose_backend, refuse_local_cuda_without_gpu
-from convlab.codeversion import (
-    benchmark_version,
-    data_version,
-    gallery_version,
-    history_version,
-    measurement_version,
-    report_version,
-    summary_version,
-)
-from convlab.bench.floor import CONTENDERS as BENCH_CONTENDERS, FAMILY as BENCH_FAMILY
-from convlab.bench.sgemm import LIBRARY as SGEMM_LIBRARY, OURS as SGEMM_OURS
-from convlab.plan.config import validate_config
-from convlab.app.damaged import move_damaged_rows
-from convlab.app.clusternodes import node_offers
-from convlab.plan.devicelabel import choose_devices, unplaceable
-from convlab.plan.families import FAMILIES, GALLERY_FAMILY, SIZE_FIGURE_FAMILY
-from convlab.plan.grid import build_cells, gallery_size, image_sizes
-from convlab.plan.cell import CELL_PATH, LOG_PATH
-from convlab.plan.cpusources import cpu_source_note, sources_edited_after_cpu_rows
-from convlab.plan.registry import load_registry, relative
-from convlab.plan.libraryversions import identity as library_identity
-from convlab.measure.row import row_format
-from convlab.app.runlock import (
+from convlab.snakefile.api import (
+    BENCH_FAMILY,
+    CELL_PATH,
+    FAMILIES,
+    GALLERY_FAMILY,
+    LOG_PATH,
+    RUN_COMMIT_ENV,
+    RUN_ID_ENV,
+    SIZE_FIGURE_FAMILY,
+    UserError,
+    benchmark_kernels,
+    build_cells,
+    choose_backend,
+    choose_devices,
+    code_versions,
+    cpu_source_note,
+    end_of_run,
+    export_service_settings,
     follows_clean_run,
     forget_clean_run,
+    gallery_size,
+    image_sizes,
+    library_identity,
     live_run_line,
+    load_registry,
     mark_report_stage,
+    move_damaged_rows,
+    new_run_id,
+    node_offers,
     note_clean_run,
+    read_git_commit,
+    refuse_local_cuda_without_gpu,
+    relative,
     release_stale_lock,
+    row_format,
+    sources_edited_after_cpu_rows,
+    unplaceable,
+    validate_config,
 )
-from convlab.app.service.client import end_of_run, export_service_settings
-from convlab.app.service.jobenv import RUN_COMMIT_ENV, RUN_ID_ENV
-from convlab.measure.rowjournal import new_run_id
-from convlab.measure.provenance import read_git_commit
-from convlab.status import UserError
 
 # Jobs run the package from this checkout, whatever else is on PYTHONPATH. The path is
 # relative to the working directory so that moving the checkout re-runs nothing. `-S`: a job is
@@ -118,17 +121,8 @@ if workflow.is_main_process:
     os.environ[RUN_ID_ENV] = new_run_id()
 # Part of every cell's params: a change to the row's columns re-measures every cell once.
 ROW_FORMAT = row_format()
-# Hashes of the Python code behind each kind of output, in their rules' params: an edit to the
-# measurement code re-measures the cells, an edit to a figure re-renders only the report.
-CODE = {
-    "measurement": measurement_version(BACKEND),
-    "summary": summary_version(),
-    "history": history_version(),
-    "report": report_version(),
-    "gallery": gallery_version(BACKEND),
-    "data": data_version(),
-    "benchmark": benchmark_version(),
-}
+# Hashes of the Python code behind each kind of output, in their rules' params.
+CODE = code_versions(BACKEND)
 
 CELLS_BY_PATH = {cell.path: cell for cell in CELLS}
 SIZES = image_sizes(CELLS)
@@ -221,9 +215,9 @@ def kernel_libraries(wildcards):
 
 def bench_kernel_files():
     """The files of every kernel the benchmark runs: the conv contenders, our SGEMMs and cuBLAS."""
-    convs = [kernel for _, _, kernel in BENCH_CONTENDERS]
-    kernels = [*convs, *SGEMM_OURS, SGEMM_LIBRARY]
-    return sorted({path for kernel in kernels for path in files_of(kernel, "cuda")})
+    return sorted(
+        {path for kernel in benchmark_kernels() for path in files_of(kernel, "cuda")}
+    )
 
 
 def kernel_files(wildcards):

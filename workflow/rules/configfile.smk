@@ -7,8 +7,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(workflow.basedir) / "workflow"))
 
-from convlab.plan.configfile import DEFAULT_CONFIG_FILE, check_config_files
-from convlab.status import UserError
+from convlab.snakefile.api import DEFAULT_CONFIG_FILE, UserError, check_config_files
 
 # A missing default is a mistake only without --configfile: Snakemake then runs on those alone.
 if Path(DEFAULT_CONFIG_FILE).exists() or not workflow.config_settings.configfiles:

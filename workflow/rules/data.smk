@@ -11,7 +11,7 @@ SOURCE_LOG = f"results/logs/data/source_{config['source_size']}.log"
 # shell command. The source job still checks (the file may change in between). The refusal is
 # kept in the source rule's log as if its job had run, except by a dry run, which writes nothing.
 if config["source_image"] and workflow.is_main_process:
-    from convlab.app.data import check_source_image
+    from convlab.snakefile.api import check_source_image
 
     try:
         check_source_image(

@@ -65,7 +65,7 @@ rule history:
         logged(
             "{params.runner} record --results {params.results} --backend {params.backend} "
             '--device {params.device} --config {params.grid:q} --run-id "$CONVLAB_RUN_ID" '
-            "--pairs {input.pairs} --out {output.verdicts}",
+            "--pairs {input.pairs}",
             then="{{ printf '%s' {params.heading:q}; cat {output.verdicts}; }} >&2",
         )
 

@@ -2,20 +2,18 @@
 # (convlab.report.figuretable), the seed comparison, and what the report's intro says of this run.
 # The seeds and their figures are the seed table's, convlab.report.seeds; their report category is
 # the family that reproduces them.
-from convlab.measure.hostinfo import cpu_name
-from convlab.plan.families import seed_family
-from convlab.report.figuretable import (
-    BACKEND as FIGURE_BACKEND,
-    BY_FILE as FIGURES_BY_FILE,
-    SIZE_FAMILY,
-    TABLE as FIGURE_TABLE,
-)
-from convlab.report.seeds import (
+from convlab.snakefile.api import (
+    FIGURE_BACKEND,
+    FIGURES_BY_FILE,
+    FIGURE_TABLE,
     SEEDS,
+    SIZE_FAMILY,
+    cpu_name,
     figure_names,
     figure_stem,
     figure_stems,
     report_labels,
+    seed_family,
     seed_figure,
     table_stem,
 )

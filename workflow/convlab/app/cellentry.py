@@ -7,9 +7,9 @@ that cell to the measurement service. So its line is parsed here, never by the c
 which imports argparse and every command's choices.
 
 Its first path is lean. Where the run named its service for this process
-(convlab.app.service.runsocket), the request is written here and goes straight to that socket,
+(convlab.service.runsocket), the request is written here and goes straight to that socket,
 and the service answers in text: the job imports only the interpreter's own modules and the
-socket's C module. Everything else goes to the full client (convlab.app.service.client), which
+socket's C module. Everything else goes to the full client (convlab.service.client), which
 finds the service by its identity, starts one, sends a cell the service dropped once more, or
 writes the error row, as it always has: no socket named for this process, none answering there,
 the service going away or not answering, a refusal in JSON.
@@ -26,15 +26,15 @@ import os
 import sys
 import time
 
-from convlab.app.service.framing import HEADER_BYTES, MAX_MESSAGE, read_exactly
-from convlab.app.service.jobenv import (
+from convlab.service.framing import HEADER_BYTES, MAX_MESSAGE, read_exactly
+from convlab.service.jobenv import (
     ANSWER_GRACE_S,
     cell_timeout_s,
     job_start,
     run_fields,
     service_on,
 )
-from convlab.app.service.runsocket import run_socket
+from convlab.service.runsocket import run_socket
 
 # The command this entry sends, and its options as the command table's entry of that name gives
 # them (a test holds both): each flag, and whether a cell line must give it.
@@ -136,8 +136,8 @@ def full_client(options: dict[str, str], failed: OSError | None = None, refusal:
     """The cell sent by the full client, after what the lean path met (``failed``), or the JSON
     ``refusal`` the service answered with, said as the full client says it."""
     # here, not at the top: the lean path is what nearly every cell job takes
-    from convlab.app.console import Console
-    from convlab.app.service.client import measure_through_service
+    from convlab.console import Console
+    from convlab.service.client import measure_through_service
 
     if refusal is not None:
         import json

@@ -3,7 +3,7 @@
   python -m convlab run --kernel direct --size 1024 --stride 2 --block 16
 
 The commands, their arguments and where each runs are the command table's
-(convlab.app.commands); this module parses, hands a command to the measurement service where the
+(convlab.app.commandtable); this module parses, hands a command to the measurement service where the
 table says a worker runs it, and otherwise calls its handler here.
 """
 
@@ -13,10 +13,10 @@ import os
 import sys
 
 from convlab.app.command import JOB, call
-from convlab.app.commands import parse
-from convlab.app.console import Console
+from convlab.app.commandtable import parse
 from convlab.app.forward import forward as forward_to_service
-from convlab.app.service.jobenv import service_on
+from convlab.console import Console
+from convlab.service.jobenv import service_on
 
 
 def main(argv: list[str] | None = None, forward: bool = True) -> int:

@@ -1,4 +1,4 @@
-"""What an entry of the command table is (convlab.app.commands), and what every command shares:
+"""What an entry of the command table is (convlab.app.commandtable), and what every command shares:
 its parser, its handler found by name, one way of turning its failures into an exit status, and
 its path arguments taken relative to the directory of the job that asked for it.
 
@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from convlab.app.console import Console
+from convlab.console import Console
 from convlab.status import UserError
 
 # Where a command runs while the measurement service is on (with CONVLAB_SERVICE=off, and for a

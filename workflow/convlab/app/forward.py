@@ -8,8 +8,8 @@ from __future__ import annotations
 import argparse
 
 from convlab.app.command import CELL, Command
-from convlab.app.console import Console
-from convlab.app.service.client import measure_through_service, run_through_service
+from convlab.console import Console
+from convlab.service.client import measure_through_service, run_through_service
 
 
 def forward(command: Command, args: argparse.Namespace, argv: list[str], console: Console) -> int:

@@ -23,7 +23,7 @@ from convlab.backends.cudagraph import record_graph
 from convlab.backends.libraries import library_kernels
 from convlab.backends.sharedmem import shared_limit
 from convlab.backends.sourcemodule import SourceModule, source_module
-from convlab.measure.counters import cell_range
+from convlab.measure.ncureport import cell_range
 from convlab.measure.telemetry import GpuTelemetry, Neighbours
 from convlab.measure.timing import Sampler
 from convlab.plan.launch import dims, evaluate, problem_names, stage_shared_bytes
@@ -162,7 +162,7 @@ class CudaBackend(Backend):
     def profiled(self, index: int):
         """The launches inside, profiled by a profiler that runs this process (Nsight Compute
         started with --profile-from-start off --nvtx), inside an NVTX range that names them as
-        cell ``index``'s (convlab.measure.counters)."""
+        cell ``index``'s (convlab.measure.ncureport)."""
         self.synchronize()
         nvtx.RangePush(cell_range(index))
         cuda_profiler.start()

@@ -6,55 +6,36 @@ problem: size, batch, H, W, C_in, C_out, filter_size, stride, padding, gemm_m/n/
 backend, so that a GPU can be compared with another GPU or with the cpu twins), and gives each
 cell the ratio B/A of its median time ``kernel_ms`` and a verdict.
 
-The verdict rule
-----------------
-Each row records the median of its timed repeats and their interquartile range (IQR). Per cell:
-
-    spread   = kernel_ms_iqr / kernel_ms             of A and of B (relative IQR)
-    noise    = sqrt(spread_A**2 + spread_B**2)      the spread of a difference of the two
-    change   = max(r, 1/r) - 1,  r = B/A             symmetric: 2x slower and 2x faster are both 1.0
-    floor    = --threshold (default 8 %), at least 15 % where either median is under 0.02 ms
-
-    SAME     change <= floor                         too small to tell from run-to-run drift
-             or change <= noise <= 20 %              within the measurements' own spread
-    UNCLEAR  otherwise, where change <= 2 * noise    beyond the floor, but not clear of the spread
-    FASTER   B's median is lower  } beyond the floor and beyond twice the noise
-    SLOWER   B's median is higher }
-
-This follows nvbench's ``nvbench_compare`` (a difference within the measurements' noise is SAME)
-and asv's change detection (a change must exceed a relative threshold and the noise). Two runs of
-the same code on one GPU differ by a few percent (clocks, temperature, the other tenants of the
-host) while each run's own spread can be far smaller, so the floor, not the spread, keeps a rerun
-SAME; kernels that take a few microseconds are dominated by the launch and move by up to about
-13 % between runs, hence their wider floor. A wide spread (over 20 % combined) never makes a
-change SAME beyond the floor: such a cell is UNCLEAR unless the change is clear of twice the noise.
-
-The min and max of the repeats are not used: one repeat preempted by the host sets the max
-(summaries show maxima 30 times the median), so overlapping ranges would call almost any
-change UNCLEAR.
-
-Two sets measured by the cpu backend shared their host with whatever else ran there: a FASTER or
-SLOWER between them is UNCLEAR ("unconfirmed" in its note), so that ``--fail-on slower`` fails
-only on a change the host cannot have made; so is one whose GPU throttled, or shared its time with
-another process's work (the row's ``gpu_neighbours``) while either side was timed.
-
-Cells in one set only are MISSING; cells that are not ``ok`` in both sets get their statuses as
+The verdict rule is convlab.history.verdictrule's. Cells in one set only are MISSING; cells that are not ``ok`` in both sets get their statuses as
 the verdict (e.g. ``ok/wrong``), never a ratio.
 """
 
 from __future__ import annotations
 
-import hashlib
-import html
 import math
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
 from convlab.atomicfile import write_text_atomically
+from convlab.history.comparefiles import default_out
 from convlab.history.summary import SummaryError, read_summary
+from convlab.history.verdictrule import (
+    DEFAULT_THRESHOLD,
+    FASTER,
+    LAUNCH_BOUND_MS,
+    LAUNCH_BOUND_THRESHOLD,
+    MISSING,
+    NEIGHBOURED,
+    SAME,
+    SLOWER,
+    TIMED_VERDICTS,
+    UNCLEAR,
+    geomean,
+    verdict,
+)
+from convlab.history.verdictrule import number as _number
 from convlab.status import UserError
 
 # The columns that say which cell a row measured, whatever the backend that measured it.
@@ -63,22 +44,6 @@ KEY_COLUMNS = ("experiment", "kernel", "variant", "size", "batch", "H", "W", "C_
 # What a file must have to be read as a summary.
 NEEDED_COLUMNS = ("experiment", "kernel", "variant", "status", "kernel_ms")
 
-# Run-to-run drift of one kernel on one GPU is a few percent; 8 % sits above it with margin and
-# below asv's default 10 %, so a steady kernel's 10 % regression is still reported.
-DEFAULT_THRESHOLD = 0.08
-# Kernels this short are dominated by the launch and by the timer's resolution...
-LAUNCH_BOUND_MS = 0.02
-# ...and move by up to about 13 % between runs of the same code.
-LAUNCH_BOUND_THRESHOLD = 0.15
-# why a change is unconfirmed when another process used the GPU meanwhile
-NEIGHBOURED = "other processes used the GPU while it measured"
-# A combined spread wider than this cannot show that a change beyond the floor is noise.
-WIDE_NOISE = 0.20
-# A change must clear the noise by this factor to be called FASTER or SLOWER.
-CLEAR_FACTOR = 2.0
-
-SAME, FASTER, SLOWER, UNCLEAR, MISSING = "SAME", "FASTER", "SLOWER", "UNCLEAR", "MISSING"
-TIMED_VERDICTS = (FASTER, SLOWER, SAME, UNCLEAR)
 # Up to this many cells the whole table is printed; above it only the cells that are not SAME,
 # at most MAX_PRINTED of them (every cell is in the CSV).
 PRINT_ALL_UP_TO = 30
@@ -158,33 +123,6 @@ def _keyed(rows: pd.DataFrame, keys: list[str], label: str) -> pd.DataFrame:
     return keyed
 
 
-def _number(value: object) -> float:
-    try:
-        number = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return math.nan
-    return number
-
-
-def verdict(a_ms: float, a_iqr: float, b_ms: float, b_iqr: float,
-            threshold: float = DEFAULT_THRESHOLD, own_floor: bool = False) -> tuple[str, float, float, float]:
-    """The verdict on one cell timed in both sets (see the module docstring), with the ratio B/A,
-    the floor applied and the combined noise (inf where a spread is unknown). ``own_floor``: the
-    threshold is the cell's own, learned from its history (convlab.history.noise), whatever its time."""
-    ratio = b_ms / a_ms
-    launch_bound = min(a_ms, b_ms) < LAUNCH_BOUND_MS and not own_floor
-    floor = max(threshold, LAUNCH_BOUND_THRESHOLD) if launch_bound else threshold
-    spreads = [iqr / ms for iqr, ms in ((a_iqr, a_ms), (b_iqr, b_ms))]
-    noise = math.hypot(*spreads) if all(math.isfinite(s) and s >= 0 for s in spreads) else math.inf
-    change = max(ratio, 1 / ratio) - 1
-    # a hair of slack, so that a change of exactly the floor (1.08 against 1.00) is not lost to rounding
-    if change <= floor + 1e-9 or (change <= noise and noise <= WIDE_NOISE):
-        return SAME, ratio, floor, noise
-    if change <= CLEAR_FACTOR * noise:
-        return UNCLEAR, ratio, floor, noise
-    return (FASTER if ratio < 1 else SLOWER), ratio, floor, noise
-
-
 def _neighboured(row: pd.Series) -> bool:
     """Whether another process used the GPU while either side of the cell was timed."""
     return any(_number(row[f"gpu_neighbours_{side}"]) > 0 for side in ("a", "b"))
@@ -252,11 +190,6 @@ def _natural(column: pd.Series) -> pd.Series:
     """Numbers sort as numbers (size 96 before 128), text as text."""
     numbers = pd.to_numeric(column.replace("", math.nan), errors="coerce")
     return numbers if numbers.notna().any() or (column == "").all() else column
-
-
-def geomean(ratios: pd.Series) -> float:
-    ratios = ratios[ratios.notna() & (ratios > 0)]
-    return math.exp(sum(math.log(r) for r in ratios) / len(ratios)) if len(ratios) else math.nan
 
 
 def _counts_text(cells: pd.DataFrame, name: str) -> str:
@@ -337,11 +270,11 @@ def cell_names(table: pd.DataFrame) -> pd.Series:
     return names
 
 
-def _ms(value: float) -> str:
+def ms_text(value: float) -> str:
     return "" if not math.isfinite(_number(value)) else f"{_number(value):.4g}"
 
 
-def _pct(value: float) -> str:
+def percent_text(value: float) -> str:
     return "" if not math.isfinite(_number(value)) else f"{100 * _number(value):.0f}%"
 
 
@@ -356,8 +289,8 @@ def cell_table_lines(table: pd.DataFrame, labels: tuple[str, str]) -> list[str]:
     shown = table if len(table) <= PRINT_ALL_UP_TO else table[table["verdict"] != SAME]
     names = cell_names(table)
     header = ("verdict", "B/A [interval]", f"A ms ({labels[0]})", "spread", f"B ms ({labels[1]})", "spread", "cell")
-    rows = [(row["verdict"], _ratio_text(row), _ms(row["kernel_ms_a"]),
-             _pct(row["spread_a"]), _ms(row["kernel_ms_b"]), _pct(row["spread_b"]), names[index])
+    rows = [(row["verdict"], _ratio_text(row), ms_text(row["kernel_ms_a"]),
+             percent_text(row["spread_a"]), ms_text(row["kernel_ms_b"]), percent_text(row["spread_b"]), names[index])
             for index, row in shown.head(MAX_PRINTED).iterrows()]
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header) - 1)]
     lines = ["  ".join(str(v).ljust(w) for v, w in zip(r, widths)) + "  " + r[-1] for r in [header, *rows]]
@@ -369,76 +302,20 @@ def cell_table_lines(table: pd.DataFrame, labels: tuple[str, str]) -> list[str]:
     return lines
 
 
-def render_html(table: pd.DataFrame, header: list[str], summary: list[str], title: str) -> str:
-    """A standalone page: the two sets, the summary lines, and every cell with its verdict."""
-    colours = {SAME: "#eef5ee", FASTER: "#cfe8cf", SLOWER: "#f6cccc", UNCLEAR: "#fff2c2", MISSING: "#e4e4e4"}
-    names = cell_names(table)
-    head = ("cell", "status A", "status B", "A ms", "spread A", "B ms", "spread B", "B/A", "floor", "noise", "verdict")
-    body = []
-    for index, row in table.iterrows():
-        values = (names[index], row["status_a"], row["status_b"], _ms(row["kernel_ms_a"]), _pct(row["spread_a"]),
-                  _ms(row["kernel_ms_b"]), _pct(row["spread_b"]),
-                  "" if math.isnan(row["ratio"]) else f"{row['ratio']:.3f}", _pct(row["floor"]),
-                  _pct(row["noise"]), row["verdict"])
-        colour = colours.get(row["verdict"], "#e4e4e4")
-        body.append(f'<tr style="background:{colour}">'
-                    + "".join(f"<td>{html.escape('' if pd.isna(v) else str(v))}</td>" for v in values) + "</tr>")
-    return ("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\">"
-            f"<title>{html.escape(title)}</title>\n<style>"
-            "body{font-family:sans-serif;margin:1.5em}table{border-collapse:collapse}"
-            "th,td{border:1px solid #ccc;padding:4px 8px;text-align:left}th{background:#f0f0f0}"
-            "pre{background:#f7f7f7;padding:0.6em}"
-            "</style></head>\n<body>\n"
-            f"<h2>{html.escape(title)}</h2>\n<pre>{html.escape(chr(10).join(header))}</pre>\n"
-            f"<h3>By kernel</h3>\n<pre>{html.escape(chr(10).join(summary))}</pre>\n"
-            "<h3>Every cell</h3>\n<p>Verdict rule: see <code>convlab/history/compare.py</code>; the floor and the noise "
-            "are relative to the median time.</p>\n<table>\n<tr>"
-            + "".join(f"<th>{html.escape(h)}</th>" for h in head) + "</tr>\n" + "\n".join(body)
-            + "\n</table>\n</body></html>\n")
-
-
-def default_out(a: ResultSet, b: ResultSet) -> Path:
-    """compare_<A>_vs_<B>.csv beside A's summary (for a side read from the results database,
-    in results/<device>/compare/)."""
-    first, second = side_names(a, b)
-    folder = a.path.parent / "compare" if a.path.suffix == ".sqlite" else a.path.parent
-    return folder / f"compare_{safe_name(first)}_vs_{safe_name(second)}.csv"
-
-
-def _label_folders(side: ResultSet) -> list[str]:
-    """The folder names above a side's label, nearest first: results_a for
-    results_a/h200/summary.csv (labelled h200), run2 for run2/old.csv (labelled old)."""
-    path = side.path.resolve()
-    above = path.parent.parent if path.name == "summary.csv" else path.parent
-    return [part.name for part in (above, *above.parents) if part.name]
-
-
-def side_names(a: ResultSet, b: ResultSet) -> tuple[str, str]:
-    """Names for the two sides in the output's file name, so that comparing other folders writes
-    other files: their labels (h100, a100) where the sides sit in one folder; else each label
-    prefixed with the nearest folder above it whose name differs between the sides
-    (results_a-h200, results_b-h200; x-h100, y-a100). Where nothing tells two sides of one label
-    apart, a short hash of both paths does."""
-    for mine, theirs in zip(_label_folders(a), _label_folders(b)):
-        if mine != theirs:
-            return f"{mine}-{a.label}", f"{theirs}-{b.label}"
-    if a.label != b.label:
-        return a.label, b.label
-    digest = hashlib.sha256(f"{a.path.resolve()}\n{b.path.resolve()}".encode()).hexdigest()[:8]
-    return f"{a.label}-a", f"{b.label}-b-{digest}"
-
-
-def safe_name(label: str) -> str:
-    """A label as a file-name part: '@previous (run 2026...)' -> 'previous-run-2026...'."""
-    return "-".join(filter(None, re.split(r"[^A-Za-z0-9._~-]+", label))) or "set"
-
-
 @dataclass(frozen=True)
 class Comparison:
-    """What compare printed and wrote, and its per-cell table."""
+    """What compare found: its per-cell table, the lines it prints, and the CSV it wrote."""
 
-    text: str
     table: pd.DataFrame
+    header: list[str]  # the two sides, the boards, the rule's floor
+    cells: list[str]  # the cell table as text
+    summary: list[str]  # one line per kernel, and the overall line
+    title: str
+    out: Path  # the CSV
+
+    @property
+    def text(self) -> str:
+        return "\n".join([*self.header, "", *self.cells, "", *self.summary])
 
     @property
     def slower(self) -> int:
@@ -458,10 +335,10 @@ def same_measurements(a: pd.DataFrame, b: pd.DataFrame) -> set[str]:
 
 
 def compare_result_sets(a: ResultSet, b: ResultSet, out: str | Path | None = None,
-                        html_out: str | Path | None = None, threshold: float | None = None) -> Comparison:
-    """Compare two result sets, write the CSV and the HTML page, and return what to print
-    (``threshold`` None: DEFAULT_THRESHOLD). A cell whose row is the same measurement on both
-    sides (two states of the results database) is left out and counted."""
+                        threshold: float | None = None) -> Comparison:
+    """Compare two result sets and write the CSV (``threshold`` None: DEFAULT_THRESHOLD). A cell
+    whose row is the same measurement on both sides (two states of the results database) is left
+    out and counted. The page is convlab.report.comparepage's."""
     threshold = DEFAULT_THRESHOLD if threshold is None else threshold
     labels = (a.label, b.label) if a.label != b.label else (f"A ({a.label})", f"B ({b.label})")
     shared = same_measurements(a.rows, b.rows)
@@ -472,21 +349,11 @@ def compare_result_sets(a: ResultSet, b: ResultSet, out: str | Path | None = Non
                            f"({len(shared)} rows): nothing was re-measured between them")
     table = compare_sets(a_rows, b_rows, threshold, labels)
     out = Path(out) if out else default_out(a, b)
-    html_out = Path(html_out) if html_out else out.with_suffix(".html")
     header = [*describe(a, "A"), *describe(b, "B"), *boards_line(a, b),
               f"ratio B/A of kernel_ms (median); floor {threshold:.0%}, at least {LAUNCH_BOUND_THRESHOLD:.0%} under "
               f"{LAUNCH_BOUND_MS:g} ms; {len(table)} cells"]
     if shared:
         header.append(f"{len(shared)} cells are the same measurement on both sides and are left out")
-    summary = kernel_lines(table)
     write_text_atomically(out, table.to_csv(index=False))
-    title = f"convlab compare: {a.label} vs {b.label}"
-    write_text_atomically(html_out, render_html(table, header, summary, title))
-    text = "\n".join([*header, "", *cell_table_lines(table, labels), "", *summary, "", f"wrote {out} and {html_out}"])
-    return Comparison(text, table)
-
-
-def compare_paths(a_path: str | Path, b_path: str | Path, out: str | Path | None = None,
-                  html_out: str | Path | None = None, threshold: float | None = None) -> str:
-    """Compare two summaries (files or folders) and return the printed report."""
-    return compare_result_sets(load_set(a_path), load_set(b_path), out, html_out, threshold).text
+    return Comparison(table, header, cell_table_lines(table, labels), kernel_lines(table),
+                      f"convlab compare: {a.label} vs {b.label}", out)

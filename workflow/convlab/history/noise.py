@@ -26,8 +26,8 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from convlab.history.compare import NEIGHBOURED
 from convlab.history.store import Measurement
+from convlab.history.verdictrule import NEIGHBOURED
 from convlab.measure.row import finite_number
 
 MIN_PAIRS = 5

@@ -10,7 +10,6 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 
 from convlab.atomicfile import write_text_atomically
-from convlab.history.compare import FASTER, SAME, SLOWER, UNCLEAR
 from convlab.measure.row import finite_number
 
 
@@ -69,15 +68,3 @@ def read_pairs(path: str | Path | None) -> dict[str, PairRow]:
                 neighbours=int(neighbours) if neighbours is not None else None,
                 neighbour_names=record.get("neighbour_names", ""))
     return pairs
-
-
-def verdict_of_interval(low: float, high: float, threshold: float) -> str:
-    """SLOWER or FASTER when the whole interval lies beyond ± the threshold, SAME when it lies
-    within it, UNCLEAR when it straddles an edge."""
-    if low > 1 + threshold:
-        return SLOWER
-    if high < 1 - threshold:
-        return FASTER
-    if low >= 1 - threshold and high <= 1 + threshold:
-        return SAME
-    return UNCLEAR

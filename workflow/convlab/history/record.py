@@ -19,6 +19,7 @@ import hashlib
 import io
 import json
 import socket
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -170,12 +171,14 @@ def found_rows(results_dir: Path, cells: list[Cell]) -> tuple[dict[str, Found], 
 
 def record(results_dir: str | Path, cells: list[Cell], device: str, run_id: str | None = None,
            timeout_s: float = store.BUSY_TIMEOUT_S, threshold: float = MIN_FLOOR,
-           pairs: dict[str, PairRow] | None = None) -> Recorded:
+           pairs: dict[str, PairRow] | None = None, config: Mapping[str, Any] | None = None) -> Recorded:
     """Add the rows of ``cells`` that are not kept yet to results_dir/history.sqlite, judge them,
     and write the verdict files; the verdicts are those of the rows jobs of ``run_id`` placed.
     ``threshold``: the least floor of a cell whose reruns gave it its own, and the change a paired
     cell's interval is judged against (config verdicts.threshold). ``pairs``: the run's side-by-side
-    measurements by cell (paired.csv). Never raises for a database that cannot be used: it warns."""
+    measurements by cell (paired.csv). ``config``: the run's grid, kept beside the verdicts (what
+    `check-verdicts` samples its cells from). The verdict files have no other writer. Never raises for
+    a database that cannot be used: it warns."""
     pairs = pairs or {}
     results_dir = Path(results_dir)
     run_id = run_id or new_run_id()
@@ -236,6 +239,9 @@ def record(results_dir: str | Path, cells: list[Cell], device: str, run_id: str 
             connection.close()
     details = write_verdicts(results_dir, run_id, verdicts)
     lines = summary_lines(verdicts, device, run_id, details) + other_rows_lines(fresh, run_id)
+    write_text_atomically(results_dir / VERDICTS_DIR / "latest.txt", "\n".join(lines) + "\n")
+    if config is not None:
+        write_text_atomically(results_dir / RUN_CONFIG, json.dumps(config, sort_keys=True) + "\n")
     return Recorded(run_id, verdicts, lines, added, warnings)
 
 

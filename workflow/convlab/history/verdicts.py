@@ -16,13 +16,23 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 
-from convlab.history.compare import FASTER, NEIGHBOURED, SAME, SLOWER, UNCLEAR, verdict
 from convlab.history.noise import MIN_FLOOR, CellNoise, busy_host
-from convlab.history.pairfile import PairRow, verdict_of_interval
+from convlab.history.pairfile import PairRow
 from convlab.history.store import Measurement
+from convlab.history.verdictrule import (
+    FASTER,
+    NEIGHBOURED,
+    SAME,
+    SLOWER,
+    UNCLEAR,
+    geomean,
+    verdict,
+    verdict_of_interval,
+)
+from convlab.measure.row import finite_number
 
 NEW = "new"
 # What a change between two measurements of a cell is called, by the field that differs.
@@ -67,12 +77,6 @@ class CellVerdict:
         return None
 
 
-def _number(value: object) -> float | None:
-    try:
-        number = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return None
-    return number if math.isfinite(number) else None
 
 
 # The versions a row records, by the name a change of them is called.
@@ -129,7 +133,7 @@ def judge(new: Mapping[str, object], previous: Measurement | None, noise: CellNo
     """The verdict on one new measurement (a mapping with the store's measurement columns), with
     the cell's learned ``noise`` where its history gave one; by ``pair``'s interval against
     ± ``threshold`` where it was measured side by side with the previous measurement's kernel."""
-    ms, iqr = _number(new.get("kernel_ms")), _number(new.get("kernel_ms_iqr"))
+    ms, iqr = finite_number(new.get("kernel_ms")), finite_number(new.get("kernel_ms_iqr"))
     status = str(new.get("status") or "")
     ratio = low = high = None
     unconfirmed = None
@@ -170,7 +174,7 @@ def judge(new: Mapping[str, object], previous: Measurement | None, noise: CellNo
 def neighbours_of(new: Mapping[str, object]) -> str:
     """The other processes a new measurement's row says used the GPU while it was timed."""
     row = _row(new)
-    count = _number(row.get("gpu_neighbours"))
+    count = finite_number(row.get("gpu_neighbours"))
     return str(row.get("gpu_neighbour_names") or "unnamed") if count and count > 0 else ""
 
 
@@ -183,9 +187,6 @@ def _row(new: Mapping[str, object]) -> Mapping[str, object]:
     return values if isinstance(values, dict) else {}
 
 
-def geomean(values: Iterable[float]) -> float:
-    logs = [math.log(v) for v in values if v and v > 0]
-    return math.exp(sum(logs) / len(logs)) if logs else math.nan
 
 
 def _kernel_line(kernel: str, verdicts: list[CellVerdict], width: int) -> str:

@@ -6,7 +6,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from convlab.measure.observer import Observer, ResultView, RunView
+from convlab.measure.observers.base import Observer, ResultView, RunView
 
 
 def format_phases(laps: Mapping[str, float]) -> str:
@@ -16,7 +16,7 @@ def format_phases(laps: Mapping[str, float]) -> str:
 
 class PhaseClock(Observer):
     """Laps of wall-clock time: lap('place') records the time since the previous lap. An observer
-    of a cell's measurement (convlab.measure.observers): each step that succeeds ends a lap of its
+    of a cell's measurement (convlab.measure.observers.standard): each step that succeeds ends a lap of its
     name, and its column is the cell's phases."""
 
     def __init__(self) -> None:

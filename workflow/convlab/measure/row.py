@@ -238,11 +238,11 @@ ROUNDING = 1e-5
 WINDOW_SLACK_MS = 1.0
 
 
-def finite_number(text: str | None) -> float | None:
+def finite_number(text: object) -> float | None:
     """The finite number ``text`` writes, or None (empty, not a number, inf or nan)."""
     try:
         number = float(text) if text not in (None, "") else math.nan
-    except ValueError:
+    except (TypeError, ValueError):
         return None
     return number if math.isfinite(number) else None
 

@@ -1,7 +1,7 @@
 """GPU clocks, power, temperature, throttling and energy while a cell's repeats are timed.
 
 An observer samples NVML (nvidia-ml-py) on a thread during the timing and returns its row
-columns (convlab.measure.observers), as Kernel Tuner's NVMLObserver does. Like nvbench, a sample
+columns (convlab.measure.observers.standard), as Kernel Tuner's NVMLObserver does. Like nvbench, a sample
 whose SM clock is below 75 % of the GPU's default clock counts as throttled, as does any throttle
 reason that slows the chip (power cap, thermal or hardware slowdown). Where NVML is missing, the
 observer is a null one: its columns stay empty and `unavailable` says why (the device record keeps
@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from convlab.measure.observer import Observer, ResultView, RunView
+from convlab.measure.observers.base import Observer, ResultView, RunView
 
 SAMPLE_INTERVAL_S = 0.005
 # NVML samples each process's utilisation every sixth of a second or so: a window shorter than

@@ -22,7 +22,7 @@ from matplotlib.lines import Line2D
 
 from convlab.atomicfile import write_text_atomically
 from convlab.history.summary import read_summary
-from convlab.measure.counters import speaking_cells
+from convlab.measure.ncureport import speaking_cells
 from convlab.plan.families import FAMILIES, problem_key
 from convlab.report.pages import html_page
 from convlab.report.plotting import log_axis, new_figure, note_figure_object, palette_colors, save_figure

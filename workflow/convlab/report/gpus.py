@@ -16,8 +16,9 @@ from pathlib import Path
 import pandas as pd
 
 from convlab.atomicfile import write_text_atomically
-from convlab.history.compare import CompareError, compare_sets, geomean, kernel_lines
+from convlab.history.compare import CompareError, compare_sets, kernel_lines
 from convlab.history.summary import read_summary
+from convlab.history.verdictrule import geomean
 
 VERDICTS = ("FASTER", "SLOWER", "SAME", "UNCLEAR")
 

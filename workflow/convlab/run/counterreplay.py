@@ -1,6 +1,6 @@
 """The launches a profiler reads a grid's hardware counters from: each cell placed, set up and
 launched once untimed (compiles, plans and lazy loading stay out of the profile), then launched once
-more between the profiler's start and stop, in the NVTX range that names it (convlab.measure.counters). Run inside
+more between the profiler's start and stop, in the NVTX range that names it (convlab.measure.ncureport). Run inside
 Nsight Compute by the `counters` step, never in a cell's own measurement: the profiler replays
 each kernel many times, and no timed launch may include that.
 

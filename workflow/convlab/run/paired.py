@@ -1,5 +1,5 @@
 """A cell's kernel measured side by side with an earlier version of it: the same problem, the
-same operands, the same GPU and process, interleaved (convlab.measure.paired).
+same operands, the same GPU and process, interleaved (convlab.measure.interleave).
 
 Both versions go through the cell's own steps up to the launch (place, set up, launch), on one
 placement of the operands; the earlier version is verified too, as a version whose output is
@@ -32,7 +32,7 @@ from pathlib import Path
 
 from convlab.backends import get_backend
 from convlab.backends.base import Backend
-from convlab.measure.paired import PairedResult, Side, interleave
+from convlab.measure.interleave import PairedResult, Side, interleave
 from convlab.measure.timing import GraphRefused, capture_graph
 from convlab.plan.cell import Cell
 from convlab.plan.registry import KernelSpec

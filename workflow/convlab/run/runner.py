@@ -2,7 +2,7 @@
 
 Every experiment family goes through the same steps (convlab.run.steps); its operands
 (convlab.plan.operands) know how to place themselves, their float64 reference and the output layout
-to compare in. Observers (convlab.measure.observers) take part in each step through their
+to compare in. Observers (convlab.measure.observers.standard) take part in each step through their
 hooks (before it, after it, or abandon() where it fails) and report what the steps produced as
 columns; convlab.measure.row builds the row from them.
 
@@ -22,7 +22,9 @@ from typing import Any, NamedTuple, TypeVar
 from convlab.backends import get_backend
 from convlab.backends.base import Backend
 from convlab.measure import provenance
-from convlab.measure.observers import OBSERVERS, Observer, StageTimes
+from convlab.measure.observers.base import Observer
+from convlab.measure.observers.stagetimes import StageTimes
+from convlab.measure.observers.standard import OBSERVERS
 from convlab.measure.phases import PhaseClock
 from convlab.measure.row import JobFacts, build_row
 from convlab.measure.telemetry import TimedWorkTelemetry

@@ -1,5 +1,5 @@
 """The commands' handlers, by area. Each is ``handler(args, console) -> exit status``, named by the
-command table (convlab.app.commands) and imported only when its command runs.
+command table (convlab.app.commandtable) and imported only when its command runs.
 
 A handler says its output to its Console, never to sys.stdout, so that it runs alike in its own
 process and in a service worker; it opens the paths it is given as they are (a worker has already

@@ -7,11 +7,11 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from convlab.app.console import Console
 from convlab.app.runargs import FAMILY, check_run_args
-from convlab.app.sharedcount import shared_memory_report
 from convlab.backends import get_backend, resolve_backend
 from convlab.backends.devicelock import exclusive_device
+from convlab.backends.sharedcount import shared_memory_report
+from convlab.console import Console
 from convlab.measure.row import write_row_atomically
 from convlab.paths import REPO_ROOT
 from convlab.plan.cell import Cell

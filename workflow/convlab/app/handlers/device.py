@@ -10,7 +10,6 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from convlab.app.console import Console
 from convlab.atomicfile import write_text_atomically
 from convlab.backends import get_backend
 from convlab.backends.base import Backend
@@ -18,6 +17,7 @@ from convlab.backends.devicelock import exclusive_device
 from convlab.backends.sourcemodule import grid_modules
 from convlab.bench.floor import format_table, run_benchmark, write_results
 from convlab.bench.sgemm import format_gemm_table, run_gemm_benchmark
+from convlab.console import Console
 from convlab.plan.cell import Cell
 from convlab.plan.grid import build_cells
 from convlab.report.gallery import render_edge_map

@@ -6,19 +6,17 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 
-from convlab.app.console import Console
-from convlab.atomicfile import write_text_atomically
+from convlab.console import Console
 from convlab.history.compare import compare_result_sets
 from convlab.history.listing import history_lines
 from convlab.history.noise import MIN_FLOOR
 from convlab.history.pairfile import read_pairs
-from convlab.history.record import RUN_CONFIG
 from convlab.history.record import record as record_rows
 from convlab.history.sides import device_folder, load_side
 from convlab.plan.grid import build_cells
-from convlab.report.history import write_history_page
+from convlab.report.comparepage import write_comparison_page
+from convlab.report.historypage import write_history_page
 
 
 def compare(args: argparse.Namespace, console: Console) -> int:
@@ -26,8 +24,9 @@ def compare(args: argparse.Namespace, console: Console) -> int:
     slower, which exits 1 when any cell is SLOWER (a CI gate)."""
     a = load_side(args.a, args.results, args.device)
     b = load_side(args.b, args.results, args.device)
-    comparison = compare_result_sets(a, b, args.out, args.html, args.threshold)
-    console.say(comparison.text)
+    comparison = compare_result_sets(a, b, args.out, args.threshold)
+    page = write_comparison_page(comparison, args.html)
+    console.say(f"{comparison.text}\nwrote {comparison.out} and {page}")
     if comparison.neighboured:
         console.warn(f"warning: {comparison.neighboured} cells were timed while other processes used the GPU: "
                      "their FASTER/SLOWER are UNCLEAR, and --fail-on slower does not fail on them")
@@ -43,12 +42,9 @@ def record(args: argparse.Namespace, console: Console) -> int:
     cells = build_cells(config, args.backend, args.device)
     threshold = (config.get("verdicts") or {}).get("threshold", MIN_FLOOR)
     recorded = record_rows(args.results, cells, args.device, run_id=args.run_id or None, threshold=threshold,
-                           pairs=read_pairs(args.pairs))
+                           pairs=read_pairs(args.pairs), config=config)
     for warning in recorded.warnings:
         console.warn(f"warning: {warning}")
-    write_text_atomically(args.out, "\n".join(recorded.lines) + "\n")
-    # the grid of the run that recorded last: what `check-verdicts` samples its cells from
-    write_text_atomically(Path(args.results) / RUN_CONFIG, json.dumps(config, sort_keys=True) + "\n")
     console.say(f"run {recorded.run_id}: {len(recorded.verdicts)} new rows, {recorded.added} added to the database")
     console.say("\n".join(recorded.lines))
     return 0

@@ -14,16 +14,16 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from convlab.app.console import Console
 from convlab.backends import get_backend
 from convlab.backends.base import Backend
 from convlab.backends.devicelock import exclusive_device
 from convlab.backends.sourcemodule import SourceModule, source_module
-from convlab.history.compare import DEFAULT_THRESHOLD, LAUNCH_BOUND_MS, LAUNCH_BOUND_THRESHOLD
+from convlab.console import Console
 from convlab.history.kernelversions import VersionUnavailable
 from convlab.history.noise import MIN_FLOOR
 from convlab.history.pairfile import PairRow, write_pairs
 from convlab.history.pairing import Candidate, candidates, restore_previous
+from convlab.history.verdictrule import DEFAULT_THRESHOLD, LAUNCH_BOUND_MS, LAUNCH_BOUND_THRESHOLD
 from convlab.plan.families import family
 from convlab.plan.grid import build_cells
 from convlab.plan.registry import KernelSpec, read_kernel_folder

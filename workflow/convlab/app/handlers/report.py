@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import argparse
 
-from convlab.app.console import Console
 from convlab.atomicfile import write_text_atomically
+from convlab.console import Console
 from convlab.history.summary import read_summary
 from convlab.report.aggregate import aggregate as aggregate_rows
 from convlab.report.aggregate import write_slice

@@ -19,18 +19,18 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
-from convlab.app.console import Console
 from convlab.app.handlers.pairs import pair_settings
 from convlab.backends import get_backend
 from convlab.backends.choice import choose_backend
 from convlab.backends.devicelock import exclusive_device
 from convlab.codeversion import file_contents
+from convlab.console import Console
 from convlab.history import store
 from convlab.history.compare import CompareError
 from convlab.history.kernelversions import copy_kernel_version
-from convlab.history.pairfile import verdict_of_interval
 from convlab.history.record import RUN_CONFIG
 from convlab.history.sides import device_folder
+from convlab.history.verdictrule import verdict_of_interval
 from convlab.paths import REPO_ROOT
 from convlab.plan.config import read_config_file, validate_config
 from convlab.plan.grid import build_cells

@@ -9,16 +9,20 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import sys
 
-from convlab.app.console import Console
-from convlab.app.service import control
-from convlab.app.service.jobenv import RUN_ID_ENV, job_start
+from convlab.console import Console
 from convlab.measure.phases import PhaseClock
 from convlab.measure.rowjournal import keep_unrecorded
+from convlab.service import control
+from convlab.service.jobenv import RUN_ID_ENV, job_start
 
 # Measuring here needs NumPy, the backends and the kernels' code, which the thin client never
 # imports: they are imported when this path is taken, and their time is the row's `imports` phase.
 IN_PROCESS = "convlab.run.inprocess"
+# What the service runs to start a worker (it appends --backend and --index): the service's worker
+# with the command table's runner, which the service itself does not import.
+WORKER_COMMAND = (sys.executable, "-m", "convlab.app.workerentry")
 
 
 def cell(args: argparse.Namespace, console: Console) -> int:
@@ -39,4 +43,4 @@ def serve(args: argparse.Namespace, console: Console) -> int:
         return control.stop(console, quiet=args.quiet)
     if args.status:
         return control.status(console)
-    return control.run(console, args.idle_timeout, spawned=args.spawned)
+    return control.run(console, args.idle_timeout, WORKER_COMMAND, spawned=args.spawned)

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from convlab.pictures.loading import load_image
 from convlab.plan.operands import ConvOperands, Operands
-from convlab.plan.pictures import load_image
 from convlab.problem.geometry import ConvProblem, GemmProblem
 from convlab.problem.weights import make_weights
 from convlab.status import ConfigError

@@ -1,5 +1,5 @@
 """The command table: every ``python -m convlab`` command, its arguments, its handler and where it
-runs. The command line (convlab.app.cli) and the service's workers (convlab.app.service.worker)
+runs. The command line (convlab.app.cli) and the service's workers (convlab.service.worker)
 both parse with it. A new command is one entry here, its handler (convlab.app.handlers) and, if a
 rule runs it, its rule.
 
@@ -98,7 +98,7 @@ TABLE: tuple[Command, ...] = (
         arg("--gemm-out", path=True, default="results/benchmark/sgemm_cuda.csv", help="the SGEMM rows' CSV"),
     )),
     Command("bench-pipeline", "pipeline benchmark: a full Snakemake run of a checkout's copy against a bare "
-            "Snakemake of as many jobs", f"{HANDLERS}.pipeline:bench_pipeline", (
+            "Snakemake of as many jobs", f"{HANDLERS}.benchpipeline:bench_pipeline", (
         arg("--configfile", default="config/config.yaml", help="relative to the checkout (default: %(default)s)"),
         arg("--cores", type=int, default=1),
         arg("--checkout", path=True, help="the checkout to benchmark (default: this one)"),
@@ -110,12 +110,12 @@ TABLE: tuple[Command, ...] = (
             "(no GPU needed)", f"{HANDLERS}.cells:shared_memory", (
         arg("--config", path=True, default=str(DEFAULT_CONFIG)),
     )),
-    Command("source", "make the square source image", f"{HANDLERS}.data:source", (
+    Command("source", "make the square source image", f"{HANDLERS}.pictures:source", (
         arg("--size", type=int, required=True),
         arg("--user-image", path=True),
         file_arg("--out"),
     ), runs=TOOLS),
-    Command("downscale", "scale the source to one size", f"{HANDLERS}.data:downscale", (
+    Command("downscale", "scale the source to one size", f"{HANDLERS}.pictures:downscale", (
         file_arg("--source"),
         arg("--size", type=int, required=True),
         file_arg("--out"),
@@ -205,7 +205,7 @@ TABLE: tuple[Command, ...] = (
         file_arg("--out", help="the counters of each ok cell (results/<device>/counters.csv)"),
     ), runs=DEVICE, pool=backend_option),
     Command("counters-replay", "inside Nsight Compute: each planned cell's profiled launch (the counters step "
-            "starts it)", f"{HANDLERS}.counterreplay:counters_replay", (
+            "starts it)", f"{HANDLERS}.counters:counters_replay", (
         file_arg("--plan", help="the cells, as JSON"),
         file_arg("--reasons", help="where to write why a cell could not be replayed (JSON)"),
     )),
@@ -217,7 +217,6 @@ TABLE: tuple[Command, ...] = (
         arg("--run-id", default="", help="the run whose jobs measured the cells the verdicts are about "
                                         "(default: a new run, which measured none)"),
         arg("--pairs", path=True, help="the run's side-by-side measurements (verdicts/paired.csv, from pair)"),
-        file_arg("--out", help="the verdict lines (verdicts/latest.txt)"),
     ), runs=TOOLS),
     Command("check-verdicts", "an A/A self-check: a sample of the last run's cells measured side by side with "
             "themselves here now; the false-call rate and the smallest change a pair here calls",

@@ -10,15 +10,14 @@ import os
 import select
 import signal
 import subprocess
-import sys
 import threading
 import time
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from convlab.app.service.handout import FreeWorkers
+from convlab.service.handout import FreeWorkers
 
 PACKAGE_PARENT = Path(__file__).resolve().parents[3]  # workflow/, so `-m convlab...` finds this checkout
 HELLO_TIMEOUT_S = 300.0  # a cold CUDA context and cuDNN load take seconds, not minutes
@@ -47,13 +46,13 @@ def _exit_text(code: int | None) -> str:
 class Worker:
     """One worker process and its two pipes."""
 
-    def __init__(self, backend: str, index: int, env: dict[str, str], log: Path) -> None:
+    def __init__(self, backend: str, index: int, env: dict[str, str], log: Path, command: Sequence[str]) -> None:
         self.backend, self.index, self.log = backend, index, log
         environment = dict(env)
         environment["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PACKAGE_PARENT), env.get("PYTHONPATH")]))
         with open(log, "ab") as log_handle:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "convlab.app.service.worker", "--backend", backend, "--index", str(index)],
+                [*command, "--backend", backend, "--index", str(index)],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log_handle, env=environment)
         self._buffer = b""
         self.hello: dict[str, Any] = {}
@@ -139,11 +138,11 @@ def mixed_models(devices: list[dict[str, Any]]) -> str | None:
 class WorkerPool:
     """The workers of one pool: every visible GPU for cuda, one for the cpu, and up to
     ``tools_limit`` for the other commands (reports, data). A job takes a free worker, preferably
-    one that holds its problem (convlab.app.service.handout); with none free it waits, so each
+    one that holds its problem (convlab.service.handout); with none free it waits, so each
     device measures one cell at a time."""
 
-    def __init__(self, backend: str, env: dict[str, str], log: Path, tools_limit: int = 1) -> None:
-        self.backend, self.env, self.log = backend, env, log
+    def __init__(self, backend: str, env: dict[str, str], log: Path, command: Sequence[str], tools_limit: int = 1) -> None:
+        self.backend, self.env, self.log, self.command = backend, env, log, tuple(command)
         self.limit = tools_limit if backend == "tools" else 0  # 0: as many as there are devices
         self.error: str | None = None
         self.devices: list[dict[str, Any]] = []
@@ -159,7 +158,7 @@ class WorkerPool:
         return env
 
     def _spawn(self, index: int) -> Worker | None:
-        worker = Worker(self.backend, index, self._environment(index), self.log)
+        worker = Worker(self.backend, index, self._environment(index), self.log, self.command)
         hello = worker.start()
         if not hello.get("ok"):
             self.error = hello.get("error") or f"the {self.backend} worker failed to start; see {self.log}"
@@ -193,7 +192,7 @@ class WorkerPool:
                 self.error = None  # a later worker's failure must not hide the ones that run
 
     def acquire(self, problem: Hashable | None = None) -> Worker | None:
-        """A free worker for a job of ``problem`` (convlab.app.service.handout.problem_of; None: any),
+        """A free worker for a job of ``problem`` (convlab.service.handout.problem_of; None: any),
         waiting while all are busy; None once no worker is left (self.error says why)."""
         while True:
             worker = self._free.get(problem, timeout_s=0.5 if self._workers else 0.01)

@@ -21,8 +21,8 @@ import socket
 import sys
 import time
 
-from convlab.app.console import Console
-from convlab.app.service.identity import (
+from convlab.console import Console
+from convlab.service.identity import (
     Identity,
     RuntimeDirError,
     ServicePaths,
@@ -30,7 +30,7 @@ from convlab.app.service.identity import (
     current_identity,
     runtime_dir,
 )
-from convlab.app.service.jobenv import (
+from convlab.service.jobenv import (
     ANSWER_GRACE_S,
     RUN_ID_ENV,
     cell_timeout_s,
@@ -38,8 +38,8 @@ from convlab.app.service.jobenv import (
     job_start,
     run_fields,
 )
-from convlab.app.service.protocol import ProtocolError, receive_message, send_message
-from convlab.app.service.runsocket import RUN_CODE_ENV, SOCKET_ENV, hand_to_jobs
+from convlab.service.protocol import ProtocolError, receive_message, send_message
+from convlab.service.runsocket import RUN_CODE_ENV, SOCKET_ENV, hand_to_jobs
 
 TYPE_CHECKING = False  # typing's flag, without importing typing
 if TYPE_CHECKING:

@@ -1,5 +1,5 @@
 """The measurement service: a Unix socket in a directory only its user can open, one connection
-per cell job, and a pool of workers per backend (convlab.app.service.workers).
+per cell job, and a pool of workers per backend (convlab.service.pool).
 
 It refuses peers of another uid (SO_PEERCRED) and malformed requests (one line each, then it
 serves on), turns a worker that dies or hangs into an ``error`` row, and exits after its idle
@@ -8,7 +8,6 @@ timeout or when asked to stop. Standard library only, apart from the row writer.
 
 from __future__ import annotations
 
-import datetime as dt
 import fcntl
 import json
 import os
@@ -18,13 +17,18 @@ import struct
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from convlab.app.service.client import process_alive
-from convlab.app.service.handout import problem_of
-from convlab.app.service.identity import Identity, ServicePaths
-from convlab.app.service.protocol import (
+from convlab.measure.provenance import now_utc, read_git_commit
+from convlab.measure.row import failure_row, write_row_atomically
+from convlab.measure.rowjournal import keep_unrecorded
+from convlab.service.client import process_alive
+from convlab.service.handout import problem_of
+from convlab.service.identity import Identity, ServicePaths
+from convlab.service.pool import WorkerGone, WorkerPool, WorkerTimeout
+from convlab.service.protocol import (
     POOLS,
     ProtocolError,
     check_request,
@@ -34,10 +38,6 @@ from convlab.app.service.protocol import (
     send_message,
     text_reply,
 )
-from convlab.app.service.workers import WorkerGone, WorkerPool, WorkerTimeout
-from convlab.measure.provenance import read_git_commit
-from convlab.measure.row import failure_row, write_row_atomically
-from convlab.measure.rowjournal import keep_unrecorded
 
 REQUEST_READ_TIMEOUT_S = 30.0
 TOOLS_WORKERS = min(4, os.cpu_count() or 1)  # report and data commands side by side
@@ -80,14 +80,13 @@ def client_connected(connection: socket.socket) -> bool:
         connection.setblocking(True)
 
 
-def now_utc() -> str:
-    return dt.datetime.now(dt.UTC).isoformat(timespec="microseconds")
-
 
 class MeasurementService:
-    def __init__(self, paths: ServicePaths, identity: Identity, idle_timeout_s: float) -> None:
+    def __init__(self, paths: ServicePaths, identity: Identity, idle_timeout_s: float,
+                 worker_command: Sequence[str]) -> None:
         self.paths, self.identity, self.idle_timeout_s = paths, identity, idle_timeout_s
-        self.pools = {name: WorkerPool(name, dict(os.environ), Path(paths.log), tools_limit=TOOLS_WORKERS)
+        self.pools = {name: WorkerPool(name, dict(os.environ), Path(paths.log), worker_command,
+                                       tools_limit=TOOLS_WORKERS)
                       for name in POOLS}
         self._in_flight = 0
         self._last_activity = time.monotonic()
@@ -304,10 +303,12 @@ class MeasurementService:
         return {"ok": True, "line": line, "status": "error", "exit": True}
 
 
-def serve(paths: ServicePaths, identity: Identity, idle_timeout_s: float, release: IO | None = None) -> int:
-    """Bind, then serve until idle or stopped. ``release``: the start lock held while binding,
-    let go once the socket answers."""
-    service = MeasurementService(paths, identity, idle_timeout_s)
+def serve(paths: ServicePaths, identity: Identity, idle_timeout_s: float, worker_command: Sequence[str],
+          release: IO | None = None) -> int:
+    """Bind, then serve until idle or stopped. ``worker_command``: what starts a worker (its
+    --backend and --index appended). ``release``: the start lock held while binding, let go once
+    the socket answers."""
+    service = MeasurementService(paths, identity, idle_timeout_s, worker_command)
     service.bind()
     if release is not None:
         fcntl.flock(release, fcntl.LOCK_UN)

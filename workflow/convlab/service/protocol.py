@@ -24,7 +24,7 @@ import json
 import socket
 import struct
 
-from convlab.app.service.framing import HEADER_BYTES, MAX_MESSAGE, read_exactly
+from convlab.service.framing import HEADER_BYTES, MAX_MESSAGE, read_exactly
 
 TYPE_CHECKING = False  # typing's flag, without importing typing: every cell job imports this module
 if TYPE_CHECKING:

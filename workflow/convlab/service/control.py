@@ -6,18 +6,19 @@ from __future__ import annotations
 import fcntl
 import json
 import time
+from collections.abc import Sequence
 from contextlib import nullcontext
 
-from convlab.app.console import Console
-from convlab.app.service.client import ask, process_alive, service_paths
-from convlab.app.service.identity import RuntimeDirError, ServicePaths, current_identity, runtime_dir
-from convlab.app.service.protocol import ProtocolError
-from convlab.app.service.server import serve
+from convlab.console import Console
+from convlab.service.client import ask, process_alive, service_paths
+from convlab.service.identity import RuntimeDirError, ServicePaths, current_identity, runtime_dir
+from convlab.service.protocol import ProtocolError
+from convlab.service.server import serve
 
 STOP_WAIT_S = 60.0  # cells in flight finish first
 
 
-def run(console: Console, idle_timeout_s: float, spawned: str | None = None) -> int:
+def run(console: Console, idle_timeout_s: float, worker_command: Sequence[str], spawned: str | None = None) -> int:
     """Serve until idle or stopped. A cell job that starts the service already holds the start
     lock and names the socket (``spawned``); by hand the lock is taken here, so that a cell job
     cannot start a second service meanwhile."""
@@ -37,7 +38,7 @@ def run(console: Console, idle_timeout_s: float, spawned: str | None = None) -> 
             return 1
         except (ConnectionError, OSError, ProtocolError):
             pass
-        service = serve(paths, identity, idle_timeout_s, release=lock)
+        service = serve(paths, identity, idle_timeout_s, worker_command, release=lock)
     return service
 
 

@@ -14,8 +14,8 @@ import stat
 import sys
 from collections import namedtuple
 
-from convlab.app.service.runsocket import IDENTITY_ENV, RUN_CODE_ENV
 from convlab.measure.hostinfo import host_gpus, host_name
+from convlab.service.runsocket import IDENTITY_ENV, RUN_CODE_ENV
 
 # Plain paths, not pathlib's, in this module and the client: every cell job reads its identity,
 # and importing pathlib is a good part of a job's start.

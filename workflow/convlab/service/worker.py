@@ -7,9 +7,10 @@ problems' operands, device inputs and references (convlab.plan.problemcache). It
 cell at a time (convlab.run.celljob.measure_job, as a job measuring in its own process does),
 writes the row, and frees the memory pools before the next cell.
 
-Any other command (``run`` jobs) it parses with the command table and calls its handler with a
-console that collects what it says: the reply carries its exit code and output. It never changes
-its directory: the command's path arguments are taken relative to the job's (in_directory).
+Any other command (``run`` jobs) it hands to the command runner it was started with (the
+command line's: convlab.app.workerentry), which calls the command's handler with a console that
+collects what it says: the reply carries its exit code and output. The service knows nothing of
+the command line: it starts workers with the command its caller names.
 
 Between runs the service lets it rest (``rest`` jobs): it drops what it keeps for the next cell and
 stays warm.
@@ -28,20 +29,21 @@ import sys
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from typing import Any, TextIO
 
-from convlab.app.command import call, in_directory
-from convlab.app.commands import parse
-from convlab.app.console import Console
 from convlab.backends import get_backend
 from convlab.backends.base import Backend
 from convlab.codeversion import measurement_version
-from convlab.plan import pictures, problemcache
+from convlab.pictures import loading as pictures
+from convlab.plan import problemcache
 from convlab.run.celljob import CellJob, JobContext, measure_job, status_line
 from convlab.run.warmup import warm_up
 from convlab.status import ERROR, OOM, UserError
 
 PARENT_POLL_S = 0.2
+# `python -m convlab <argv>` for a job in a folder, in the worker's process: the reply to send back
+CommandRunner = Callable[[list[str], str], dict[str, Any]]
 PICTURES_KEPT = 8
 PROBLEMS_KEPT = 4
 
@@ -81,21 +83,6 @@ def _job_phases(job: dict[str, Any], taken_at: float) -> dict[str, float]:
     return {"startup": startup, "connect": max(0.0, (sent - started) * 1e3 - startup),
             "queue": max(0.0, (taken_at - sent) * 1e3)}
 
-
-def run_command(argv: list[str], cwd: str) -> dict[str, Any]:
-    """`python -m convlab <argv>` for a job in ``cwd``, in this process: its exit code and what it
-    said, tracebacks included, as a fresh process would have shown them."""
-    console = Console.collecting()
-    try:
-        command, args = parse(argv)
-    except SystemExit as leaving:  # the job parsed this very line already: not expected
-        code = leaving.code if isinstance(leaving.code, int) else 2
-        console.warn(f"error: python -m convlab {' '.join(argv)}: not a command line this worker reads "
-                     "(argparse's message is in the service log)")
-    else:
-        code = call(command, in_directory(command, args, cwd), console)
-    out, err = console.said()
-    return {"ok": True, "exit_code": int(code or 0), "stdout": out, "stderr": err}
 
 
 def _open_tools() -> None:
@@ -176,7 +163,7 @@ def warm(backend: Backend, name: str) -> None:
         print(f"{name}: warmed up in {seconds:.2f} s", file=sys.stderr, flush=True)
 
 
-def serve_jobs(backend_name: str, gpu_index: int, jobs: TextIO, replies: TextIO) -> int:
+def serve_jobs(backend_name: str, gpu_index: int, jobs: TextIO, replies: TextIO, run_command: CommandRunner) -> int:
     if backend_name != "tools":
         measurement_version(backend_name)  # rows name the code this worker loaded, not a later edit
     backend = None
@@ -213,16 +200,13 @@ def serve_jobs(backend_name: str, gpu_index: int, jobs: TextIO, replies: TextIO)
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m convlab.app.service.worker")
+def main(argv: list[str] | None, run_command: CommandRunner, prog: str) -> int:
+    """A worker's process: its options (``argv``), and what runs the commands its jobs name."""
+    parser = argparse.ArgumentParser(prog=prog)
     parser.add_argument("--backend", required=True, choices=["cuda", "cpu", "tools"])
     parser.add_argument("--index", type=int, default=0)
     args = parser.parse_args(argv)
     replies = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)  # stray prints (libraries, warnings) go to the log, not into the protocol
     threading.Thread(target=_watch_parent, args=(os.getppid(),), daemon=True).start()
-    return serve_jobs(args.backend, args.index, sys.stdin, replies)
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    return serve_jobs(args.backend, args.index, sys.stdin, replies, run_command)

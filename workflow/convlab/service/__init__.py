@@ -9,6 +9,6 @@ thin clients of it, in the manner of Bazel's persistent workers.
 - workers: starting, timing out and replacing worker processes;
 - worker: the worker process, which keeps the CUDA context, modules, plans and pictures, measures
   cells (convlab.run.celljob.measure_job) and runs the other commands through the command table
-  (convlab.app.commands);
+  (convlab.app.commandtable);
 - control: `python -m convlab serve` (run, --status, --stop).
 """

@@ -1,5 +1,5 @@
 """The protocol's framing, with no imports: a 4-byte big-endian length, then the body. Both the
-protocol (convlab.app.service.protocol) and the cell job's lean path (convlab.app.cellentry, which
+protocol (convlab.service.protocol) and the cell job's lean path (convlab.app.cellentry, which
 imports no more than it must) read messages with it."""
 
 from __future__ import annotations

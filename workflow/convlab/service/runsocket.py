@@ -1,6 +1,6 @@
 """The service a run's cell jobs ask, named once by the run (standard library only, nothing else).
 
-A cell job finds its service by hashing its identity (convlab.app.service.identity), which takes
+A cell job finds its service by hashing its identity (convlab.service.identity), which takes
 hashlib, the GPU list and more modules than the request itself. The run computes that socket once
 for its local jobs and hands it to them in their environment with the facts it holds for: the node,
 the user, the interpreter a job starts, the run's code hash and every variable of IDENTITY_ENV. A

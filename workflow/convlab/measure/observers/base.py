@@ -1,5 +1,5 @@
 """The hooks of an observer of a cell's measurement (standard library only: the cell job's
-phase clock is one, in a process that loads no NumPy). convlab.measure.observers says how the
+phase clock is one, in a process that loads no NumPy). convlab.measure.observers.standard says how the
 runner calls them."""
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ from typing import Any
 import ffmpeg
 import numpy as np
 
-from convlab.app.picturesize import FFMPEG_MAX_EDGE, header_size
+from convlab.pictures.header import FFMPEG_MAX_EDGE, header_size
 from convlab.status import UserError
 
 # A Mandelbrot render: sharp edges, smooth gradients and fine texture, the same on every machine.

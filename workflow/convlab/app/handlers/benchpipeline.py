@@ -8,10 +8,10 @@ import json
 import shutil
 from pathlib import Path
 
-from convlab.app.console import Console
 from convlab.atomicfile import write_text_atomically
 from convlab.bench.pipeline import benchmark_pipeline, scratch_folder
 from convlab.bench.pipelinefigures import format_table, pipeline_figures, targets
+from convlab.console import Console
 from convlab.paths import REPO_ROOT
 from convlab.status import UserError
 

@@ -1,0 +1,20 @@
+"""The repeats' statistics and the round trip's time: a row's timing columns."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from convlab.measure.observers.base import Observer, ResultView
+
+
+class TimingObserver(Observer):
+    """The repeats' statistics, the timing mode that took them, and the round trip's time."""
+
+    def columns(self, result: ResultView) -> dict[str, Any]:
+        if result.timed is None:
+            return {}
+        timing = result.timed.timing
+        return {"kernel_ms": timing.median_ms, "kernel_ms_min": timing.min_ms, "kernel_ms_max": timing.max_ms,
+                "kernel_ms_iqr": timing.iqr_ms, "reps": timing.reps, "timing_stop": timing.stop,
+                "timing_applied": timing.applied, "graph_launches": timing.launches,
+                "timing_fallback": timing.fallback or None, "e2e_ms": result.timed.e2e_ms}
