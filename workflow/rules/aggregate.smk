@@ -18,6 +18,15 @@ FAMILY_CELL_PATHS = {
     for label in DEVICES
 }
 
+# A slice or a summary that no longer holds the rows it stands for (put back from a copy, edited)
+# is removed, with the summary made from it: both are targets (final_outputs), so this run makes
+# them again. Snakemake trusts their times and its own records.
+if workflow.is_main_process:
+    for label in DEVICES:
+        stale = stale_summaries(f"results/{label}", FAMILY_CELL_PATHS[label])
+        for line in remove_stale(stale, Path(f"results/{label}/summary.csv"), DRY_RUN):
+            print(line, file=sys.stderr)
+
 
 # The whole report stage is made again from here when a run may have left part of it stale: a
 # run that stopped, or changed code, captions or config (REPORT_SUSPECT, common.smk). A touch, run

@@ -21,6 +21,7 @@ from convlab.snakefile.api import (
     UserError,
     benchmark_kernels,
     build_cells,
+    check_results_database,
     choose_backend,
     choose_devices,
     code_versions,
@@ -43,8 +44,11 @@ from convlab.snakefile.api import (
     refuse_local_cuda_without_gpu,
     relative,
     release_stale_lock,
+    remove_stale,
+    stale_summaries,
     row_format,
-    sources_edited_after_cpu_rows,
+    source_disagrees,
+    sources_edited_since_recorded,
     unplaceable,
     validate_config,
 )
@@ -98,10 +102,19 @@ if workflow.is_main_process:
     for label, paths in CELL_PATHS.items():
         for moved in move_damaged_rows(paths, f"results/{label}", DRY_RUN):
             print(moved.line(), file=sys.stderr)
+        # every run checks the results database, one with nothing to do too
+        for line in check_results_database(
+            f"results/{label}",
+            [cell for cell in CELLS if cell.device == label],
+            config["verdicts"]["threshold"],
+            DRY_RUN,
+        ):
+            print(line, file=sys.stderr)
     if BACKEND == "cpu":
-        edited = sources_edited_after_cpu_rows(CELLS, KERNELS)
-        if edited:
-            print(cpu_source_note(edited), file=sys.stderr)
+        for label in DEVICES:
+            edited = sources_edited_since_recorded(f"results/{label}", CELLS, KERNELS)
+            if edited:
+                print(cpu_source_note(edited), file=sys.stderr)
     # A run killed with SIGKILL leaves Snakemake's lock behind; the next run removes it (never
     # a live run's).
     released = release_stale_lock(dry_run=DRY_RUN)
@@ -119,6 +132,8 @@ os.environ[RUN_COMMIT_ENV] = read_git_commit()
 # user's run chose, so that the record step knows which rows this run measured.
 if workflow.is_main_process:
     os.environ[RUN_ID_ENV] = new_run_id()
+
+
 # Part of every cell's params: a change to the row's columns re-measures every cell once.
 ROW_FORMAT = row_format()
 # Hashes of the Python code behind each kind of output, in their rules' params.
@@ -351,6 +366,17 @@ def final_outputs():
     # The rows are targets themselves: a row that went missing (say, moved aside as damaged)
     # is measured again even though the summary built from it is still there.
     outputs = [cell.path for cell in CELLS]
+    # The pictures and the summary's slices too: one removed because it no longer stands for what
+    # it was made from (freshness, below and in data.smk) is then made again, and what is made from
+    # it follows by its time; Snakemake does not make a missing file again where what was made
+    # from it looks up to date.
+    pictures = [f"data/input_{size}.png" for size in SIZES]
+    outputs += [SOURCE_IMAGE, *pictures] if pictures else []
+    outputs += [
+        f"results/{label}/summary/{family}.csv"
+        for label in DEVICES
+        for family in FAMILIES
+    ]
     for label in DEVICES:
         results = f"results/{label}"
         outputs += [f"{results}/summary.csv"]

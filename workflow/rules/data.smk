@@ -5,6 +5,24 @@
 # cell, also before the cells on random data (CNN layers, GEMM) that need no picture.
 
 SOURCE_LOG = f"results/logs/data/source_{config['source_size']}.log"
+SOURCE_IMAGE = f"data/source_{config['source_size']}.png"
+
+# The source picture knows what it was made from (its record, data/source_<size>.json): one the
+# config no longer asks for is removed with the pictures downscaled from it, all of them targets
+# (final_outputs), so that this run makes them again and measures again every cell that reads one.
+# Snakemake's own record of the config can be lost with .snakemake/.
+if workflow.is_main_process:
+    source_differs = source_disagrees(config["source_image"], SOURCE_IMAGE)
+    if source_differs:
+        if not DRY_RUN:
+            for made in [Path(SOURCE_IMAGE), *Path("data").glob("input_*.png")]:
+                made.unlink(missing_ok=True)
+        what = (
+            "a real run makes it again"
+            if DRY_RUN
+            else "removed with its downscaled copies, and made again"
+        )
+        print(f"{SOURCE_IMAGE}: {source_differs}; {what}", file=sys.stderr)
 
 # An unusable picture is refused here, before the DAG is built, with its one `error:` line and
 # nothing else: a failed source job would be followed by Snakemake's own report of the failed

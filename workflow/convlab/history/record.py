@@ -29,11 +29,14 @@ from convlab.codeversion import file_contents, fingerprint_contents
 from convlab.history import store
 from convlab.history.noise import MIN_FLOOR, cell_noise
 from convlab.history.pairfile import PairRow
+from convlab.history.rebuild import Rebuilt, database_damage, rebuild
 from convlab.history.verdicts import CSV_COLUMNS, CellVerdict, csv_records, judge, summary_lines
+from convlab.history.waiting import clear_reason, note_reason
 from convlab.measure.row import COLUMNS, DamagedRow, OtherFormat, read_row_file
 from convlab.measure.rowjournal import FOLDER, UnrecordedRow, forget, new_run_id, unrecorded_rows
 from convlab.paths import REPO_ROOT
 from convlab.plan.cell import Cell
+from convlab.plan.cpusources import keep_sources
 from convlab.plan.registry import load_registry
 
 VERDICTS_DIR = "verdicts"
@@ -169,30 +172,43 @@ def found_rows(results_dir: Path, cells: list[Cell]) -> tuple[dict[str, Found], 
     return found, unreadable
 
 
-def record(results_dir: str | Path, cells: list[Cell], device: str, run_id: str | None = None,
-           timeout_s: float = store.BUSY_TIMEOUT_S, threshold: float = MIN_FLOOR,
-           pairs: dict[str, PairRow] | None = None, config: Mapping[str, Any] | None = None) -> Recorded:
-    """Add the rows of ``cells`` that are not kept yet to results_dir/history.sqlite, judge them,
-    and write the verdict files; the verdicts are those of the rows jobs of ``run_id`` placed.
-    ``threshold``: the least floor of a cell whose reruns gave it its own, and the change a paired
-    cell's interval is judged against (config verdicts.threshold). ``pairs``: the run's side-by-side
-    measurements by cell (paired.csv). ``config``: the run's grid, kept beside the verdicts (what
-    `check-verdicts` samples its cells from). The verdict files have no other writer. Never raises for
-    a database that cannot be used: it warns."""
+@dataclass
+class Added:
+    """What adding the rows found did: the rows new to the database (oldest first), the verdicts of
+    those a job of the run placed, how many were added, the warnings, and the rebuild of a damaged
+    database where there was one."""
+
+    fresh: list[Found]
+    verdicts: list[CellVerdict]
+    added: int
+    warnings: list[str]
+    rebuilt: Rebuilt | None = None
+
+
+def add_rows(results_dir: Path, cells: list[Cell], run_id: str, damage: str | None,
+             timeout_s: float = store.BUSY_TIMEOUT_S, threshold: float = MIN_FLOOR,
+             pairs: Mapping[str, PairRow] | None = None) -> Added:
+    """Add the rows found (found_rows) that the database lacks, each judged against the cell's
+    previous measurement: record()'s work without its files. ``damage``: why the database is
+    damaged (convlab.history.rebuild), or None; a damaged one is first moved aside and started
+    again from what can be read. Never raises for a database that cannot be used: it warns, and
+    the rows wait in unrecorded/ (with the reason, which `convlab history` gives)."""
     pairs = pairs or {}
-    results_dir = Path(results_dir)
-    run_id = run_id or new_run_id()
     warnings: list[str] = []
     path = store.database_path(results_dir)
+    rebuilt = None
+    if damage is not None:
+        try:
+            rebuilt = rebuild(path, damage, timeout_s)
+        except (store.HistoryUnavailable, OSError) as error:
+            warnings.append(f"{path} is damaged ({damage}) and could not be started again: {error}")
     connection = None
-    writable = True
+    failure = None
     try:
         connection, opened = store.open_for_writing(path, timeout_s)
         warnings += opened
     except store.HistoryUnavailable as error:
-        writable = False
-        warnings.append(f"history not recorded: {error}; the rows wait in {results_dir}/{UNRECORDED_NOTE} and the "
-                        "next run that records adds them")
+        failure = str(error)
         try:
             connection = store.open_for_reading(path)
         except store.HistoryUnavailable:
@@ -207,6 +223,11 @@ def record(results_dir: str | Path, cells: list[Cell], device: str, run_id: str 
         measurements = [measurement_of(entry.cell, entry.row, entry.run_id or run_id,
                                        hashes(entry.cell.kernel, entry.cell.backend), inputs(entry.cell))
                         for entry in fresh]
+        if rebuilt is not None:
+            for entry, measurement in zip(fresh, measurements):
+                if entry.run_id is None:
+                    # read again from its file: which kernel files, settings and picture it ran is not known
+                    measurement.update(kernel_hash=None, config_hash=None, input_hash=None)
         history = store.ok_history(connection, [m["cell"] for m in measurements]) if connection else {}
         verdicts = []
         for entry, measurement in zip(fresh, measurements):
@@ -224,39 +245,73 @@ def record(results_dir: str | Path, cells: list[Cell], device: str, run_id: str 
                 earlier.append(store.Measurement(**{name: measurement.get(name) for name in store.MEASUREMENT_COLUMNS}))
             if entry.run_id == run_id:
                 verdicts.append(judged)
-        if writable and connection is not None:
+        if failure is None and connection is not None:
             try:
                 versions = {m["kernel_hash"]: hashes.versions[m["kernel_hash"]] for m in measurements
                             if m["kernel_hash"] in hashes.versions}
                 added = (store.add_measurements(connection, socket.gethostname(), measurements, versions)
                          if measurements else 0)
+                clear_reason(results_dir)
                 forget([link for entry in found.values() for link in entry.links] + unreadable)
             except store.HistoryUnavailable as error:
-                warnings.append(f"history not recorded: {path}: {error}; the rows wait in "
-                                f"{results_dir}/{UNRECORDED_NOTE} and the next run that records adds them")
+                failure = f"{path}: {error}"
     finally:
         if connection is not None:
             connection.close()
+    waiting = sum(1 for entry in fresh if entry.links)
+    if failure is not None:
+        warnings.append(f"history not recorded: {failure}; {waiting} rows wait in {results_dir}/{UNRECORDED_NOTE} "
+                        "and the next run that can write it adds them")
+        if waiting:
+            note_reason(results_dir, failure)
+    if rebuilt is not None:
+        stored = failure is None
+        from_files = sum(1 for entry in fresh if entry.run_id is None) if stored else 0
+        earlier_runs = sum(1 for entry in fresh if entry.run_id not in (None, run_id)) if stored else 0
+        warnings.insert(0, rebuilt.line(from_files, earlier_runs))
+    return Added(fresh, verdicts, added, warnings, rebuilt)
+
+
+def record(results_dir: str | Path, cells: list[Cell], device: str, run_id: str | None = None,
+           timeout_s: float = store.BUSY_TIMEOUT_S, threshold: float = MIN_FLOOR,
+           pairs: dict[str, PairRow] | None = None, config: Mapping[str, Any] | None = None) -> Recorded:
+    """Add the rows of ``cells`` that are not kept yet to results_dir/history.sqlite, judge them,
+    and write the verdict files; the verdicts are those of the rows jobs of ``run_id`` placed.
+    ``threshold``: the least floor of a cell whose reruns gave it its own, and the change a paired
+    cell's interval is judged against (config verdicts.threshold). ``pairs``: the run's side-by-side
+    measurements by cell (paired.csv). ``config``: the run's grid, kept beside the verdicts (what
+    `check-verdicts` samples its cells from). The database is checked in full first (a damaged one
+    is rebuilt). The verdict files have no other writer. Never raises for a database that cannot be
+    used: it warns."""
+    results_dir = Path(results_dir)
+    run_id = run_id or new_run_id()
+    damage = database_damage(store.database_path(results_dir))
+    done = add_rows(results_dir, cells, run_id, damage, timeout_s, threshold, pairs)
+    fresh, verdicts = done.fresh, done.verdicts
     details = write_verdicts(results_dir, run_id, verdicts)
-    lines = summary_lines(verdicts, device, run_id, details) + other_rows_lines(fresh, run_id)
+    keep_sources(results_dir, [entry.cell for entry in fresh], cells, load_registry())
+    lines = summary_lines(verdicts, device, run_id, details) + other_rows_lines(fresh, run_id, rebuilt=done.rebuilt is not None)
     write_text_atomically(results_dir / VERDICTS_DIR / "latest.txt", "\n".join(lines) + "\n")
     if config is not None:
         write_text_atomically(results_dir / RUN_CONFIG, json.dumps(config, sort_keys=True) + "\n")
-    return Recorded(run_id, verdicts, lines, added, warnings)
+    return Recorded(run_id, verdicts, lines, done.added, done.warnings)
 
 
-def other_rows_lines(fresh: list[Found], run_id: str) -> list[str]:
+def other_rows_lines(fresh: list[Found], run_id: str, lead: str = "  also recorded", rebuilt: bool = False) -> list[str]:
     """A line for the new rows no job of this run measured: those of earlier runs that could not
-    record them, and those no job placed (written by hand, or by an older convlab)."""
+    record them, and those no job placed (written by hand, or by an older convlab). None after a
+    rebuild, whose own line counts them truthfully (the rows on disk were kept in the damaged one)."""
+    if rebuilt:
+        return []
     earlier = sorted({entry.run_id for entry in fresh if entry.run_id not in (None, run_id)})
     lines = []
     if earlier:
         count = sum(entry.run_id in earlier for entry in fresh)
-        lines.append(f"  also recorded: {count} rows that earlier runs measured but could not record "
+        lines.append(f"{lead}: {count} rows that earlier runs measured but could not record "
                      f"(run {', '.join(earlier)})")
     unplaced = sum(entry.run_id is None for entry in fresh)
     if unplaced:
-        lines.append(f"  also recorded, without a verdict: {unplaced} rows that no job of a run placed (written by "
+        lines.append(f"{lead}, without a verdict: {unplaced} rows that no job of a run placed (written by "
                      "hand, or by an older convlab)")
     return lines
 

@@ -91,6 +91,42 @@ def _write_sidecar(out: str | Path, record: dict[str, Any]) -> None:
     sidecar_path(out).write_text(json.dumps(record, indent=2) + "\n")
 
 
+def file_sha256(path: str | Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def generated_by(size: int) -> str:
+    """How the generated source of ``size`` pixels is made, as its record says."""
+    return f"ffmpeg -f lavfi -i {SOURCE_FILTER.format(size=size)}"
+
+
+def source_disagrees(user_image: str | Path | None, image: str | Path) -> str | None:
+    """Why the source picture ``image`` is not the one the config asks for (``user_image``, or the
+    generated one where None), by its record (data/source_<size>.json): the picture it was made
+    from, that picture's content, and the source's own content. None where it is, or where the
+    picture or its record is missing (the source rule makes them)."""
+    image = Path(image)
+    record_path = sidecar_path(image)
+    if not image.is_file() or not record_path.is_file():
+        return None
+    try:
+        record = json.loads(record_path.read_text())
+        made_from = record["source_image"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return f"its record {record_path} cannot be read"
+    wanted = str(user_image) if user_image else None
+    if made_from != wanted:
+        return (f"made from {made_from or 'the generated picture'}, but config source_image is "
+                f"{wanted or 'null (the generated picture)'}")
+    if wanted is None and record.get("generated") != generated_by(int(record.get("size") or 0)):
+        return "generated otherwise than this checkout generates it"
+    if wanted is not None and Path(wanted).is_file() and record.get("sha256") != file_sha256(wanted):
+        return f"{wanted} changed since the source was made from it"
+    if record.get("png_sha256") and record["png_sha256"] != file_sha256(image):
+        return f"its content is not what {record_path} says it made"
+    return None
+
+
 def generate_source(out: str | Path, size: int, warn: Callable[[str], None] = warn_on_stderr) -> dict[str, Any]:
     """Render the deterministic source image (one frame of ffmpeg's lavfi mandelbrot); ffmpeg's
     output on failure goes to ``warn``."""
@@ -101,8 +137,8 @@ def generate_source(out: str | Path, size: int, warn: Callable[[str], None] = wa
     stream = ffmpeg.input(SOURCE_FILTER.format(size=size), f="lavfi").output(
         str(out), vframes=1, pix_fmt="rgb24", compression_level=1)
     _run(stream, f"render the {size}x{size} source", warn)
-    record = {"source_image": None, "generated": f"ffmpeg -f lavfi -i {SOURCE_FILTER.format(size=size)}",
-              "size": size, "conversions": []}
+    record = {"source_image": None, "generated": generated_by(size), "size": size, "conversions": [],
+              "png_sha256": file_sha256(out)}
     _write_sidecar(out, record)
     return record
 
@@ -266,6 +302,7 @@ def import_source(user_image: str | Path, out: str | Path, size: int,
         "size": size,
         "scaled": "none" if edge == size else f"{edge}x{edge} to {size}x{size}, ffmpeg bicubic",
         "conversions": conversions,
+        "png_sha256": file_sha256(out),
     }
     _write_sidecar(out, record)
     # warning: lines reach the terminal (the source rule copies them from its log): the picture

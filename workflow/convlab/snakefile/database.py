@@ -1,0 +1,49 @@
+"""The results database checked by every run, while Snakemake builds the DAG, a run with nothing
+to do included: a damaged database is moved aside and started again from what can be read (one
+line), and rows that wait in unrecorded/ are added by the first run that can write it.
+
+A healthy database with nothing waiting costs its header, SQLite's structural check within a
+budget and a look into unrecorded/; the rows on disk are read only when there is something to add.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from convlab.history import store
+from convlab.history.rebuild import database_damage
+from convlab.history.record import add_rows, other_rows_lines
+from convlab.measure.rowjournal import CELLS, new_run_id, unrecorded_rows
+from convlab.plan.cell import Cell
+
+# The most SQLite's structural check may take before a run: it covers a database of many MB in
+# this time (a larger one's rest is checked by the record step, which checks in full).
+CHECK_BUDGET_S = 0.2
+# How long adding the waiting rows waits for a lock before the run goes on without them.
+LOCK_TIMEOUT_S = 1.0
+
+
+def check_results_database(results_dir: str | Path, cells: list[Cell], threshold: float,
+                           dry_run: bool = False) -> list[str]:
+    """The lines for the terminal after checking results_dir's database: a damaged one moved aside
+    and started again, the rows waiting in unrecorded/ (for cells of this grid) added, or why they
+    still wait. ``dry_run``: only say what the real run will do."""
+    results_dir = Path(results_dir)
+    path = store.database_path(results_dir)
+    damage = database_damage(path, CHECK_BUDGET_S)
+    tails = {cell.path.partition(CELLS)[2] for cell in cells}
+    waiting = [row for row in unrecorded_rows(results_dir) if row.cell_tail in tails]
+    if damage is None and not waiting:
+        return []
+    if dry_run:
+        if damage is not None:
+            return [f"warning: {path} is damaged ({damage}); the real run will move it aside and start a new one "
+                    "with what can be read (a dry run changes nothing)"]
+        return [f"history: {len(waiting)} rows wait in {results_dir}/unrecorded/; the real run adds them (a dry run "
+                "changes nothing)"]
+    run_id = new_run_id()
+    done = add_rows(results_dir, cells, run_id, damage, LOCK_TIMEOUT_S, threshold)
+    lines = [f"warning: {warning}" for warning in done.warnings]
+    if done.added:
+        lines += other_rows_lines(done.fresh, run_id, lead="history: recorded", rebuilt=done.rebuilt is not None)
+    return lines

@@ -1,0 +1,96 @@
+"""Outputs checked by what they were made from, not by file times or Snakemake's metadata.
+
+A family's slice of the summary and the summary itself stand for the cell rows: each holds the
+row check of every row it was made from. Snakemake trusts their times and its own records; a
+slice put back from a copy (`cp -p` keeps its old time), or one below an ancient() input, is not
+checked on its own merits. So each run compares the checks, which costs reading one line of each
+cell's row, and removes each output that disagrees, with the summary made from it: both are
+targets of the run, which then makes them again.
+"""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Stale:
+    """An output that no longer stands for what it was made from, and why."""
+
+    path: Path
+    why: str
+
+    def line(self, dry_run: bool) -> str:
+        return f"{self.path}: {self.why}; {'a real run makes it again' if dry_run else 'removed, and made again'}"
+
+
+def cell_row_check(path: str | Path) -> str | None:
+    """The row check of a cell's row file (its last column), or None where there is no readable row."""
+    try:
+        with open(path, "rb") as handle:
+            lines = handle.read().decode("utf-8", "replace").strip().splitlines()
+    except OSError:
+        return None
+    if len(lines) < 2:
+        return None
+    return lines[-1].rsplit(",", 1)[-1].strip() or None
+
+
+def table_row_checks(path: str | Path) -> list[str] | None:
+    """The row checks a summary or a slice holds (None where it cannot be read)."""
+    try:
+        with open(path, newline="") as handle:
+            return [row.get("row_check") or "" for row in csv.DictReader(handle)]
+    except (OSError, UnicodeDecodeError, csv.Error):
+        return None
+
+
+def _disagreement(held: list[str] | None, made_from: list[str]) -> str | None:
+    if held is None:
+        return "cannot be read"
+    if sorted(held) != sorted(made_from):
+        return (f"holds other rows than it is made from ({len(held)} rows, {len(made_from)} made from, "
+                f"{len(set(made_from) - set(held))} of those not in it: a restored or edited copy)")
+    return None
+
+
+def stale_summaries(results: str | Path, family_cells: Mapping[str, Sequence[str]]) -> list[Stale]:
+    """The slices (results/<device>/summary/<family>.csv) whose rows are not the family's cell rows
+    as they are now, and the summary where it is not its slices. A family with a cell whose row is
+    missing is left to Snakemake, which measures that cell and then makes the slice again."""
+    results = Path(results)
+    summary = results / "summary.csv"
+    stale: list[Stale] = []
+    slice_checks: list[str] = []
+    complete = True  # every slice there, made from rows that are all there
+    for family, cells in family_cells.items():
+        path = results / "summary" / f"{family}.csv"
+        checks = [cell_row_check(cell) for cell in cells]
+        if not path.is_file() or any(check is None for check in checks):
+            # Snakemake makes such a slice only where the summary needs it
+            if summary.is_file() and not path.is_file() and all(check is not None for check in checks):
+                stale.append(Stale(path, "missing"))
+            complete = False
+            continue
+        why = _disagreement(table_row_checks(path), checks)
+        if why:
+            stale.append(Stale(path, why))
+        slice_checks += checks
+    if complete and not stale and summary.is_file():
+        why = _disagreement(table_row_checks(summary), slice_checks)
+        if why:
+            stale.append(Stale(summary, why))
+    return stale
+
+
+def remove_stale(stale: list[Stale], summary: Path, dry_run: bool) -> list[str]:
+    """Remove each stale output and the summary made from it (not in a dry run); their lines."""
+    if stale and summary.is_file() and summary not in [entry.path for entry in stale]:
+        stale = [*stale, Stale(summary, "made from a slice that is made again")]
+    if not dry_run:
+        for entry in stale:
+            entry.path.unlink(missing_ok=True)
+    return [entry.line(dry_run) for entry in stale]
