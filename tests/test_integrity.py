@@ -1,7 +1,8 @@
 """Nothing damaged is aggregated, nothing is silently mixed, every failure is explained on the
 terminal, and problems are found before any cell runs (cpu backend, the real workflow).
 
-The pipeline tests share one complete run of the tiny config and work on copies of it.
+The pipeline tests share the session's complete run of the tiny config (conftest's tiny_run)
+and work on copies of it.
 """
 
 from __future__ import annotations
@@ -9,7 +10,6 @@ from __future__ import annotations
 import csv
 import io
 import os
-import shutil
 import stat
 import subprocess
 import time
@@ -19,8 +19,10 @@ import pytest
 from workflow_helpers import (
     REPO,
     RESULTS,
+    FinishedRun,
     cell_rows,
     convlab,
+    copy_finished_run,
     copy_repo,
     first_line,
     planned_cells,
@@ -29,9 +31,9 @@ from workflow_helpers import (
     snakemake_env,
 )
 
-from convlab.app.damaged import move_damaged_rows
 from convlab.atomicfile import current_umask
 from convlab.measure.row import COLUMNS, DamagedRow, OtherFormat, format_row, parse_row, write_row_atomically
+from convlab.snakefile.damaged import move_damaged_rows
 
 REPORT_RULES = {"figures", "roofline", "seed_comparison_family", "seed_comparison", "findings", "seed_table",
                 "seed_figure", "gpus", "history_page", "all"}
@@ -155,19 +157,16 @@ def test_the_one_cell_command_writes_its_row_with_the_umask(tmp_path):
 # The real workflow: one complete run, copied per test
 
 
-@pytest.fixture(scope="module")
-def complete_run(tmp_path_factory) -> Path:
-    repo = copy_repo(tmp_path_factory.mktemp("complete") / "repo")
-    snakemake(repo, 2)
-    return repo
+@pytest.fixture
+def complete_run(tiny_run: FinishedRun) -> Path:
+    """The session's tiny run (read only)."""
+    return tiny_run.repo
 
 
 @pytest.fixture
 def finished(complete_run, tmp_path) -> Path:
     """A copy of the complete run: its results, data and Snakemake's records included."""
-    repo = tmp_path / "repo"
-    shutil.copytree(complete_run, repo, symlinks=True)
-    return repo
+    return copy_finished_run(complete_run, tmp_path / "repo")
 
 
 def terminal(result: subprocess.CompletedProcess) -> str:
@@ -233,7 +232,7 @@ def last_lines(logs: Path) -> set[str]:
 
 @pytest.mark.pipeline
 @pytest.mark.parametrize("module, function, made", [
-    ("app/data.py", "downscale", []),
+    ("pictures/source.py", "downscale", []),
     ("backends/cpu.py", "copy_bandwidth_gbps", []),
     ("run/celljob.py", "measure_job", []),
     ("report/aggregate.py", "aggregate", [f"{RESULTS}/summary.csv"]),
@@ -357,7 +356,10 @@ def test_cuda_without_a_gpu_stops_a_local_run_before_any_job(tmp_path):
     repo = copy_repo(tmp_path / "repo")
     unlabelled = snakemake(repo, 1, "--dry-run", "--config", "backend=cuda", check=False)
     assert unlabelled.returncode != 0
-    assert unlabelled.stderr.strip().splitlines()[-1].startswith("error: backend cuda on a host without a GPU: name")
+    last = unlabelled.stderr.strip().splitlines()[-1]
+    # one line with what is missing and the whole fix: the cpu here, or a cluster with the GPU model named
+    assert last.startswith("error: backend cuda, but this machine shows no NVIDIA GPU"), last
+    assert "--config backend=cpu" in last and "--workflow-profile workflow/profiles/slurm --config device=" in last
     # a cluster submission from a login node without a GPU names the device, and may plan
     plan = snakemake(repo, 1, "--dry-run", "--config", "backend=cuda", "device=h100")
     assert first_line(plan).startswith("backend cuda (set in the config): no NVIDIA GPU visible")

@@ -13,7 +13,7 @@ from typing import Any
 import yaml
 
 from convlab.plan.yamlfile import safe_load, yaml_problem
-from convlab.status import ConfigError
+from convlab.status import ConfigError, UserError
 
 # The config every run starts from (the Snakefile's `configfile:`), relative to where snakemake runs.
 DEFAULT_CONFIG_FILE = "config/config.yaml"
@@ -68,3 +68,13 @@ def check_config_files(paths: Iterable[str | Path], given_as: str = "") -> None:
             raise ConfigError(f"{name}: holds no config keys (the file is empty or only comments); "
                               "give a mapping of config keys (workflow/schemas/config.schema.yaml)")
         _mapping(raw, name)
+
+
+def check_working_directory(workflow_dir: str | Path, here: str | Path | None = None) -> None:
+    """UserError unless Snakemake runs in the checkout whose Snakefile it read (``workflow_dir``):
+    the rules read the kernels and the config relative to where they run."""
+    here = Path(here or Path.cwd()).resolve()
+    workflow_dir = Path(workflow_dir).resolve()
+    if here != workflow_dir and not (here / "kernels" / "registry.yaml").is_file():
+        raise UserError(f"snakemake runs in {here}, but the workflow's files (kernels/, config/) are in "
+                        f"{workflow_dir}: run it there (cd {workflow_dir}), or add --directory {workflow_dir}")

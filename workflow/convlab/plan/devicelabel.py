@@ -45,8 +45,10 @@ def choose_label(configured: str | None, backend: str, gpu_names: list[str]) -> 
     if models:
         label = slug(models[0])
         return label, f"results under results/{label}/ ({models[0]})"
-    raise ConfigError("backend cuda on a host without a GPU: name the GPU model the jobs will run on with "
-                      "config device (e.g. --config device=h100), so that their results go under results/<device>/")
+    raise ConfigError("backend cuda, but this machine shows no NVIDIA GPU (check nvidia-smi and "
+                      "CUDA_VISIBLE_DEVICES): run on the cpu here (--config backend=cpu, or backend: auto), or "
+                      "submit to a GPU cluster naming the GPU model the jobs run on "
+                      "(--workflow-profile workflow/profiles/slurm --config device=h100)")
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ from convlab.measure.rowjournal import new_run_id
 from convlab.pictures.source import check_source_image, source_disagrees
 from convlab.plan.cell import CELL_PATH, LOG_PATH
 from convlab.plan.config import validate_config
-from convlab.plan.configfile import DEFAULT_CONFIG_FILE, check_config_files
+from convlab.plan.configfile import DEFAULT_CONFIG_FILE, check_config_files, check_working_directory
 from convlab.plan.cpusources import cpu_source_note, sources_edited_since_recorded
 from convlab.plan.devicelabel import choose_devices, unplaceable
 from convlab.plan.families import FAMILIES, GALLERY_FAMILY, SIZE_FIGURE_FAMILY, seed_family
@@ -44,7 +44,7 @@ from convlab.report.seeds import SEEDS, figure_names, figure_stem, figure_stems,
 from convlab.service.client import end_of_run, export_service_settings
 from convlab.service.jobenv import RUN_COMMIT_ENV, RUN_ID_ENV
 from convlab.snakefile.clusternodes import node_offers
-from convlab.snakefile.damaged import move_damaged_rows
+from convlab.snakefile.damaged import move_damaged_rows, moved_lines
 from convlab.snakefile.database import check_results_database
 from convlab.snakefile.freshness import remove_stale, stale_summaries
 from convlab.snakefile.runlock import (
@@ -61,10 +61,10 @@ __all__ = [
     "BENCH_FAMILY", "CELL_PATH", "DEFAULT_CONFIG_FILE", "FAMILIES", "FIGURES_BY_FILE", "FIGURE_BACKEND",
     "FIGURE_TABLE", "GALLERY_FAMILY", "LOG_PATH", "RUN_COMMIT_ENV", "RUN_ID_ENV", "SEEDS", "SIZE_FAMILY",
     "SIZE_FIGURE_FAMILY", "UserError", "benchmark_kernels", "build_cells", "check_config_files",
-    "check_results_database", "check_source_image", "choose_backend", "choose_devices", "code_versions", "cpu_name", "cpu_source_note",
+    "check_results_database", "check_source_image", "check_working_directory", "choose_backend", "choose_devices", "code_versions", "cpu_name", "cpu_source_note",
     "end_of_run", "export_service_settings", "figure_names", "figure_stem", "figure_stems", "follows_clean_run",
     "forget_clean_run", "gallery_size", "image_sizes", "library_identity", "live_run_line", "load_registry",
-    "mark_report_stage", "move_damaged_rows", "new_run_id", "node_offers", "note_clean_run", "read_git_commit",
+    "mark_report_stage", "move_damaged_rows", "moved_lines", "new_run_id", "node_offers", "note_clean_run", "read_git_commit",
     "refuse_local_cuda_without_gpu", "relative", "release_stale_lock", "report_labels", "row_format", "seed_family",
     "seed_figure", "source_disagrees", "sources_edited_since_recorded", "stale_summaries", "remove_stale", "table_stem", "unplaceable", "validate_config",
 ]

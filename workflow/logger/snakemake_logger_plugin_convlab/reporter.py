@@ -15,6 +15,7 @@ from collections.abc import Callable
 from snakemake_interface_logger_plugins.common import LogEvent
 
 from .display import Display
+from .faults import fault_line
 from .progress import RunProgress
 
 # Snakemake's plain (event-less) info lines that a run still shows: its outcome and where the log is.
@@ -190,6 +191,10 @@ class Reporter:
         if cause is None:
             return False
         where = self.complete_log() or self.keep(message)
+        fault = fault_line(cause)
+        if fault:  # the machine's fault: what to do, not the program's traceback
+            self.display.print(fault)
+            return True
         self.display.print(f"error: {cause}" + (f" (its traceback: {where})" if where else ""))
         if not where:
             for line in message.rstrip().splitlines():
