@@ -7,6 +7,7 @@ from collections import Counter
 from pathlib import Path
 
 from convlab.history import store
+from convlab.history.waiting import waiting_line
 
 
 def short_cell(cell: str) -> str:
@@ -58,11 +59,17 @@ def measurement_lines(connection, kernel: str | None, cell: str | None, limit: i
 
 def history_lines(folder: str | Path, kernel: str | None = None, cell: str | None = None,
                   limit: int = 50) -> list[str]:
-    """The runs of the device folder's database, or the measurements of a kernel or cell."""
-    connection = store.open_for_reading(store.database_path(folder))
+    """The runs of the device folder's database, or the measurements of a kernel or cell, and how
+    many rows wait to be added to it, and why."""
+    waiting = waiting_line(folder)
     try:
-        if kernel or cell:
-            return measurement_lines(connection, kernel, cell, limit)
-        return run_lines(connection)
+        connection = store.open_for_reading(store.database_path(folder))
+    except store.HistoryUnavailable as error:
+        if waiting:
+            raise store.HistoryUnavailable(f"{error}; {waiting}") from None
+        raise
+    try:
+        lines = measurement_lines(connection, kernel, cell, limit) if kernel or cell else run_lines(connection)
     finally:
         connection.close()
+    return lines + ([waiting] if waiting else [])

@@ -140,10 +140,15 @@ def _describe(error: Exception) -> str:
     return text
 
 
-def _set_aside(path: Path) -> Path:
-    """Move a database that is not one (and its WAL files) aside, never deleting it."""
+def set_aside(path: Path) -> Path:
+    """Move a database that is not one (and its WAL files) aside under a name of its own,
+    history.sqlite.corrupt-<time>, never deleting it."""
     stamp = dt.datetime.now().strftime("%Y%m%dT%H%M%S")
     target = path.with_name(f"{path.name}.corrupt-{stamp}")
+    number = 1
+    while target.exists():  # a second one within the second keeps the first
+        number += 1
+        target = path.with_name(f"{path.name}.corrupt-{stamp}-{number}")
     os.replace(path, target)
     for suffix in ("-wal", "-shm"):
         side = path.with_name(path.name + suffix)
@@ -192,7 +197,7 @@ def open_for_writing(path: str | Path, timeout_s: float = BUSY_TIMEOUT_S) -> tup
                 connection.close()
             damaged = "not a database" in str(error) or "malformed" in str(error)
             if attempt == 0 and damaged and path.exists():
-                moved = _set_aside(path)
+                moved = set_aside(path)
                 warnings.append(f"{path} was not a readable database ({error}); moved it to {moved} and started "
                                 "a new one")
                 continue
