@@ -18,7 +18,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "workflow/logger"))
 from snakemake_logger_plugin_convlab.display import PlainDisplay  # noqa: E402
 from snakemake_logger_plugin_convlab.faults import fault_line  # noqa: E402
-from snakemake_logger_plugin_convlab.reporter import Reporter  # noqa: E402
+from snakemake_logger_plugin_convlab.reporter import STOPPING_LINE, Reporter  # noqa: E402
 
 from convlab.plan.configfile import check_working_directory  # noqa: E402
 from convlab.status import UserError  # noqa: E402
@@ -44,6 +44,15 @@ def test_an_oserror_of_the_machine_is_one_line_with_its_path_and_fix(cause, says
     assert all(part in line for part in says), line
 
 
+def test_a_fault_whose_message_names_no_path_names_the_folder_the_run_cannot_write(tmp_path, monkeypatch):
+    (tmp_path / "results").mkdir()
+    (tmp_path / "data").mkdir()
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(os, "access", lambda path, mode: path != "results")
+    assert fault_line("OSError: [Errno 30] Read-only file system").startswith(
+        "error: results/ is on a read-only file system: make that folder writable")
+
+
 def test_an_unwritable_cache_folder_names_the_variable_and_the_fix(monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", "/proc/nothing")
     line = fault_line("FileNotFoundError: [Errno 2] No such file or directory: '/proc/nothing'")
@@ -62,6 +71,16 @@ def test_the_reporter_shows_a_fault_of_the_machine_as_its_one_line_not_a_traceba
                                            "event": LogEvent.ERROR, "exception": "OSError"}))
     lines = "".join(written).splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: results/h100/summary.csv is on a read-only file system")
+
+
+def test_a_stop_asked_for_is_one_line_however_often_snakemake_says_so():
+    written: list[str] = []
+    reporter = Reporter(PlainDisplay(written.append), complete_log=lambda: "/repo/.snakemake/log/x.log")
+    for _ in range(4):  # at the signal, and at each job that ends meanwhile
+        reporter.handle(logging.makeLogRecord({"msg": "Will exit after finishing currently running jobs (scheduler).",
+                                               "levelno": logging.INFO, "levelname": "INFO"}))
+    assert "".join(written).splitlines() == [STOPPING_LINE]
+    assert "run snakemake again" in STOPPING_LINE
 
 
 def test_the_working_directory_must_be_the_checkout(tmp_path):

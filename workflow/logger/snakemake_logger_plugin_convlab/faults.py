@@ -22,6 +22,10 @@ FIXES = {
 }
 
 
+# The folders a run writes, relative to where it runs.
+WRITTEN = ("results", "data", ".snakemake", ".")
+
+
 def cache_home() -> str:
     return os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
 
@@ -40,4 +44,12 @@ def fault_line(cause: str) -> str | None:
     if errno not in FIXES:
         return None
     what, fix = FIXES[errno]
-    return f"error: {path or 'a file'} {what}: {fix}"
+    return f"error: {path or unwritable_folder() or 'a file'} {what}: {fix}"
+
+
+def unwritable_folder() -> str | None:
+    """Where a run writes, the first folder it cannot: for a fault whose message names no path."""
+    for folder in WRITTEN:
+        if os.path.isdir(folder) and not os.access(folder, os.W_OK):
+            return folder + "/"
+    return None

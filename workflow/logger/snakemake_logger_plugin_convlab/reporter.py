@@ -19,8 +19,11 @@ from .faults import fault_line
 from .progress import RunProgress
 
 # Snakemake's plain (event-less) info lines that a run still shows: its outcome and where the log is.
-SHOWN_INFO = ("Nothing to be done", "Complete log", "Terminating processes on user request",
-              "Will exit after finishing currently running jobs")
+SHOWN_INFO = ("Nothing to be done", "Complete log", "Terminating processes on user request")
+# Snakemake's note on SIGTERM or SIGINT, repeated as jobs end: shown once, as what happens and what to do.
+STOPPING = "Will exit after finishing currently running jobs"
+STOPPING_LINE = ("stopping (asked to, by SIGTERM or Ctrl-C): the jobs running now finish and nothing new starts; "
+                 "run snakemake again to go on")
 # Snakemake's notes before a run starts, never shown. Its other lines before a run are shown: a
 # command that runs no jobs (--report, --unlock, --lint) says in them what it did.
 STARTUP_NOTES = ("Config file ", "Assuming unrestricted shared filesystem usage", "Building DAG of jobs",
@@ -92,6 +95,7 @@ class Reporter:
         self.run: RunProgress | None = None
         self.finished = False
         self.job_errors = 0
+        self.stopping = False  # asked to stop (SIGTERM, SIGINT): said once
         self.lock = threading.RLock()
         self.stop_ticking = threading.Event()
         self.ticker: threading.Thread | None = None
@@ -138,6 +142,11 @@ class Reporter:
             lines = message.rstrip().splitlines() if whole else condensed(message, bool(self.complete_log()))
             for line in lines:
                 self.display.print(line)
+        elif message.startswith(STOPPING):
+            # Snakemake says so at each signal and at each job that ends meanwhile: one line
+            if not self.stopping:
+                self.stopping = True
+                self.display.print(STOPPING_LINE)
         elif message.startswith(SHOWN_INFO) or (self.run is None and not message.startswith(STARTUP_NOTES)):
             self.display.print(message.rstrip())
 
