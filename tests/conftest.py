@@ -9,7 +9,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "workflow"))
 
 from cpu_helpers import SIZE  # noqa: E402
-from workflow_helpers import copy_repo  # noqa: E402
+from workflow_helpers import FinishedRun, copy_finished_run, copy_repo, snakemake  # noqa: E402
 
 from convlab.backends import get_backend, gpu_visible  # noqa: E402
 from convlab.plan.problemcache import PROBLEMS  # noqa: E402
@@ -34,6 +34,23 @@ def pytest_report_header(config):
 def backend():
     """The cuda backend, for the GPU tests (CuPy is loaded when a test first asks for it)."""
     return get_backend("cuda")
+
+
+@pytest.fixture(scope="session")
+def tiny_run(tmp_path_factory) -> FinishedRun:
+    """The tiny cpu grid run from nothing with --cores 2, once for the whole session: the slow tier's
+    tests read it, and each test that changes a checkout works on a copy (copy_finished_run)."""
+    repo = copy_repo(tmp_path_factory.mktemp("tiny-run") / "repo")
+    return FinishedRun(repo, snakemake(repo, 2, timeout=900))
+
+
+@pytest.fixture(scope="session")
+def tiny_report(tiny_run: FinishedRun, tmp_path_factory) -> Path:
+    """A copy of the tiny run with `snakemake --report results/report.html` made in it; the
+    checkout's path (the report read only)."""
+    repo = copy_finished_run(tiny_run.repo, tmp_path_factory.mktemp("tiny-report") / "repo")
+    snakemake(repo, 1, "--report", "results/report.html", timeout=900)
+    return repo
 
 
 @pytest.fixture

@@ -8,6 +8,7 @@ import re
 import shutil
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from convlab.measure.telemetry import COLUMNS as TELEMETRY  # noqa: E402
@@ -40,6 +41,22 @@ JOB_REPORT = ("Traceback", "CalledProcessError", "RuleException", "WorkflowError
 def copy_repo(target: Path) -> Path:
     shutil.copytree(REPO, target, ignore=shutil.ignore_patterns(*IGNORED))
     subprocess.run(["git", "init", "-q"], cwd=target, check=True)
+    return target
+
+
+@dataclass(frozen=True)
+class FinishedRun:
+    """A checkout in which a run has finished, and what that run printed."""
+
+    repo: Path
+    result: subprocess.CompletedProcess
+
+
+def copy_finished_run(run: Path, target: Path) -> Path:
+    """A copy of the checkout ``run`` as it is: its results, data and Snakemake's records, with
+    their file times (copy2), which Snakemake compares; a test that changes a shared run works on
+    one of these."""
+    shutil.copytree(run, target, symlinks=True)
     return target
 
 
