@@ -33,7 +33,6 @@ from convlab.report.plotting import (
     natural_key,
     natural_order,
     new_figure,
-    note_figure,
     note_figure_object,
     note_on_axes,
     palette_colors,
@@ -57,15 +56,15 @@ def _natural_column(column: pd.Series) -> pd.Series:
     return column.str.replace(r"\d+", lambda m: m.group().zfill(12), regex=True)
 
 
-def _lines(ax: Axes, data: pd.DataFrame, y: str, palette: dict) -> bool:
-    """One line per label, wrong points overdrawn with a large X; True when any point is wrong.
+def _lines(ax: Axes, data: pd.DataFrame, y: str, palette: dict) -> tuple[set[str], bool]:
+    """One line per label, wrong points overdrawn with a large X; the labels drawn, and whether any point is wrong.
 
     The lines seaborn's lineplot and scatterplot (hue=label, estimator=None) would draw, in the order the labels
     first appear and each sorted by x, then y; drawn with matplotlib alone, since seaborn's setup of each call
     costs more than the drawing in a figure of many panels."""
     data = data[data["H"].notna() & data[y].notna()]
     if data.empty:
-        return False
+        return set(), False
     for label in data["label"].unique():
         points = data[data["label"] == label].sort_values(["H", y])
         ax.plot(points["H"].to_numpy(float), points[y].to_numpy(float), color=palette[label], marker="o",
@@ -74,46 +73,74 @@ def _lines(ax: Axes, data: pd.DataFrame, y: str, palette: dict) -> bool:
     if not wrong.empty:
         ax.scatter(wrong["H"].to_numpy(float), wrong[y].to_numpy(float), marker="X", s=160,
                    color=[palette[label] for label in wrong["label"]], edgecolor="black", linewidth=1.2, zorder=5)
-    return not wrong.empty
+    return set(data["label"]), not wrong.empty
 
 
-def _by_stride(frame: pd.DataFrame, path: Path, what: str, y: str, ylabel: str,
-               logy: bool, floor_line: bool = False) -> Path:
-    """The shared layout of the three headline figures: one column per stride, one line per kernel."""
+FLOOR_PCT = 100.0  # the memory-bandwidth floor, in % of it
+FLOOR_LABEL = "memory-bandwidth floor"
+
+
+def _floor_range(values: pd.Series) -> tuple[float, float]:
+    """The log y range of the floor figure: every value and the floor itself, with room around them. Log, so
+    that lines a few percent from zero are as readable as lines near the floor."""
+    shown = [float(v) for v in values if v > 0] + [FLOOR_PCT]
+    return min(shown) / 1.5, max(shown) * 1.4
+
+
+def by_stride_figure(frame: pd.DataFrame, what: str, y: str, ylabel: str, floor_line: bool = False) -> Figure:
+    """The shared layout of the headline figures against size: one column per stride, one line per kernel, on a
+    log y axis. ``floor_line``: y is a percentage of the memory-bandwidth floor, drawn as a dashed line at 100."""
     if frame.empty:
-        return note_figure(path, what, NO_ROWS)
+        return note_figure_object(what, NO_ROWS)
     best = best_variants(frame)
+    without = natural_order(best.loc[~(best[y] > 0), "label"])
+    best = best[best[y] > 0]  # a log axis has no place for zero
     strides = sorted(frame["stride"].dropna().unique())
     sizes = sorted(frame["H"].dropna().unique())
     labels = natural_order(best["label"])
     palette = dict(zip(labels, palette_colors(len(labels))))
     figure, axes = new_figure(1, len(strides))
+    drawn: set[str] = set()
     any_wrong = False
     for ax, stride in zip(axes[0], strides):
-        part = best[(best["stride"] == stride) & best[y].notna()]
-        any_wrong |= _lines(ax, part, y, palette)
-        if part.empty:
+        part = best[best["stride"] == stride]
+        labels_here, wrong_here = _lines(ax, part, y, palette)
+        drawn |= labels_here
+        any_wrong |= wrong_here
+        if not labels_here:
             note_on_axes(ax, NO_TIMED_CELLS)
         size_axis(ax, sizes)
         if floor_line:
-            ax.axhline(100, color="0.3", linestyle="--", linewidth=1.2)
-            top = max(110.0, float(best[y].max()) * 1.08) if best[y].notna().any() else 110.0
-            ax.set_ylim(0, top)
+            ax.axhline(FLOOR_PCT, color="0.3", linestyle="--", linewidth=1.2)
         panel_title(ax, f"stride {int(stride)}")
         ax.set_xlabel(SIZE_LABEL)
         ax.set_ylabel(ylabel if ax is axes[0][0] else "")
-    if logy:  # after every panel is drawn: the shared limits decide which ticks get labels
-        for ax in axes[0]:
-            log_y_axis(ax)
-    if best[y].isna().all() and not floor_line:  # the floor figure fixes its own 0-110 range
+    if floor_line:  # the panels share y: one range for every stride
+        axes[0][0].set_ylim(*_floor_range(best[y]))
+    for ax in axes[0]:  # after every panel is drawn: the shared limits decide which ticks get labels
+        log_y_axis(ax)
+    if not drawn and not floor_line:  # the floor figure's axis still places its floor
         hide_y_ticks(axes[0])
-    figure.suptitle(figure_title(frame, what))
-    handles = legend_handles(palette, any_wrong)
+    # a timed kernel left out is named, not silently missing
+    absent = [label for label in without if label not in drawn]
+    named = ", ".join(absent) if len(absent) <= 4 else f"{len(absent)} kernels"
+    figure.suptitle(figure_title(frame, what) + (f"\nnot drawn, no value in their rows: {named}" if absent else ""))
+    # only the lines drawn: a kernel without a value here is no line of this figure
+    handles = legend_handles({label: color for label, color in palette.items() if label in drawn}, any_wrong)
     if floor_line:
-        handles.append(Line2D([], [], color="0.3", linestyle="--", label="memory-bandwidth floor"))
+        handles.append(Line2D([], [], color="0.3", linestyle="--", label=FLOOR_LABEL))
     if handles:
         figure.legend(handles=handles, loc="center left", bbox_to_anchor=(1.0, 0.5), frameon=False)
-    return save_figure(figure, path)
+    return figure
+
+
+def gflops_figure(frame: pd.DataFrame) -> Figure:
+    return by_stride_figure(frame, "Throughput vs image size", "gflops", "throughput (GFLOP/s)")
+
+
+def pct_of_floor_figure(frame: pd.DataFrame) -> Figure:
+    return by_stride_figure(frame, "Distance from the memory floor", "pct_of_floor",
+                            "% of memory-bandwidth floor\n(100 = at floor)", floor_line=True)
 
 
 def single_variant_reason(frame: pd.DataFrame) -> str:
@@ -130,7 +157,8 @@ def single_variants_figure(frame: pd.DataFrame) -> Figure:
     """The variants figure where every kernel has one variant: each kernel's variant and its time at every image
     size, one row per kernel and one panel per stride, so that the variants that ran are still read off a chart."""
     what = "Kernel time of every variant"
-    timed = frame[frame["status"].isin(TIMED) & frame["kernel_ms"].notna()]
+    # the points drawn, and so the sizes the legend names: a log axis has no place for zero, a panel is a stride
+    timed = frame[frame["status"].isin(TIMED) & (frame["kernel_ms"] > 0) & frame["stride"].notna()]
     names = kernel_labels(frame)
     kernel_names = frame["kernel"].map(lambda kernel: names.get(kernel, kernel))
     labels = with_filter(frame, kernel_names + " [" + frame["variant"] + "]")
@@ -192,7 +220,7 @@ def variants_figure(frame: pd.DataFrame) -> Figure:
     strides = sorted(frame["stride"].dropna().unique())
     sizes = sorted(frame["H"].dropna().unique())
     # Only the columns drawn: every selection below copies each column of the summary's sixty.
-    timed = frame.loc[frame["status"].isin(TIMED) & frame["kernel_ms"].notna(),
+    timed = frame.loc[frame["status"].isin(TIMED) & (frame["kernel_ms"] > 0),  # a log axis has no place for zero
                       ["kernel", "variant", "filter_size", "H", "stride", "status", "kernel_ms"]]
     timed["label"] = with_filter(timed, timed["variant"])
     names = kernel_labels(frame)
@@ -203,10 +231,13 @@ def variants_figure(frame: pd.DataFrame) -> Figure:
         mine = timed[timed["kernel"] == kernel]
         all_labels = natural_order(with_filter(frame, frame["variant"])[frame["kernel"] == kernel])
         palette = dict(zip(all_labels, palette_colors(len(all_labels))))
+        drawn: set[str] = set()
         any_wrong = False
         for ax, stride in zip(row, strides):
             part = mine[mine["stride"] == stride]
-            any_wrong |= _lines(ax, part, "kernel_ms", palette)
+            labels_here, wrong_here = _lines(ax, part, "kernel_ms", palette)
+            drawn |= labels_here
+            any_wrong |= wrong_here
             if part.empty:
                 note_on_axes(ax, NO_TIMED_CELLS)
             panel_title(ax, f"{names.get(kernel, kernel)}, stride {int(stride)}")
@@ -215,14 +246,14 @@ def variants_figure(frame: pd.DataFrame) -> Figure:
             log_y_axis(ax)
         if mine.empty:
             hide_y_ticks(row)
-        # Variants that never produced a time still get a legend entry, marked as such.
-        handles = legend_handles(palette, any_wrong)
-        for handle in handles:
-            label = handle.get_label()
-            if label in palette and mine[mine["label"] == label].empty:
-                handle.set_label(f"{label} (no timed cell)")
-        row[-1].legend(handles=handles, title=f"{kernel} ({counts[kernel]} variants)",
-                       loc="center left", bbox_to_anchor=(1.02, 0.5), frameon=False)
+        # The legend names the lines drawn; the variants that never produced a time are named in its title, as
+        # they have no line to stand for.
+        handles = legend_handles({label: color for label, color in palette.items() if label in drawn}, any_wrong)
+        untimed = [label for label in all_labels if label not in drawn]
+        title = f"{kernel} ({counts[kernel]} variants)"
+        if untimed:
+            title += "\nno timed cell: " + (", ".join(untimed) if len(untimed) <= 3 else f"{len(untimed)} variants")
+        row[-1].legend(handles=handles, title=title, loc="center left", bbox_to_anchor=(1.02, 0.5), frameon=False)
     for ax in axes[-1]:  # the panels share x: only the bottom row has its numbers, and so its label
         ax.set_xlabel(SIZE_LABEL)
     # a fixed gap from the top: the layout leaves room for the title's height only, and the default place (a
@@ -283,12 +314,11 @@ def draw_time_vs_size(frame: pd.DataFrame, path: Path) -> Path:
 
 
 def draw_gflops_vs_size(frame: pd.DataFrame, path: Path) -> Path:
-    return _by_stride(frame, path, "Throughput vs image size", "gflops", "throughput (GFLOP/s)", logy=True)
+    return save_figure(gflops_figure(frame), path)
 
 
 def draw_pct_of_floor_vs_size(frame: pd.DataFrame, path: Path) -> Path:
-    return _by_stride(frame, path, "Distance from the memory floor", "pct_of_floor",
-                      "% of memory-bandwidth floor\n(100 = at floor)", logy=False, floor_line=True)
+    return save_figure(pct_of_floor_figure(frame), path)
 
 
 def draw_variants(frame: pd.DataFrame, path: Path) -> Path:

@@ -1,41 +1,173 @@
 """The report's history: each kernel's time across the runs of its device's results database,
-marked where its own files changed, and a page with the latest run's verdicts."""
+moved only where a verdict says it changed, its judged cells marked with their intervals, and a
+page with the latest run's verdicts."""
 
 from __future__ import annotations
 
 import csv
 import html
 import math
-from collections import defaultdict
+from collections import Counter, defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
+from matplotlib.artist import Artist
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
 
 from convlab.history import store
 from convlab.history.listing import short_cell
+from convlab.history.verdictrule import FASTER, SAME, SLOWER, TIMED_VERDICTS, UNCLEAR
 from convlab.history.verdicts import ORDER, geomean
 from convlab.report.pages import html_page, write_page
 from convlab.report.plotting import new_figure, note_figure, note_figure_object, panel_title, save_figure
 
 COLUMNS = 5
 RELATIVE_LABEL = "time / first time\n(1 = unchanged)"
+LEVEL_COLOR = "#3a6ea5"
+FILES_CHANGED_COLOR = "#7b3294"  # not red: red is SLOWER
+VERDICT_COLORS = {FASTER: "#1a9850", SLOWER: "#d73027", UNCLEAR: "#e08e00", SAME: "0.45"}
+# How a cell's verdict was reached, and the marker it is drawn with.
+HISTORY_RULE, PAIRED, SAME_CODE = "history rule", "paired", "same machine code"
+MARKERS = {HISTORY_RULE: "o", PAIRED: "D", SAME_CODE: "s"}
+HOW_LABELS = {HISTORY_RULE: "judged against its previous run's row",
+              PAIRED: "paired: timed side by side with the previous version",
+              SAME_CODE: "paired, the same machine code: not timed (ratio 1)"}
+CAP = 0.07  # half the width of an interval's caps, in runs
+MARK_SPREAD = 0.3  # a run's marks spread over ± this around the run's x, so that they do not hide each other
+# gids name what an artist is, for whoever reads the figure back (the tests do).
+LEVEL_LINE = "kernel-level"
+CELL_MARK = "cell-mark"
+CELL_INTERVAL = "cell-interval"
+FILES_CHANGED = "files-changed"
 
 
-def relative_times(measurements: list[store.Measurement]) -> dict[str, list[tuple[int, float, bool]]]:
-    """Per kernel, per run that measured it (in run order): the geomean over its cells of the
-    time relative to the cell's first ok measurement, and whether the kernel's files changed
-    since the kernel's previous run."""
+@dataclass(frozen=True)
+class LatestVerdict:
+    """One row of verdicts/latest.csv: the latest run's verdict on a cell, with the ratio's interval where the
+    cell's pair or its own floor gave one, and the pair's rounds where it was paired."""
+
+    verdict: str
+    ratio: float | None
+    low: float | None
+    high: float | None
+    paired_rounds: int | None
+
+
+@dataclass(frozen=True)
+class JudgedStep:
+    """A cell's step from its previous ok measurement to a later one, as its verdict judged it. ``before``: the
+    previous measurement's time over the cell's first time, from which the verdict's ratio was judged."""
+
+    kernel: str
+    cell: str
+    run: int
+    verdict: str
+    ratio: float
+    before: float
+    low: float | None = None
+    high: float | None = None
+    paired_rounds: int | None = None
+
+    @property
+    def how(self) -> str:
+        if self.paired_rounds is None:
+            return HISTORY_RULE
+        return SAME_CODE if self.paired_rounds == 0 else PAIRED
+
+    @property
+    def at(self) -> float:
+        """Where the step puts the cell: its previous time over its first, times the judged ratio (a pair's
+        ratio where it was paired, 1 where both versions are the same machine code)."""
+        return self.before * self.ratio
+
+    @property
+    def interval(self) -> tuple[float, float] | None:
+        if self.low is None or self.high is None:
+            return None
+        return self.before * self.low, self.before * self.high
+
+    @property
+    def marked(self) -> bool:
+        """Drawn as a mark of its own: a change or an unclear one, and every paired cell (its interval is
+        the pair's). A SAME cell judged by the history's rule is the kernel's line itself."""
+        return self.verdict != SAME or self.paired_rounds is not None
+
+
+def _number(text: str | None) -> float | None:
+    try:
+        value = float(text) if text not in (None, "") else None
+    except ValueError:
+        return None
+    return value if value is not None and math.isfinite(value) and value > 0 else None
+
+
+def read_latest_verdicts(latest_csv: str | Path) -> dict[str, LatestVerdict]:
+    """The timed verdicts of verdicts/latest.csv by cell (an absent file has none)."""
+    path = Path(latest_csv)
+    if not path.exists():
+        return {}
+    with open(path, newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    return {row["cell"]: LatestVerdict(row["verdict"], _number(row.get("ratio")), _number(row.get("ratio_low")),
+                                       _number(row.get("ratio_high")),
+                                       int(row["paired_rounds"]) if row.get("paired_rounds") else None)
+            for row in rows if row.get("verdict") in TIMED_VERDICTS}
+
+
+def _step_ratio(verdict: str | None, judged: float | None, measured: float) -> float:
+    """How far a step moves a cell's level: by its ratio where the verdict is a change, not at all where it is
+    SAME (however its times moved) or UNCLEAR (drawn as a mark instead), and by the measured ratio where no
+    verdict judged it (a row kept without one)."""
+    if verdict in (FASTER, SLOWER):
+        return judged or measured
+    if verdict in (SAME, UNCLEAR):
+        return 1.0
+    return measured
+
+
+def history_levels(measurements: list[store.Measurement], latest: Mapping[str, LatestVerdict] | None = None
+                   ) -> tuple[dict[str, list[tuple[int, float, bool]]], list[JudgedStep]]:
+    """Per kernel, per run that measured it (in run order): the geomean over its cells of each cell's level (its
+    time relative to its first ok measurement, each step counted as its verdict judged it: _step_ratio), and
+    whether the kernel's files changed since the kernel's previous run; and every judged step. ``latest``: the
+    latest run's verdicts (read_latest_verdicts), which give the interval and the pairing of each cell's last
+    step."""
+    latest = latest or {}
     run_order: dict[str, int] = {}
-    first: dict[str, float] = {}
+    for m in measurements:
+        run_order.setdefault(m.run_id, len(run_order))
+    last_measurement = {m.cell: m for m in measurements}
+    first_ms: dict[str, float] = {}
+    previous_ms: dict[str, float] = {}
+    level: dict[str, float] = {}
     per_run: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
     hashes: dict[str, dict[int, str]] = defaultdict(dict)
+    steps: list[JudgedStep] = []
     for m in measurements:
-        index = run_order.setdefault(m.run_id, len(run_order))
+        index = run_order[m.run_id]
         if m.status != "ok" or not m.kernel_ms:
             continue
-        base = first.setdefault(m.cell, m.kernel_ms)
-        per_run[m.kernel][index].append(m.kernel_ms / base)
+        if m.cell in level:
+            verdict, judged, low, high, rounds = m.verdict, m.ratio, None, None, None
+            told = latest.get(m.cell) if last_measurement[m.cell] is m else None
+            if told is not None:  # the latest run's own verdict on this step, with its interval
+                verdict, judged, low, high, rounds = told.verdict, told.ratio, told.low, told.high, told.paired_rounds
+            measured = m.kernel_ms / previous_ms[m.cell]
+            if verdict in TIMED_VERDICTS:
+                # from the previous measurement, whatever its verdict: the ratio was judged against it
+                steps.append(JudgedStep(m.kernel, m.cell, index + 1, verdict, judged or measured,
+                                        previous_ms[m.cell] / first_ms[m.cell], low, high, rounds))
+            level[m.cell] *= _step_ratio(verdict, judged, measured)
+        else:
+            level[m.cell] = 1.0
+            first_ms[m.cell] = m.kernel_ms
+        previous_ms[m.cell] = m.kernel_ms
+        per_run[m.kernel][index].append(level[m.cell])
         hashes[m.kernel][index] = m.kernel_hash
     series = {}
     for kernel, runs in per_run.items():
@@ -45,36 +177,112 @@ def relative_times(measurements: list[store.Measurement]) -> dict[str, list[tupl
             points.append((index + 1, geomean(runs[index]), changed))
             last_hash = hashes[kernel][index]
         series[kernel] = points
-    return series
+    return series, steps
 
 
-def render_history_figure(measurements: list[store.Measurement], device: str, out: str | Path) -> Path:
-    return save_figure(history_figure(measurements, device), Path(out))
+def relative_times(measurements: list[store.Measurement], latest: Mapping[str, LatestVerdict] | None = None
+                   ) -> dict[str, list[tuple[int, float, bool]]]:
+    """Per kernel, per run that measured it: its level (history_levels) and whether its files had changed."""
+    return history_levels(measurements, latest)[0]
 
 
-def history_figure(measurements: list[store.Measurement], device: str) -> Figure:
-    """Small multiples, one panel per kernel: its relative time per run; a red marker and line
-    where its files changed."""
-    series = relative_times(measurements)
+def render_history_figure(measurements: list[store.Measurement], device: str, out: str | Path,
+                          latest: Mapping[str, LatestVerdict] | None = None) -> Path:
+    return save_figure(history_figure(measurements, device, latest), Path(out))
+
+
+def _spread(count: int) -> list[float]:
+    """x offsets of a run's ``count`` marks around the run."""
+    if count == 1:
+        return [0.0]
+    return [-MARK_SPREAD + 2 * MARK_SPREAD * i / (count - 1) for i in range(count)]
+
+
+def _draw_marks(ax: Axes, steps: list[JudgedStep]) -> list[float]:
+    """Each marked step of one kernel at its run, coloured by its verdict, shaped by how it was judged (an
+    UNCLEAR one hollow: not a change), with its interval as a bar; returns every y drawn."""
+    by_run: dict[int, list[JudgedStep]] = defaultdict(list)
+    for step in steps:
+        by_run[step.run].append(step)
+    ys = []
+    for run, here in by_run.items():
+        here.sort(key=lambda step: (step.at, step.cell))
+        for offset, step in zip(_spread(len(here)), here):
+            x, color = run + offset, VERDICT_COLORS[step.verdict]
+            interval = step.interval
+            if interval is not None:
+                low, high = interval
+                # capped: a pair's interval of a few tenths of a percent is a bar too short to see without its caps
+                ax.plot([x - CAP, x + CAP, math.nan, x, x, math.nan, x - CAP, x + CAP],
+                        [low, low, math.nan, low, high, math.nan, high, high], color=color, linewidth=1.3,
+                        solid_capstyle="butt", zorder=3, gid=CELL_INTERVAL, label=f"_{step.cell}")
+                ys.extend(interval)
+            ax.plot([x], [step.at], linestyle="none", marker=MARKERS[step.how], markersize=5.5, color=color,
+                    markeredgecolor=color, markeredgewidth=1.2,
+                    markerfacecolor="white" if step.verdict == UNCLEAR else color, zorder=4, gid=CELL_MARK,
+                    label=f"_{step.cell}")  # the leading underscore keeps a cell's name out of any legend
+            ys.append(step.at)
+    return ys
+
+
+def _panel_heading(kernel: str, last_run: int, steps: list[JudgedStep]) -> str:
+    """The kernel's name, and its verdicts in its last run: the SAME cells have no mark of their own."""
+    counts = Counter(step.verdict for step in steps if step.kernel == kernel and step.run == last_run)
+    if not counts:
+        return kernel
+    return f"{kernel}\nrun {last_run}: " + ", ".join(f"{counts[word]} {word}" for word in ORDER if counts[word])
+
+
+def _legend_handles(steps: list[JudgedStep], any_files_changed: bool) -> list[Artist]:
+    """One entry for each thing drawn, and only those."""
+    handles = [Line2D([], [], color=LEVEL_COLOR, marker="o", markersize=3.5, linewidth=1.2,
+                      label="the kernel's time (only FASTER and\nSLOWER steps move it)")]
+    verdicts = {step.verdict for step in steps}
+    # a swatch per verdict: the marker's shape says how the cell was judged, its colour the verdict
+    handles += [Patch(facecolor="white" if word == UNCLEAR else VERDICT_COLORS[word], edgecolor=VERDICT_COLORS[word],
+                      linewidth=1.2, label=f"{word} (not confirmed)" if word == UNCLEAR else word)
+                for word in ORDER if word in verdicts]
+    hows = {step.how for step in steps}
+    handles += [Line2D([], [], linestyle="none", marker=MARKERS[how], markersize=6, color="0.3", label=HOW_LABELS[how])
+                for how in (HISTORY_RULE, PAIRED, SAME_CODE) if how in hows]
+    if any(step.interval is not None for step in steps):
+        handles.append(Line2D([], [], linestyle="none", marker="|", markersize=14, markeredgewidth=1.3, color="0.3",
+                              label="its interval of new/previous"))
+    if any_files_changed:
+        handles.append(Line2D([], [], color=FILES_CHANGED_COLOR, linestyle="--", linewidth=0.9,
+                              label="the kernel's files changed"))
+    return handles
+
+
+def history_figure(measurements: list[store.Measurement], device: str,
+                   latest: Mapping[str, LatestVerdict] | None = None) -> Figure:
+    """Small multiples, one panel per kernel: its level per run (history_levels), which a noise swing leaves
+    where it was; a mark for each cell judged FASTER, SLOWER or UNCLEAR and each paired cell, with its interval
+    where the latest run's verdicts give one; a dashed line where the kernel's files changed."""
+    series, steps = history_levels(measurements, latest)
     if not series:
         return note_figure_object(f"{device}: kernel times across runs", "no ok measurement kept yet")
     kernels = sorted(series)
     rows = math.ceil(len(kernels) / COLUMNS)
     columns = min(COLUMNS, len(kernels))
     figure, axes = new_figure(rows, columns, width=2.8, height=2.1, share=False)
+    figure.set_figheight(2.1 * rows + 1.0)  # 1 in for the three lines of title
     flat = [ax for row in axes for ax in row]
+    marked = [step for step in steps if step.marked]
+    any_files_changed = False
     for index, (ax, kernel) in enumerate(zip(flat, kernels)):
         points = series[kernel]
         xs, ys = [p[0] for p in points], [p[1] for p in points]
-        ax.plot(xs, ys, marker="o", markersize=3.5, color="#3a6ea5", linewidth=1.2)
-        for x, y, changed in points:
+        ax.plot(xs, ys, marker="o", markersize=3.5, color=LEVEL_COLOR, linewidth=1.2, zorder=2, gid=LEVEL_LINE)
+        for x, _, changed in points:
             if changed:
-                ax.axvline(x - 0.5, color="#c0392b", linestyle="--", linewidth=0.9)
-                ax.plot([x], [y], marker="^", color="#c0392b", markersize=6)
+                any_files_changed = True
+                ax.axvline(x - 0.5, color=FILES_CHANGED_COLOR, linestyle="--", linewidth=0.9, gid=FILES_CHANGED)
+        drawn = ys + _draw_marks(ax, [step for step in marked if step.kernel == kernel])
         ax.axhline(1.0, color="0.6", linewidth=0.6)
-        panel_title(ax, kernel, fontsize=9)
+        panel_title(ax, _panel_heading(kernel, points[-1][0], steps), fontsize=9)
         # linear: run-to-run changes are a few percent, which a log axis leaves without a tick
-        low, high = min(ys + [1.0]), max(ys + [1.0])
+        low, high = min(drawn + [1.0]), max(drawn + [1.0])
         margin = max(0.05, (high - low) * 0.15)
         ax.set_ylim(low - margin, high + margin)
         ax.yaxis.set_major_locator(MaxNLocator(nbins=4, steps=[1, 2, 2.5, 5, 10]))
@@ -90,9 +298,15 @@ def history_figure(measurements: list[store.Measurement], device: str) -> Figure
     runs = len({m.run_id for m in measurements})
     lone_run = ("\none run kept so far: every time is its own first measurement (1); a later run that "
                 "re-measures the cells shows how they moved") if runs == 1 else ""
-    figure.suptitle(f"{device}: each kernel's time per run (geomean over the cells it re-measured, relative to each "
-                    f"cell's first measurement; red: its files changed){lone_run}", fontsize=10)
+    figure.suptitle(f"{device}: each kernel's time per run, relative to each cell's first measurement (geomean over "
+                    "its cells)\nits line moves only by the cells judged FASTER or SLOWER: a SAME cell stays where it "
+                    "was however its time moved\nmarks: each cell judged FASTER, SLOWER or UNCLEAR and each paired "
+                    f"cell, at its previous time over its first times its judged new/previous{lone_run}", fontsize=10)
     figure.supxlabel(f"run (in order; {runs} run{'s' if runs != 1 else ''} kept)", fontsize=9)
+    handles = _legend_handles(marked, any_files_changed)
+    # below the panels: beside one row of them its entries would stand taller than the row
+    figure.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=min(3, len(handles)),
+                  frameon=False, fontsize=8)
     return figure
 
 
@@ -136,7 +350,7 @@ def write_history_page(folder: str | Path, latest_csv: str | Path, figure_out: s
             measurements, runs = store.measurements(connection), store.runs(connection)
         finally:
             connection.close()
-        render_history_figure(measurements, device, figure_out)
+        render_history_figure(measurements, device, figure_out, read_latest_verdicts(latest_csv))
     colours = {"SAME": "#eef5ee", "FASTER": "#cfe8cf", "SLOWER": "#f6cccc", "UNCLEAR": "#fff2c2"}
     rows = _verdict_rows(Path(latest_csv))
     head = ("verdict", "kernel", "cell", "previous ms", "ms", "new/previous [interval]", "changed", "note")
