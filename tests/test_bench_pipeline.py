@@ -71,7 +71,7 @@ def plant_row(results: Path, name: str, start: float, job_ms: float, phases: dic
     row = build_row([{
         "experiment": "conv2d", "kernel": name, "variant": "default", "backend": "cpu", "size": 64, "status": "ok",
         "git_commit": "planted", "code_version": "planted", "kernel_ms": 1.0, "reps": 3, "max_rel_err": 0.0,
-        "tolerance": 1e-5, "flops": 1, "gflops": 1.0, "device": "cpu", "started_at": iso(T + start),
+        "tolerance": 1e-5, "flops": 1, "gflops": 1e-6, "device": "cpu", "started_at": iso(T + start),
         "finished_at": iso(end - phases.get("settle", 0) / 1e3),
         "phase_ms": ";".join(f"{k}={v}" for k, v in phases.items()), "job_ms": job_ms, "service_ms": service_ms,
     }])

@@ -121,7 +121,7 @@ def lab(tmp_path, monkeypatch):
         values = {"experiment": cell.experiment, "kernel": cell.kernel, "variant": cell.variant, "backend": "cuda",
                   "size": cell.size, "stride": cell.stride, "filter_size": cell.filter_size,
                   "status": "ok" if index < 2 else "wrong", "kernel_ms": 1.0, "kernel_ms_iqr": 0.01, "reps": 20,
-                  "max_rel_err": 1e-7, "tolerance": 1e-4, "flops": 1000, "gflops": 1.0, "device": "H100",
+                  "max_rel_err": 1e-7, "tolerance": 1e-4, "flops": 1000, "gflops": 0.001, "device": "H100",
                   "code_version": "abc", "gpu_uuid": "GPU-a", "git_commit": "c0ffee",
                   "started_at": "2026-11-26T10:00:00", "finished_at": "2026-11-26T10:00:01",
                   "engine": "eng28" if index == 0 else "", **({"reason": "planted"} if index >= 2 else {})}

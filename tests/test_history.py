@@ -51,7 +51,7 @@ def write_rows(cells, ms: float, iqr_fraction: float = 0.01, status: str = "ok",
         row_status = "error" if index < errors else status
         kernel_ms = ms * (1 + index / 10)
         measured = {"kernel_ms": kernel_ms, "kernel_ms_iqr": kernel_ms * iqr_fraction, "reps": 20,
-                    "max_rel_err": 1e-7, "tolerance": 1e-4, "flops": 1000, "gflops": 1.0, "device": "cpu",
+                    "max_rel_err": 1e-7, "tolerance": 1e-4, "flops": 1000, "gflops": 1000 / kernel_ms / 1e6, "device": "cpu",
                     "started_at": f"2026-11-24T10:00:{index:02d}", "finished_at": f"2026-11-24T10:00:{index + 1:02d}"}
         values = {"experiment": cell.experiment, "kernel": cell.kernel, "variant": cell.variant, "backend": backend,
                   "size": cell.size, "stride": cell.stride, "filter_size": cell.filter_size, "batch": cell.batch,

@@ -153,7 +153,7 @@ def test_the_cells_to_pair_are_those_whose_kernel_files_changed_since_a_kept_ver
             values = {"experiment": cell.experiment, "kernel": cell.kernel, "variant": cell.variant, "backend": "cuda",
                       "size": cell.size, "stride": cell.stride, "filter_size": cell.filter_size, "status": "ok",
                       "kernel_ms": 1.0, "kernel_ms_iqr": 0.01, "reps": 20, "max_rel_err": 1e-7, "tolerance": 1e-4,
-                      "flops": 1000, "gflops": 1.0, "device": "H100", "code_version": "abc", "gpu_uuid": "GPU-a",
+                      "flops": 1000, "gflops": 0.001, "device": "H100", "code_version": "abc", "gpu_uuid": "GPU-a",
                       "git_commit": "c0ffee", "started_at": f"2026-11-2{run_id[-1]}T10:00:00",
                       "finished_at": f"2026-11-2{run_id[-1]}T10:00:01"}
             write_row_atomically(build_row([values]), cell.path)

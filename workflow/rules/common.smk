@@ -37,6 +37,7 @@ from convlab.snakefile.api import (
     load_registry,
     mark_report_stage,
     move_damaged_rows,
+    moved_lines,
     new_run_id,
     node_offers,
     note_clean_run,
@@ -100,8 +101,9 @@ if workflow.is_main_process:
         sys.exit(beside)
     print(f"{CHOICE.line}; {DEVICE_LINE}", file=sys.stderr)
     for label, paths in CELL_PATHS.items():
-        for moved in move_damaged_rows(paths, f"results/{label}", DRY_RUN):
-            print(moved.line(), file=sys.stderr)
+        moved = move_damaged_rows(paths, f"results/{label}", DRY_RUN)
+        for line in moved_lines(moved, f"results/{label}"):
+            print(line, file=sys.stderr)
         # every run checks the results database, one with nothing to do too
         for line in check_results_database(
             f"results/{label}",

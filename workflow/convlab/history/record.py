@@ -167,8 +167,12 @@ def found_rows(results_dir: Path, cells: list[Cell]) -> tuple[dict[str, Found], 
             continue
         entry = found.setdefault(row["row_check"], Found(cell, row, link.run_id))
         entry.links.append(link)
-    for cell, row in read_rows(cells):
-        found.setdefault(row["row_check"], Found(cell, row, None))
+    for tail, cell in by_tail.items():
+        # under results_dir, not the cell's relative path: a warm service shared by two checkouts of
+        # the same code runs this in the other one's directory
+        row = _read(results_dir / "cells" / tail)
+        if row is not None:
+            found.setdefault(row["row_check"], Found(cell, row, None))
     return found, unreadable
 
 

@@ -17,7 +17,7 @@ import csv
 import datetime as dt
 import io
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from numbers import Integral, Real
 from pathlib import Path
@@ -218,7 +218,7 @@ def parse_row(text: str) -> list[str]:
     if header != COLUMNS:
         if not text.endswith("\n") or (header[-1] == CHECK_COLUMN and values[-1] != row_check(values[:-1])):
             raise DamagedRow("cut short, in another version's columns")
-        raise OtherFormat("written by another convlab version (its columns differ)")
+        raise OtherFormat("its columns are not this convlab's")
     if values[-1] != row_check(values[:-1]):
         raise DamagedRow("its check does not match its values (cut or edited)")
     row = dict(zip(COLUMNS, values))
@@ -256,9 +256,10 @@ def _moment(text: str) -> dt.datetime | None:
 
 def contradiction(row: Mapping[str, str]) -> str | None:
     """What a measured row's values say against each other, or None: a median outside its
-    min..max, a spread wider than the range, fewer than one repeat, or repeats that could not fit
-    between the cell's start and finish. A row edited by hand with its check recomputed is caught
-    here, and never taken for a measurement."""
+    min..max, a spread wider than the range, fewer than one repeat, repeats that could not fit
+    between the cell's start and finish, or a derived column (GFLOP/s, GB/s, the floor, energy)
+    that disagrees with the times it was computed from. A row edited by hand with its check
+    recomputed is caught here, and never taken for a measurement."""
     ms, low, high = (finite_number(row[name]) for name in ("kernel_ms", "kernel_ms_min", "kernel_ms_max"))
     iqr, reps = finite_number(row["kernel_ms_iqr"]), finite_number(row["reps"])
     if ms is None or ms <= 0:
@@ -282,15 +283,50 @@ def contradiction(row: Mapping[str, str]) -> str | None:
     if timed_ms > window_ms * (1 + ROUNDING) + WINDOW_SLACK_MS:
         return f"{row['reps']} repeats of at least {low if low is not None else ms:g} ms cannot fit in the " \
                f"{window_ms:.1f} ms between started_at and finished_at"
+    return derived_disagreement(row)
+
+
+# The columns computed from others when the row was built (convlab.problem.metrics,
+# convlab.measure.telemetry): each column, the formula it was computed by, as text and as a function
+# of the columns it names.
+DERIVED: tuple[tuple[str, str, tuple[str, ...], Callable[..., float]], ...] = (
+    ("gflops", "flops / kernel_ms / 1e6", ("flops", "kernel_ms"), lambda flops, ms: flops / ms / 1e6),
+    ("gbps", "bytes / kernel_ms / 1e6", ("bytes", "kernel_ms"), lambda size, ms: size / ms / 1e6),
+    ("floor_ms", "bytes / copy_gbps / 1e6", ("bytes", "copy_gbps"), lambda size, gbps: size / gbps / 1e6),
+    ("pct_of_floor", "floor_ms / kernel_ms * 100", ("floor_ms", "kernel_ms"), lambda floor, ms: floor / ms * 100),
+    ("energy_per_rep_mj", "power_median_w * kernel_ms", ("power_median_w", "kernel_ms"), lambda watts, ms: watts * ms),
+    ("gflop_per_j", "flops / energy_per_rep_mj / 1e6", ("flops", "energy_per_rep_mj"),
+     lambda flops, mj: flops / mj / 1e6),
+)
+# Each value is written to six significant digits: a derived column and those it was computed from
+# agree within a few of those roundings, and a row edited by a factor is far outside.
+DERIVED_TOLERANCE = 10 * ROUNDING
+
+
+def derived_disagreement(row: Mapping[str, str]) -> str | None:
+    """The first derived column of a measured row that disagrees with the columns it was computed
+    from (a time edited without its GFLOP/s, say), or None. A column or operand left empty (it did
+    not apply) is not checked."""
+    for name, formula, operands, compute in DERIVED:
+        value = finite_number(row.get(name))
+        given = [finite_number(row.get(operand)) for operand in operands]
+        if value is None or None in given or 0 in given[1:]:  # not applied, or a division by zero
+            continue
+        expected = compute(*given)
+        if abs(value - expected) > DERIVED_TOLERANCE * max(abs(value), abs(expected)):
+            return f"{name} {row[name]} disagrees with {formula} = {expected:.6g}"
     return None
 
 
 def read_row_file(path: str | Path) -> list[str]:
-    """parse_row() of a file; a file that is not UTF-8 text is damaged."""
+    """parse_row() of a file; a file that is not UTF-8 text, or a directory in a row's place, is
+    damaged."""
     try:
         text = Path(path).read_bytes().decode("utf-8")
     except UnicodeDecodeError:
         raise DamagedRow("not text") from None
+    except IsADirectoryError:
+        raise DamagedRow("a directory, not a row file") from None
     return parse_row(text)
 
 

@@ -30,8 +30,8 @@ def read_rows(cell_csvs: list[str | Path]) -> list[list[str]]:
             raise RowRefused(f"{path} is damaged ({damaged}); run snakemake again: it moves the file to "
                              "results/<device>/damaged/ and measures the cell again") from None
         except OtherFormat as other:
-            raise RowRefused(f"{path} was {other}; run snakemake again (without --rerun-triggers) to "
-                             "measure it again") from None
+            raise RowRefused(f"{path} is a row of another convlab version ({other}); run snakemake again: it moves "
+                             "the file to results/<device>/damaged/ and measures the cell again") from None
     return rows
 
 

@@ -1,8 +1,11 @@
 """Find damaged cell rows before a run and move them aside, so that the run measures those cells
 again (standard library only: it runs while Snakemake builds the DAG).
 
-A damaged row (cut, emptied, overwritten: see convlab.measure.row) is never read as a result, and never
-deleted: it goes to results/damaged/, where it can be looked at, with a line in its log.
+A damaged row (cut, emptied, overwritten, a directory in its place: see convlab.measure.row) is
+never read as a result, and never deleted: it goes to results/damaged/, where it can be looked at,
+with a line in its log. So does a whole row written by another convlab version (other columns): it
+cannot be read as a result either, and its cell's params do not always re-measure it (a file
+copied in by hand).
 """
 
 from __future__ import annotations
@@ -14,6 +17,13 @@ from pathlib import Path
 
 from convlab.measure.row import DamagedRow, OtherFormat, read_row_file
 
+DAMAGED = "damaged row"
+OTHER_VERSION = "row of another convlab version"
+PLURAL = {DAMAGED: "damaged rows", OTHER_VERSION: "rows of another convlab version"}
+# More rows than this of one kind moved in one run are told in one line (an upgrade that changes
+# the columns moves every row); the log keeps each one's line.
+MAX_LINES = 5
+
 
 @dataclass(frozen=True)
 class MovedRow:
@@ -21,26 +31,47 @@ class MovedRow:
     moved_to: Path
     reason: str
     dry_run: bool = False
+    kind: str = DAMAGED
 
     def line(self) -> str:
         if self.dry_run:
-            return (f"damaged row: {self.path} ({self.reason}); the real run will move it to {self.moved_to.parent}/ "
+            return (f"{self.kind}: {self.path} ({self.reason}); the real run will move it to {self.moved_to.parent}/ "
                     "and measure its cell again (a dry run changes nothing)")
-        return f"damaged row: {self.path} ({self.reason}); moved to {self.moved_to}, its cell will be measured again"
+        return f"{self.kind}: {self.path} ({self.reason}); moved to {self.moved_to}, its cell will be measured again"
 
 
-def damage_of(path: Path) -> str | None:
-    """Why the row file at ``path`` is damaged; None when it is whole (or absent, or a whole row
-    of another format, which its params re-measure)."""
+def damage_of(path: Path) -> tuple[str, str] | None:
+    """What kind of row the file at ``path`` is that cannot be read as a result (DAMAGED or
+    OTHER_VERSION) and why; None when it is whole, or absent."""
     try:
         read_row_file(path)
     except FileNotFoundError:
         return None
     except DamagedRow as damaged:
-        return str(damaged)
-    except OtherFormat:
-        return None
+        return DAMAGED, str(damaged)
+    except OtherFormat as other:
+        return OTHER_VERSION, str(other)
+    except OSError as error:
+        return DAMAGED, f"cannot be read: {error.strerror or error}"
     return None
+
+
+def moved_lines(moved: list[MovedRow], results_dir: str | Path = "results") -> list[str]:
+    """The terminal's lines for the rows moved: one each, or one for all of a kind past MAX_LINES."""
+    lines = []
+    for kind in (DAMAGED, OTHER_VERSION):
+        rows = [row for row in moved if row.kind == kind]
+        if len(rows) <= MAX_LINES:
+            lines += [row.line() for row in rows]
+            continue
+        folder = Path(results_dir) / "damaged"
+        if rows[0].dry_run:
+            lines.append(f"{PLURAL[kind]}: {len(rows)}; the real run will move them to {folder}/ and measure their cells "
+                         "again (a dry run changes nothing)")
+        else:
+            lines.append(f"{PLURAL[kind]}: {len(rows)} moved to {folder}/ (each one's path and why: {folder}/damaged.log), "
+                         "their cells will be measured again")
+    return lines
 
 
 def move_damaged_rows(paths: list[str], results_dir: str | Path = "results", dry_run: bool = False) -> list[MovedRow]:
@@ -54,20 +85,25 @@ def move_damaged_rows(paths: list[str], results_dir: str | Path = "results", dry
         path = Path(name)
         if not path.exists():
             continue
-        reason = damage_of(path)
-        if reason is None:
+        found = damage_of(path)
+        if found is None:
             continue
+        kind, reason = found
         try:
             relative = path.resolve().relative_to(results_dir.resolve())
         except ValueError:
             relative = Path(path.name)
         target = results_dir / "damaged" / relative.parent / f"{relative.stem}.{stamp}{relative.suffix}"
+        number = 1
+        while target.exists():  # the same cell moved twice within a second keeps both
+            number += 1
+            target = target.with_name(f"{relative.stem}.{stamp}-{number}{relative.suffix}")
         if dry_run:
-            moved.append(MovedRow(path, target, reason, dry_run=True))
+            moved.append(MovedRow(path, target, reason, dry_run=True, kind=kind))
             continue
         target.parent.mkdir(parents=True, exist_ok=True)
         os.replace(path, target)
-        record = MovedRow(path, target, reason)
+        record = MovedRow(path, target, reason, kind=kind)
         with open(results_dir / "damaged" / "damaged.log", "a") as log:
             log.write(f"{dt.datetime.now().isoformat(timespec='seconds')} {record.line()}\n")
         moved.append(record)
