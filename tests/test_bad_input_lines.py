@@ -29,10 +29,10 @@ from workflow_helpers import (
     terminal_lines,
 )
 
-from convlab.app import data
-from convlab.history.compare import compare_paths
 from convlab.measure.row import COLUMNS
+from convlab.pictures import source as data
 from convlab.plan.registry import DescriptionError, load_registry
+from convlab.report.comparepage import compare_paths
 
 # ---------------------------------------------------------------------------------------------
 # A kernel description that cannot be read

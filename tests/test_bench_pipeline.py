@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from workflow_helpers import TINY, convlab, copy_repo
 
-from convlab.app.commands import parse
-from convlab.app.handlers.pipeline import snakemake_options
+from convlab.app.commandtable import parse
+from convlab.app.handlers.benchpipeline import snakemake_options
 from convlab.bench.pipeline import bare_snakefile, complete_log, copy_checkout, job_total
 from convlab.bench.pipelinefigures import (
     Runs,

@@ -17,11 +17,11 @@ import pytest
 from service_helpers import ServiceSandbox, read_row
 
 from convlab.app import cellentry
-from convlab.app.commands import COMMANDS, TABLE
-from convlab.app.console import Console
-from convlab.app.service import client
-from convlab.app.service.protocol import check_request, receive_message, send_frame, send_message, text_reply
-from convlab.app.service.runsocket import HOLDS_FOR_ENV, RUN_CODE_ENV, SOCKET_ENV
+from convlab.app.commandtable import COMMANDS, TABLE
+from convlab.console import Console
+from convlab.service import client
+from convlab.service.protocol import check_request, receive_message, send_frame, send_message, text_reply
+from convlab.service.runsocket import HOLDS_FOR_ENV, RUN_CODE_ENV, SOCKET_ENV
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -31,8 +31,8 @@ REPO = Path(__file__).resolve().parents[1]
 LEAN = {"_abc", "_codecs", "_collections_abc", "_frozen_importlib_external", "_io", "_signal", "_stat",
         "abc", "codecs", "encodings", "genericpath", "io", "marshal", "os", "posix", "posixpath", "stat", "time",
         "zipimport", "_socket", "__future__"}
-LEAN_CONVLAB = {"convlab", "convlab.app", "convlab.app.cellentry", "convlab.app.service",
-                "convlab.app.service.framing", "convlab.app.service.jobenv", "convlab.app.service.runsocket"}
+LEAN_CONVLAB = {"convlab", "convlab.app", "convlab.app.cellentry", "convlab.service",
+                "convlab.service.framing", "convlab.service.jobenv", "convlab.service.runsocket"}
 RULE_START = ("-c", "from convlab.app.cellentry import run; run()")
 # Every module a cell job may import on its way to the service where it finds the service itself,
 # by top-level name: the interpreter's own start and `-m` (runpy) ...
@@ -46,8 +46,8 @@ PROTOCOL = {"_json", "json", "_socket", "socket", "select", "selectors", "array"
 # ... the service's identity, hashed; the code's own hash comes from the run that started the job ...
 IDENTITY = {"_hashlib", "_blake2", "hashlib"}
 # ... and these of convlab.
-CONVLAB = LEAN_CONVLAB | {"convlab.app.console", "convlab.app.service.client", "convlab.app.service.identity",
-                          "convlab.app.service.protocol", "convlab.measure", "convlab.measure.hostinfo"}
+CONVLAB = LEAN_CONVLAB | {"convlab.console", "convlab.service.client", "convlab.service.identity",
+                          "convlab.service.protocol", "convlab.measure", "convlab.measure.hostinfo"}
 
 
 class FakeService:
@@ -96,7 +96,7 @@ def sandbox(tmp_path: Path) -> Iterator[ServiceSandbox]:
 
 def fake_service(sandbox: ServiceSandbox, reply: dict | None = None, silent: bool = False) -> FakeService:
     """A fake service where a job with the sandbox's environment looks for its own."""
-    found = subprocess.run([sys.executable, "-S", "-c", "from convlab.app.service.client import service_paths; "
+    found = subprocess.run([sys.executable, "-S", "-c", "from convlab.service.client import service_paths; "
                             "print(service_paths().socket)"], env=sandbox.env, capture_output=True, text=True,
                            timeout=60, check=True)
     return FakeService(Path(found.stdout.strip()), reply, silent)
@@ -104,7 +104,7 @@ def fake_service(sandbox: ServiceSandbox, reply: dict | None = None, silent: boo
 
 def named_by_the_run(sandbox: ServiceSandbox, service: FakeService) -> dict[str, str]:
     """The environment a run hands its jobs when it names their service (the fake one)."""
-    facts = subprocess.run([sys.executable, "-S", "-c", "import sys; from convlab.app.service.runsocket import "
+    facts = subprocess.run([sys.executable, "-S", "-c", "import sys; from convlab.service.runsocket import "
                             "facts; sys.stdout.write(facts(sys.executable))"], env=sandbox.env, capture_output=True,
                            text=True, timeout=60, check=True).stdout
     return {SOCKET_ENV: str(service.path), HOLDS_FOR_ENV: facts}
@@ -312,9 +312,9 @@ def test_the_cell_commands_help_is_the_command_tables(sandbox):
 def test_a_job_of_a_run_names_its_service_by_the_runs_code_hash(monkeypatch):
     """A run hashes the package once (export_service_settings) and its jobs take that hash rather
     than reading every module again; without it a process hashes the code itself."""
-    from convlab.app.service.client import export_service_settings
-    from convlab.app.service.identity import code_fingerprint, current_identity
-    from convlab.app.service.runsocket import RUN_CODE_ENV
+    from convlab.service.client import export_service_settings
+    from convlab.service.identity import code_fingerprint, current_identity
+    from convlab.service.runsocket import RUN_CODE_ENV
 
     monkeypatch.setattr(os, "environ", {k: v for k, v in os.environ.items() if k != RUN_CODE_ENV})
     assert current_identity().code == code_fingerprint()

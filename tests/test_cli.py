@@ -105,7 +105,7 @@ def test_tunable_the_kernel_lacks_is_refused_on_cuda(image, kernel, option):
 
 def test_a_block_too_large_for_the_gpu_is_still_a_cell_on_cuda():
     """64 is a legal edge whose 64x64 launch the GPU refuses: a measurement (invalid_config), not bad input."""
-    from convlab.app.commands import build_parser
+    from convlab.app.commandtable import build_parser
     from convlab.app.handlers.cells import matching_cells
     from convlab.app.runargs import check_run_args
     from convlab.plan.config import load_config

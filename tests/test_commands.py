@@ -15,9 +15,9 @@ import pytest
 
 from convlab.app.cli import main
 from convlab.app.command import CELL, DEVICE, JOB, TOOLS, Command, arg, call, handler_of, in_directory
-from convlab.app.commands import COMMANDS, TABLE, build_parser, parse
-from convlab.app.console import Console
-from convlab.app.service.worker import run_command
+from convlab.app.commandtable import COMMANDS, TABLE, build_parser, parse
+from convlab.app.workerentry import run_command
+from convlab.console import Console
 from convlab.status import UserError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -89,8 +89,7 @@ def test_path_arguments_and_their_defaults_are_taken_from_the_jobs_directory(tmp
     assert moved.out == str(tmp_path / "s.csv") and moved.cells == [str(tmp_path / "a.csv"), "/abs/b.csv"]
     command, args = parse(["gpus", "--out", "gpus.html"])
     assert in_directory(command, args, str(tmp_path)).results == str(tmp_path / "results")
-    command, args = parse(["record", "--results", "r", "--backend", "cpu", "--device", "d", "--config", "{}",
-                           "--out", "o.txt"])
+    command, args = parse(["record", "--results", "r", "--backend", "cpu", "--device", "d", "--config", "{}"])
     moved = in_directory(command, args, str(tmp_path))
     assert (moved.config, moved.device, moved.results) == ("{}", "d", str(tmp_path / "r"))
     assert in_directory(command, args, os.getcwd()) is args
@@ -136,7 +135,7 @@ def test_the_command_line_and_a_worker_say_the_same(tmp_path, monkeypatch, capsy
 
 
 def test_the_thin_client_reads_the_table_without_site_packages():
-    probe = ("import sys; from convlab.app.commands import parse; from convlab.app.cli import main; "
+    probe = ("import sys; from convlab.app.commandtable import parse; from convlab.app.cli import main; "
              "parse(['cell', '--spec', '{}', '--out', 'x']); "
              "print(sorted(m for m in sys.modules if m.split('.')[0] in ('numpy', 'yaml', 'pandas', 'cupy')))")
     result = subprocess.run([sys.executable, "-S", "-c", probe], env={**os.environ, "PYTHONPATH": str(REPO / "workflow")},

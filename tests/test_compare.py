@@ -9,20 +9,10 @@ import pandas as pd
 import pytest
 from workflow_helpers import convlab
 
-from convlab.history.compare import (
-    DEFAULT_THRESHOLD,
-    FASTER,
-    MISSING,
-    SAME,
-    SLOWER,
-    UNCLEAR,
-    CompareError,
-    compare_paths,
-    compare_sets,
-    kernel_lines,
-    verdict,
-)
+from convlab.history.compare import CompareError, compare_sets, kernel_lines
+from convlab.history.verdictrule import DEFAULT_THRESHOLD, FASTER, MISSING, SAME, SLOWER, UNCLEAR, verdict
 from convlab.measure.row import COLUMNS
+from convlab.report.comparepage import compare_paths
 
 REPO = Path(__file__).resolve().parents[1]
 

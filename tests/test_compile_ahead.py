@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from convlab.app.commands import parse
-from convlab.app.service.worker import run_command
+from convlab.app.commandtable import parse
+from convlab.app.workerentry import run_command
 from convlab.backends.compileahead import compile_ahead
 from convlab.backends.sourcemodule import STANDARD, grid_modules, source_module
 from convlab.plan.config import load_config

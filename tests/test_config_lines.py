@@ -21,7 +21,7 @@ from workflow_helpers import (
     terminal_lines,
 )
 
-from convlab.app.picturesize import FFMPEG_MAX_EDGE
+from convlab.pictures.header import FFMPEG_MAX_EDGE
 from convlab.plan.config import load_schema, validate_config
 from convlab.plan.configfile import check_config_files, read_config_file
 from convlab.plan.schemawords import in_words

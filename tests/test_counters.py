@@ -11,7 +11,7 @@ import stat
 import pandas as pd
 import pytest
 
-from convlab.measure.counters import (
+from convlab.measure.ncureport import (
     COLUMNS,
     METRICS,
     STALL_METRICS,
@@ -98,7 +98,7 @@ def test_the_findings_speak_for_each_kernels_fastest_variant_at_its_smallest_str
 
 
 def test_a_page_that_is_not_ncus_is_refused_in_one_line():
-    from convlab.measure.counters import ReportError
+    from convlab.measure.ncureport import ReportError
 
     with pytest.raises(ReportError, match="header row"):
         parse_raw_csv("==ERROR== something went wrong\n")

@@ -7,7 +7,7 @@ import cv2
 import numpy as np
 import pytest
 
-from convlab.app import data
+from convlab.pictures import source as data
 
 
 def test_generated_source_is_deterministic_and_textured(tmp_path: Path):

@@ -9,9 +9,9 @@ import sys
 import pytest
 from workflow_helpers import REPO, TINY
 
-from convlab.app import clusternodes
 from convlab.plan.config import ConfigError, validate_config
 from convlab.plan.devicelabel import Placement, choose_devices, unplaceable
+from convlab.snakefile import clusternodes
 
 
 def devices(value) -> tuple[list[Placement], str]:

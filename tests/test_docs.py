@@ -11,7 +11,7 @@ import pytest
 import yaml
 from conftest import REPO
 
-from convlab.app.sharedcount import HOPPER_OPTIN_BYTES, large_shared_cells
+from convlab.backends.sharedcount import HOPPER_OPTIN_BYTES, large_shared_cells
 from convlab.plan.config import load_config, validate_config
 from convlab.plan.grid import build_cells
 

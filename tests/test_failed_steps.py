@@ -18,7 +18,15 @@ import time
 from pathlib import Path
 
 import pytest
-from workflow_helpers import RESULTS, cell_rows, copy_repo, snakemake, snakemake_command, snakemake_env
+from workflow_helpers import (
+    RESULTS,
+    FinishedRun,
+    cell_rows,
+    copy_finished_run,
+    snakemake,
+    snakemake_command,
+    snakemake_env,
+)
 
 from convlab.history import store
 from convlab.measure.row import read_row_file
@@ -40,10 +48,9 @@ if _target:
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory) -> Path:
-    repo = copy_repo(tmp_path_factory.mktemp("faults") / "repo")
-    snakemake(repo, 2)
-    return repo
+def built(tiny_run: FinishedRun, tmp_path_factory) -> Path:
+    """A copy of the session's tiny run, which this module's tests change in turn."""
+    return copy_finished_run(tiny_run.repo, tmp_path_factory.mktemp("faults") / "repo")
 
 
 def edit_direct(repo: Path) -> None:

@@ -13,7 +13,7 @@ import pytest
 
 from convlab.history.store import Measurement
 from convlab.report import figures
-from convlab.report.history import RELATIVE_LABEL, history_figure
+from convlab.report.historypage import RELATIVE_LABEL, history_figure
 from convlab.report.roofline import COUNT_GID, RING_GID, roof_notes, roofline_figure, roofline_points
 
 # ---- history

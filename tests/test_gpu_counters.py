@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 from gpu_helpers import write_image
 
-from convlab.app.handlers.counters import ncu_command, run_profiled
-from convlab.measure.counters import METRICS, by_cell, cell_counters
+from convlab.measure.ncureport import METRICS, by_cell, cell_counters
+from convlab.run.nsightprofile import ncu_command, run_profiled
 
 # The input read from DRAM once, up to partly used sectors at the picture's edges
 READ_ONCE = 1.05

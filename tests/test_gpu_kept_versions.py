@@ -20,10 +20,9 @@ import pytest
 
 from convlab.codeversion import file_contents, fingerprint_contents
 from convlab.history import store
-from convlab.history.compare import NEIGHBOURED
 from convlab.history.kernelversions import restore_kernel_version
 from convlab.history.noise import busy_host
-from convlab.history.pairfile import verdict_of_interval
+from convlab.history.verdictrule import NEIGHBOURED, verdict_of_interval
 from convlab.paths import REPO_ROOT
 from convlab.plan.config import validate_config
 from convlab.plan.grid import build_cells

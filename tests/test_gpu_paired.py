@@ -11,7 +11,7 @@ from gpu_helpers import gpu_cells, write_image
 from convlab.codeversion import file_contents, fingerprint_contents
 from convlab.history import store
 from convlab.history.kernelversions import restore_kernel_version
-from convlab.history.pairfile import verdict_of_interval
+from convlab.history.verdictrule import verdict_of_interval
 from convlab.paths import REPO_ROOT
 from convlab.plan.registry import get_kernel, read_kernel_folder
 from convlab.run.paired import PairRefused, measure_pair

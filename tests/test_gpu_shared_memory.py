@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from gpu_helpers import QUICK_TIMING, VERIFY, make_cell
 
-from convlab.app.sharedcount import cell_shared_bytes, large_shared_cells
+from convlab.backends.sharedcount import cell_shared_bytes, large_shared_cells
 from convlab.backends.sharedmem import DEFAULT_SHARED_BYTES, kib
 from convlab.paths import DEFAULT_CONFIG
 from convlab.plan.cell import Cell

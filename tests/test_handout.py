@@ -9,8 +9,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from convlab.app.service import worker
-from convlab.app.service.handout import FreeWorkers, problem_of
+from convlab.service import worker
+from convlab.service.handout import FreeWorkers, problem_of
 
 SPEC = {"backend": "cuda", "experiment": "conv2d", "size": 4096, "stride": 1, "filter": "laplacian",
         "filter_size": 3, "image": "data/input_4096.png", "kernel": "direct", "settings": {},

@@ -290,7 +290,7 @@ def test_a_newer_schema_is_refused_with_one_line(lab):
 
 
 def test_the_history_figure_follows_runs_in_order_and_marks_where_kernel_files_changed(lab, monkeypatch):
-    from convlab.report.history import relative_times, write_history_page
+    from convlab.report.historypage import relative_times, write_history_page
 
     folder, cells = lab
     write_rows(cells, 1.0)

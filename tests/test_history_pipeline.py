@@ -15,8 +15,9 @@ import yaml
 from workflow_helpers import (
     RESULTS,
     TINY,
+    FinishedRun,
     cell_rows,
-    copy_repo,
+    copy_finished_run,
     job_events,
     planned_cells,
     snakemake,
@@ -29,10 +30,9 @@ pytestmark = pytest.mark.pipeline
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory) -> Path:
-    repo = copy_repo(tmp_path_factory.mktemp("history") / "repo")
-    snakemake(repo, 2)
-    return repo
+def built(tiny_run: FinishedRun, tmp_path_factory) -> Path:
+    """A copy of the session's tiny run, which this module's tests change in turn."""
+    return copy_finished_run(tiny_run.repo, tmp_path_factory.mktemp("history") / "repo")
 
 
 def row_checks(repo: Path) -> dict[str, str]:

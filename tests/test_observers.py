@@ -11,7 +11,7 @@ import pytest
 from cpu_helpers import cell_for
 
 from convlab.backends.cpu import CpuBackend
-from convlab.measure.observer import Observer
+from convlab.measure.observers.base import Observer
 from convlab.measure.telemetry import TimedWorkTelemetry
 from convlab.run.runner import observed, run_cell
 from convlab.status import CellFailure

@@ -8,11 +8,11 @@ import math
 import numpy as np
 import pytest
 
-from convlab.history.compare import FASTER, SAME, SLOWER, UNCLEAR
-from convlab.history.pairfile import PairRow, read_pairs, verdict_of_interval, write_pairs
+from convlab.history.pairfile import PairRow, read_pairs, write_pairs
 from convlab.history.store import Measurement
+from convlab.history.verdictrule import FASTER, SAME, SLOWER, UNCLEAR, verdict_of_interval
 from convlab.history.verdicts import judge, summary_lines
-from convlab.measure.paired import MIN_ROUNDS, SYSTEMATIC, Side, bootstrap_interval, interleave
+from convlab.measure.interleave import MIN_ROUNDS, SYSTEMATIC, Side, bootstrap_interval, interleave
 
 THRESHOLD = 0.02
 PRECISION = THRESHOLD / 4
@@ -205,7 +205,7 @@ def test_the_history_page_shows_a_paired_cells_interval_and_how_it_was_measured(
     import csv
 
     from convlab.history.verdicts import CSV_COLUMNS, csv_records
-    from convlab.report.history import write_history_page
+    from convlab.report.historypage import write_history_page
 
     pair = PairRow("results/x/cells/c.csv", "direct", "old", "new", ratio=1.031, low=1.025, high=1.037, rounds=12)
     judged = judge(new_measurement(), previous_measurement(), None, pair, THRESHOLD)
@@ -226,7 +226,7 @@ def test_a_pair_of_the_same_machine_code_is_same_without_rounds_and_says_so(tmp_
     import csv
 
     from convlab.history.verdicts import CSV_COLUMNS, csv_records
-    from convlab.report.history import write_history_page
+    from convlab.report.historypage import write_history_page
 
     pair = PairRow("results/x/cells/c.csv", "direct", "old", "new", ratio=1.0, low=1.0, high=1.0, rounds=0,
                    stop="same_code")

@@ -12,8 +12,8 @@ import cv2
 import pytest
 from workflow_helpers import BACKEND_LINE, assert_no_traceback, convlab, copy_repo, snakemake, terminal_lines
 
-from convlab.app import data
-from convlab.app.picturesize import FFMPEG_MAX_EDGE, header_size
+from convlab.pictures import source as data
+from convlab.pictures.header import FFMPEG_MAX_EDGE, header_size
 
 PNG_BILEVEL = 0  # IHDR colour type grey, at bit depth 1: a huge picture in a small, quickly made file
 

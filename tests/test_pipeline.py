@@ -10,6 +10,8 @@ import pytest
 from workflow_helpers import (
     CELL_OUTPUT,
     RESULTS,
+    FinishedRun,
+    copy_finished_run,
     copy_repo,
     job_events,
     most_at_once,
@@ -37,10 +39,9 @@ def scheduled_cells(repo: Path, *args: str) -> set[str]:
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory) -> Path:
-    repo = copy_repo(tmp_path_factory.mktemp("pipeline") / "repo")
-    snakemake(repo)
-    return repo
+def built(tiny_run: FinishedRun, tmp_path_factory) -> Path:
+    """A copy of the session's tiny run (--cores 2), which this module's tests change in turn."""
+    return copy_finished_run(tiny_run.repo, tmp_path_factory.mktemp("pipeline") / "repo")
 
 
 def test_summary_has_one_verified_row_per_cell(built):

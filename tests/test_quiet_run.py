@@ -10,7 +10,6 @@ import os
 import pty
 import re
 import select
-import shutil
 import struct
 import subprocess
 import termios
@@ -18,7 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
-from workflow_helpers import cell_rows, copy_repo, snakemake, snakemake_command, snakemake_env
+from workflow_helpers import FinishedRun, cell_rows, copy_finished_run, snakemake, snakemake_command, snakemake_env
 
 pytestmark = pytest.mark.pipeline
 
@@ -36,11 +35,11 @@ TERMINAL_ROWS = 40
 STATUS_DRAW = re.compile(rf"\x1b7\x1b\[{TERMINAL_ROWS};1H\x1b\[2K([^\x1b]*)\x1b8")
 
 
-@pytest.fixture(scope="module")
-def quiet_run(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
-    """The tiny cpu grid from nothing, output captured (not a terminal)."""
-    repo = copy_repo(tmp_path_factory.mktemp("quiet") / "repo")
-    return repo, snakemake(repo, 2)
+@pytest.fixture
+def quiet_run(tiny_run: FinishedRun) -> tuple[Path, subprocess.CompletedProcess]:
+    """The tiny cpu grid from nothing, output captured (not a terminal): the session's tiny run,
+    read only (a test that runs again works on a copy)."""
+    return tiny_run.repo, tiny_run.result
 
 
 def test_a_run_prints_a_screenful_and_no_job_blocks(quiet_run):
@@ -113,8 +112,7 @@ def run_in_terminal(repo: Path, *args: str, columns: int = 120, rows: int = 40) 
 
 
 def test_a_terminal_shows_the_progress_display(quiet_run, tmp_path):
-    repo = tmp_path / "repo"
-    shutil.copytree(quiet_run[0], repo, symlinks=True)
+    repo = copy_finished_run(quiet_run[0], tmp_path / "repo")
     cells = len(cell_rows(repo))
     # every cell measured again, and everything made from them: cells and jobs for the display to count
     returncode, drawn = run_in_terminal(repo, "--forcerun", "cell", rows=TERMINAL_ROWS)
@@ -134,8 +132,7 @@ def test_a_terminal_shows_the_progress_display(quiet_run, tmp_path):
 
 
 def test_a_failing_cell_shows_its_error_line(quiet_run, tmp_path):
-    repo = tmp_path / "repo"
-    shutil.copytree(quiet_run[0], repo, symlinks=True)
+    repo = copy_finished_run(quiet_run[0], tmp_path / "repo")
     picture = repo / "data/input_64.png"
     picture.write_bytes(picture.read_bytes()[:100])  # cut: the cells of size 64 cannot read it
     result = snakemake(repo, 1, check=False)

@@ -42,8 +42,8 @@ from workflow_helpers import (
     snakemake_env,
 )
 
-from convlab.app import data
 from convlab.measure.row import COLUMNS
+from convlab.pictures import source as data
 from convlab.plan.config import ConfigError, validate_config
 from convlab.plan.grid import build_cells
 from convlab.status import STATUSES

@@ -11,7 +11,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from workflow_helpers import copy_repo, snakemake
 
 pytestmark = pytest.mark.pipeline
 
@@ -81,13 +80,12 @@ def chromium() -> str | None:
 
 
 @pytest.fixture(scope="module")
-def report_html(tmp_path_factory) -> Path:
+def report_html(request: pytest.FixtureRequest) -> Path:
+    """The report of the session's tiny run (asked for after the check for Chromium: no run where
+    the page cannot be rendered)."""
     if chromium() is None:
         pytest.skip("no chromium or chromium-browser binary on PATH: the report page cannot be rendered here")
-    repo = copy_repo(tmp_path_factory.mktemp("page") / "repo")
-    snakemake(repo, 2)
-    snakemake(repo, 1, "--report", "results/report.html")
-    report = repo / "results/report.html"
+    report = request.getfixturevalue("tiny_report") / "results/report.html"
     assert report.is_file() and report.stat().st_size > 0
     return report
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from workflow_helpers import copy_repo, snakemake
+from workflow_helpers import copy_finished_run, snakemake
 
 from convlab.measure.hostinfo import cpu_name
 from convlab.plan.config import validate_config
@@ -41,8 +41,9 @@ def _report(repo: Path, configfile: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def repo(tmp_path_factory) -> Path:
-    repo = copy_repo(tmp_path_factory.mktemp("intro") / "repo")
+def repo(tiny_report: Path, tmp_path_factory) -> Path:
+    """A copy of the session's tiny run and its report, with a config of two families beside it."""
+    repo = copy_finished_run(tiny_report, tmp_path_factory.mktemp("intro") / "repo")
     config = yaml.safe_load((repo / "config/tiny-cpu.yaml").read_text())
     config["backend"] = "auto"  # resolved when the DAG is built: the intro must say what it resolved to
     config["tiling"]["enabled"] = config["winograd_layers"]["enabled"] = False
@@ -51,8 +52,9 @@ def repo(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def cpu_intro(repo: Path) -> str:
-    return _report(repo, "config/tiny-cpu.yaml")
+def cpu_intro(tiny_report: Path) -> str:
+    """The intro of the report of the tiny cpu config's run."""
+    return intro_text(tiny_report / "results/report.html")
 
 
 @pytest.mark.pipeline

@@ -1,5 +1,5 @@
 """Resuming after `kill -9` of snakemake with one plain `snakemake`: the killed run's lock is removed
-(convlab.app.runlock), what was running is run again (the default profile's rerun-incomplete), and
+(convlab.snakefile.runlock), what was running is run again (the default profile's rerun-incomplete), and
 the rows finished before the kill are kept. A live run's lock is never removed."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from workflow_helpers import RESULTS, cell_rows, copy_repo, snakemake, snakemake_command, snakemake_env
 
-from convlab.app.runlock import (
+from convlab.snakefile.runlock import (
     Run,
     is_alive,
     live_run_line,

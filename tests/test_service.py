@@ -26,8 +26,8 @@ from service_helpers import (
 )
 from workflow_helpers import convlab
 
-from convlab.app.service.identity import Identity, code_fingerprint
-from convlab.app.service.workers import mixed_models
+from convlab.service.identity import Identity, code_fingerprint
+from convlab.service.pool import mixed_models
 
 
 @pytest.fixture
@@ -252,8 +252,8 @@ def test_an_idle_service_exits_and_a_dead_ones_socket_is_replaced(sandbox, tmp_p
 def test_a_run_that_ends_leaves_its_service_resting_and_warm_for_the_next(sandbox, tmp_path, monkeypatch):
     """The end of a run (end_of_run, through the socket the run named for its jobs) lets the
     workers drop what they keep and keeps their processes; a failed run's end stops the service."""
-    from convlab.app.service.client import end_of_run
-    from convlab.app.service.runsocket import SOCKET_ENV
+    from convlab.service.client import end_of_run
+    from convlab.service.runsocket import SOCKET_ENV
 
     assert sandbox.run(sandbox.cell("direct"), tmp_path / "a.csv").returncode == 0
     pid, worker = sandbox.info()["pid"], sandbox.status()["workers"][0]["pid"]
@@ -293,7 +293,7 @@ def test_gpus_of_different_models_are_one_line_asking_to_choose():
 
 
 def test_a_week_old_identity_leaves_no_files_behind(tmp_path):
-    from convlab.app.service.server import prune_runtime_dir
+    from convlab.service.server import prune_runtime_dir
 
     old, current = tmp_path / "aaaa.log", tmp_path / "bbbb.log"
     for path in (old, tmp_path / "aaaa.start.lock", current, tmp_path / "bbbb.start.lock", tmp_path / "notes.txt"):

@@ -6,8 +6,8 @@ import pytest
 from cpu_helpers import cell_for
 
 from convlab.app.cli import main
-from convlab.app.sharedcount import cell_shared_bytes, large_shared_cells
 from convlab.backends.cpu import CpuBackend
+from convlab.backends.sharedcount import cell_shared_bytes, large_shared_cells
 from convlab.backends.sharedmem import DEFAULT_SHARED_BYTES, shared_limit
 from convlab.paths import DEFAULT_CONFIG
 from convlab.plan.cell import Cell

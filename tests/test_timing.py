@@ -6,7 +6,7 @@ from types import SimpleNamespace
 import pytest
 
 from convlab.measure import timing
-from convlab.measure.observers import StageTimes
+from convlab.measure.observers.stagetimes import StageTimes
 from convlab.measure.timing import measure
 
 SETTINGS = {"mode": "warm", "warmup": 2, "min_reps": 10, "max_reps": 200, "batch": 5,

@@ -12,15 +12,16 @@ from types import SimpleNamespace
 
 import pandas as pd
 import pytest
-from workflow_helpers import REPO, convlab, copy_repo, planned_cells, snakemake, snakemake_env
+from workflow_helpers import REPO, convlab, copy_finished_run, planned_cells, snakemake, snakemake_env
 
 from convlab.backends import cleanbuild, nvrtcbuild
 from convlab.backends.sourcemodule import SourceModule
-from convlab.history.compare import NEIGHBOURED, SLOWER, UNCLEAR, compare_sets
+from convlab.history.compare import compare_sets
 from convlab.history.pairfile import PairRow
 from convlab.history.store import Measurement
+from convlab.history.verdictrule import NEIGHBOURED, SLOWER, UNCLEAR
 from convlab.history.verdicts import judge, version_changes
-from convlab.measure.paired import PairedResult
+from convlab.measure.interleave import PairedResult
 from convlab.measure.telemetry import Neighbours
 from convlab.plan.registry import get_kernel
 from convlab.run.paired import PairRefused, Recorded, prove_same_code, prove_same_speed
@@ -181,9 +182,8 @@ def test_the_self_check_without_results_is_one_line_and_exit_2(tmp_path):
 
 
 @pytest.mark.pipeline
-def test_a_library_upgrade_re_measures_exactly_the_cells_of_the_kernels_that_call_it_and_the_self_check_runs(tmp_path):
-    repo = copy_repo(tmp_path / "repo")
-    snakemake(repo, 2)
+def test_a_library_upgrade_re_measures_exactly_the_cells_of_the_kernels_that_call_it_and_the_self_check_runs(tiny_run, tmp_path):
+    repo = copy_finished_run(tiny_run.repo, tmp_path / "repo")
     # OpenCV "upgraded": a newer version's metadata first on the path (the cudnn kernel's twin calls it)
     site = tmp_path / "site"
     (site / "opencv_python_headless-99.0.dist-info").mkdir(parents=True)
