@@ -92,11 +92,22 @@ def header_damage(path: Path) -> str | None:
         return f"its header gives an impossible page size ({page_size})"
     pages = int.from_bytes(head[28:32], "big")
     header_current = head[24:28] == head[92:96]
-    wal = path.with_name(path.name + "-wal")
-    log_empty = not wal.exists() or wal.stat().st_size == 0
-    if log_empty and header_current and size < pages * page_size:
+    if _log_empty(path) and header_current and size < pages * page_size:
         return f"cut short: {size} bytes of the {pages * page_size} its header gives"
     return None
+
+
+def _log_empty(path: Path) -> bool:
+    wal = path.with_name(path.name + "-wal")
+    return not wal.exists() or wal.stat().st_size == 0
+
+
+def _reader(path: Path) -> sqlite3.Connection:
+    """A read-only connection. Where no write-ahead log holds pages, as immutable: SQLite then
+    takes no lock and touches no file beside it (a dry run changes nothing on disk)."""
+    if _log_empty(path):
+        return sqlite3.connect(f"{path.resolve().as_uri()}?immutable=1", uri=True)
+    return store.connect(path, timeout_s=1.0, read_only=True)
 
 
 def database_damage(path: str | Path, budget_s: float | None = None) -> str | None:
@@ -113,7 +124,7 @@ def database_damage(path: str | Path, budget_s: float | None = None) -> str | No
     if damage:
         return damage
     try:
-        connection = store.connect(path, timeout_s=1.0, read_only=True)
+        connection = _reader(path)
     except sqlite3.Error:
         return None
     # a timer rather than a progress handler: SQLite calls none while it reads a table's pages
