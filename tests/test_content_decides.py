@@ -15,7 +15,14 @@ from workflow_helpers import RESULTS, FinishedRun, copy_finished_run, planned_ce
 
 from convlab.pictures.source import generate_source, generated_by, source_disagrees
 from convlab.plan.cpusources import SOURCES_FILE
-from convlab.snakefile.freshness import cell_row_check, remove_stale, stale_summaries, table_row_checks
+from convlab.snakefile.freshness import (
+    cell_row_check,
+    remove_stale,
+    row_spec_hash,
+    rows_of_other_settings,
+    stale_summaries,
+    table_row_checks,
+)
 
 FAMILY_SLICE = f"{RESULTS}/summary/conv2d.csv"
 
@@ -68,6 +75,21 @@ def test_a_source_picture_the_config_no_longer_asks_for_is_made_again_without_sn
 
 
 @pytest.mark.pipeline
+def test_a_kernel_setting_changed_after_snakemakes_records_were_lost_re_measures_exactly_its_cells(
+        tiny_run: FinishedRun, tmp_path):
+    repo = copy_finished_run(tiny_run.repo, tmp_path / "repo")
+    (repo / "config" / "setting.yaml").write_text("kernels:\n  cudnn:\n    workspace_limit_mb: 100\n")
+    shutil.rmtree(repo / ".snakemake")  # Snakemake's record of every cell's params is gone
+    result = snakemake(repo, 2, "--configfile", "config/tiny-cpu.yaml", "config/setting.yaml")
+    measured = planned_cells(result)
+    assert measured and all("kernel~cudnn" in cell for cell in measured), measured
+    assert any(line.startswith(f"{len(measured)} rows were measured with other settings") for line in
+               terminal_lines(result)), terminal_lines(result)
+    again = snakemake(repo, 2, "--configfile", "config/tiny-cpu.yaml", "config/setting.yaml")
+    assert "Nothing to be done" in again.stderr
+
+
+@pytest.mark.pipeline
 def test_a_cu_touched_or_reverted_is_no_edit_to_note_and_an_edit_is(tiny_run: FinishedRun, tmp_path):
     repo = copy_finished_run(tiny_run.repo, tmp_path / "repo")
     assert (repo / RESULTS / SOURCES_FILE).is_file()
@@ -115,6 +137,21 @@ def test_stale_summaries_compare_the_row_checks_a_slice_holds_with_its_cells(tmp
     # a cell whose row is missing is Snakemake's to measure; nothing is judged from it
     Path(cells[0]).unlink()
     assert stale_summaries(results, {"conv2d": cells}) == []
+
+
+def test_a_row_records_the_settings_it_was_measured_with(tmp_path):
+    from convlab.measure.row import failure_row, write_row_atomically
+    from convlab.plan.cell import Cell
+
+    cell = Cell(experiment="conv2d", backend="cpu", kernel="direct", size=64, stride=1, filter_size=3, padding=1,
+                in_channels=3, out_channels=1, filter="laplacian", settings={"math": "strict"})
+    row = tmp_path / "row.csv"
+    write_row_atomically(failure_row(json.loads(cell.to_json()), "error", "a test row"), row)
+    assert row_spec_hash(row) == cell.spec_hash
+    changed = Cell(**{**json.loads(cell.to_json()), "settings": {"math": "tf32"}})
+    assert rows_of_other_settings([(str(row), cell.spec_hash)]) == []
+    assert rows_of_other_settings([(str(row), changed.spec_hash)]) == [row]
+    assert rows_of_other_settings([(str(tmp_path / "missing.csv"), cell.spec_hash)]) == []
 
 
 def test_a_source_picture_knows_what_it_was_made_from(tmp_path):

@@ -45,7 +45,9 @@ from convlab.snakefile.api import (
     refuse_local_cuda_without_gpu,
     relative,
     release_stale_lock,
+    remove_rows_of_other_settings,
     remove_stale,
+    rows_of_other_settings,
     stale_summaries,
     row_format,
     source_disagrees,
@@ -103,6 +105,13 @@ if workflow.is_main_process:
     for label, paths in CELL_PATHS.items():
         moved = move_damaged_rows(paths, f"results/{label}", DRY_RUN)
         for line in moved_lines(moved, f"results/{label}"):
+            print(line, file=sys.stderr)
+        # a row knows the settings it was measured with: one of other settings is measured again,
+        # whether or not Snakemake's records of the params survive
+        other_settings = rows_of_other_settings(
+            (cell.path, cell.spec_hash) for cell in CELLS if cell.device == label
+        )
+        for line in remove_rows_of_other_settings(other_settings, DRY_RUN):
             print(line, file=sys.stderr)
         # every run checks the results database, one with nothing to do too
         for line in check_results_database(

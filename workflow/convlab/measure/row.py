@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import csv
 import datetime as dt
+import hashlib
 import io
+import json
 import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -42,6 +44,9 @@ def _typed(kind: tuple[type, ...], *names: str) -> dict[str, tuple[type, ...]]:
 TYPES: dict[str, tuple[type, ...]] = {
     # what was measured
     **_typed(TEXT, "experiment", "kernel", "variant", "backend", "implementation", "layout"),
+    # a hash of the cell's whole settings as the rule asked for them (convlab.plan.cell.spec_hash):
+    # a run compares it with the config's, whatever Snakemake's records remember
+    **_typed(TEXT, "spec_hash"),
     # the arithmetic precision the cell computed in and was verified in (fp32, tf32): its kernel's, or tf32 where
     # the cell's settings allow TF32 math; the report ranks kernels within one precision by it
     **_typed(TEXT, "precision"),
@@ -106,8 +111,6 @@ class OtherFormat(ValueError):
 
 def row_format() -> str:
     """A short hash of the column list: names the row contract a cell's CSV was written in."""
-    import hashlib
-
     return hashlib.sha256(",".join(COLUMNS).encode()).hexdigest()[:12]
 
 
@@ -164,7 +167,7 @@ def failure_row(spec: dict[str, Any], status: str, reason: str, **extra: Any) ->
     tunables = spec.get("tunables") or {}
     backend = spec.get("backend") or "cpu"
     return build_row([{
-        "code_version": measurement_version(backend),
+        "code_version": measurement_version(backend), "spec_hash": spec_hash(json.dumps(spec, sort_keys=True)),
         "experiment": spec.get("experiment"), "kernel": spec.get("kernel"),
         "variant": variant_name(tunables), "backend": backend, "size": spec.get("size"),
         "batch": spec.get("batch"), "filter_size": spec.get("filter_size"), "stride": spec.get("stride"),
@@ -182,10 +185,14 @@ def _cell_text(value: Any) -> Any:
     return value
 
 
+def spec_hash(spec_json: str) -> str:
+    """A short hash of a cell's settings as JSON (convlab.plan.cell.Cell.to_json): the row's
+    ``spec_hash``."""
+    return hashlib.sha256(spec_json.encode()).hexdigest()[:16]
+
+
 def row_check(texts: list[str]) -> str:
     """The check over a row's other columns, as written (text, in column order)."""
-    import hashlib
-
     return hashlib.sha256("\x1f".join(texts).encode()).hexdigest()[:16]
 
 

@@ -8,7 +8,7 @@ import json
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from convlab.measure.row import variant_name
+from convlab.measure.row import spec_hash, variant_name
 from convlab.plan.families import family
 
 # One readable path per cell, Paramspace style; also the cell rule's output pattern. Under the
@@ -63,6 +63,11 @@ class Cell:
         # fields() rather than asdict(): the same JSON without asdict's deep copies, which cost a
         # second of every DAG build over the default grid
         return json.dumps({f.name: getattr(self, f.name) for f in fields(self)}, sort_keys=True)
+
+    @property
+    def spec_hash(self) -> str:
+        """The hash of its settings that its row records (the row's ``spec_hash``)."""
+        return spec_hash(self.to_json())
 
     @classmethod
     def from_json(cls, text: str) -> Cell:

@@ -115,7 +115,7 @@ def copy_bandwidth(backend: Backend, device: str, bandwidth_path: str | Path | N
 def describe(inputs: CellInputs, layout: dict[str, str]) -> dict[str, Any]:
     cell, problem = inputs.cell, inputs.problem
     return {
-        "experiment": cell.experiment, "kernel": cell.kernel, "variant": cell.variant,
+        "experiment": cell.experiment, "kernel": cell.kernel, "variant": cell.variant, "spec_hash": cell.spec_hash,
         "backend": cell.backend, "layout": layout["input"], "precision": precision(inputs), "size": cell.size,
         **inputs.operands.describe(),
         "block": cell.tunables.get("block"),

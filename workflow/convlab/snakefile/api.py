@@ -46,7 +46,12 @@ from convlab.service.jobenv import RUN_COMMIT_ENV, RUN_ID_ENV
 from convlab.snakefile.clusternodes import node_offers
 from convlab.snakefile.damaged import move_damaged_rows, moved_lines
 from convlab.snakefile.database import check_results_database
-from convlab.snakefile.freshness import remove_stale, stale_summaries
+from convlab.snakefile.freshness import (
+    remove_rows_of_other_settings,
+    remove_stale,
+    rows_of_other_settings,
+    stale_summaries,
+)
 from convlab.snakefile.runlock import (
     follows_clean_run,
     forget_clean_run,
@@ -66,7 +71,7 @@ __all__ = [
     "forget_clean_run", "gallery_size", "image_sizes", "library_identity", "live_run_line", "load_registry",
     "mark_report_stage", "move_damaged_rows", "moved_lines", "new_run_id", "node_offers", "note_clean_run", "read_git_commit",
     "refuse_local_cuda_without_gpu", "relative", "release_stale_lock", "report_labels", "row_format", "seed_family",
-    "seed_figure", "source_disagrees", "sources_edited_since_recorded", "stale_summaries", "remove_stale", "table_stem", "unplaceable", "validate_config",
+    "seed_figure", "source_disagrees", "sources_edited_since_recorded", "stale_summaries", "remove_stale", "rows_of_other_settings", "remove_rows_of_other_settings", "table_stem", "unplaceable", "validate_config",
 ]
 
 

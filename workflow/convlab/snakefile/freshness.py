@@ -11,7 +11,8 @@ targets of the run, which then makes them again.
 from __future__ import annotations
 
 import csv
-from collections.abc import Mapping, Sequence
+import io
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -94,3 +95,36 @@ def remove_stale(stale: list[Stale], summary: Path, dry_run: bool) -> list[str]:
         for entry in stale:
             entry.path.unlink(missing_ok=True)
     return [entry.line(dry_run) for entry in stale]
+
+
+def row_spec_hash(path: str | Path) -> str | None:
+    """The settings hash a cell's row records (``spec_hash``), or None where it has none (a row
+    written before rows recorded it, or no readable row)."""
+    try:
+        text = Path(path).read_bytes().decode("utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    rows = list(csv.DictReader(io.StringIO(text)))
+    return (rows[0].get("spec_hash") or None) if len(rows) == 1 else None
+
+
+def rows_of_other_settings(cells: Iterable[tuple[str, str]]) -> list[Path]:
+    """The rows (of ``cells``: each row's path and the settings hash the config gives its cell now)
+    measured with other settings: Snakemake re-measures them only where its records of the rule's
+    params survive."""
+    return [Path(path) for path, wanted in cells if (recorded := row_spec_hash(path)) and recorded != wanted]
+
+
+def remove_rows_of_other_settings(rows: list[Path], dry_run: bool) -> list[str]:
+    """Remove those rows, as Snakemake removes a job's output before it runs again (a recorded
+    row stays in the results database, an unrecorded one in its run's journal), so that this run
+    measures their cells; one line for all."""
+    if not rows:
+        return []
+    if dry_run:
+        return [f"{len(rows)} rows were measured with other settings than the config gives their cells now "
+                f"(the first: {rows[0]}); a real run measures them again"]
+    for row in rows:
+        row.unlink(missing_ok=True)
+    return [f"{len(rows)} rows were measured with other settings than the config gives their cells now "
+            f"(the first: {rows[0]}); measured again"]
