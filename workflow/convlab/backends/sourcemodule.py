@@ -38,10 +38,12 @@ def source_module(spec: KernelSpec, tunables: dict[str, Any], problem: Any,
     return SourceModule(read(spec.source), (STANDARD, *(f"-D{key}={value}" for key, value in defines.items())))
 
 
-def grid_modules(cells: Iterable[Cell]) -> dict[SourceModule, list[str]]:
+def grid_modules(cells: Iterable[Cell],
+                 kernel_of: Callable[[str], KernelSpec] = get_kernel) -> dict[SourceModule, list[str]]:
     """The distinct modules the cells will compile, each with the kernels that use it. Library
     kernels compile nothing, and a cell refused before its setup (a problem its kernel has no code
-    for, an unmet ``requires``) compiles nothing either."""
+    for, an unmet ``requires``) compiles nothing either. ``kernel_of``: the version of a cell's
+    kernel it runs (default: the registered one)."""
     texts: dict[Path, str] = {}
 
     def read(path: Path) -> str:
@@ -51,7 +53,7 @@ def grid_modules(cells: Iterable[Cell]) -> dict[SourceModule, list[str]]:
 
     modules: dict[SourceModule, list[str]] = {}
     for cell in cells:
-        spec = get_kernel(cell.kernel)
+        spec = kernel_of(cell.kernel)
         if spec.library or spec.source is None or spec.unsupported_reason(cell.stride, cell.filter_size):
             continue
         problem = family(cell.experiment).problem(cell)

@@ -72,9 +72,11 @@ def recorded_module(row_json: str | None) -> str:
         return ""
 
 
-def restore_previous(connection: sqlite3.Connection, candidate: Candidate, versions_dir: Path) -> tuple[Path, str]:
+def restore_previous(connection: sqlite3.Connection, candidate: Candidate, versions_dir: Path,
+                     twins: bool = False) -> tuple[Path, str]:
     """The previous version's kernel folder (written once per version) and the name it is
-    registered under there. VersionUnavailable where it cannot run again."""
+    registered under there. VersionUnavailable where it cannot run again. ``twins``: a cpu twin's
+    version runs again too (where the new version is a copy of its files as well: a preview)."""
     folder = versions_dir / f"{candidate.cell.kernel}@{candidate.previous_hash}"
-    name = restore_kernel_version(connection, candidate.cell.kernel, candidate.previous_hash, folder)
+    name = restore_kernel_version(connection, candidate.cell.kernel, candidate.previous_hash, folder, twins)
     return folder, name

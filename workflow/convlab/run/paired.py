@@ -73,10 +73,11 @@ def prove_same_code(prepared: Prepared, recorded: Recorded, which: str) -> None:
                           f"({recorded.module_hash})")
 
 
-def prove_same_speed(result: PairedResult, previous: Recorded, new: Recorded, tolerance: float) -> None:
+def prove_same_speed(result: PairedResult, previous: Recorded, new: Recorded | None, tolerance: float) -> None:
     """PairRefused unless the previous version ran here as its row measured it, once the new
-    version's own difference from its row (sampling, clocks) is taken out."""
-    if not (previous.kernel_ms and new.kernel_ms and result.previous_ms > 0 and result.new_ms > 0):
+    version's own difference from its row (sampling, clocks) is taken out. A new version without a
+    row (a preview) leaves nothing to take it out with: nothing is proved."""
+    if new is None or not (previous.kernel_ms and new.kernel_ms and result.previous_ms > 0 and result.new_ms > 0):
         return
     drift = result.new_ms / new.kernel_ms
     off = result.previous_ms / (previous.kernel_ms * drift)
@@ -136,16 +137,20 @@ def side(backend: Backend, prepared: Prepared, cold: bool) -> Side:
 
 def measure_pair(cell: Cell, image_path: str | Path | None, previous_spec: KernelSpec, precision: float,
                  budget_s: float, backend: Backend | None = None,
-                 recorded: tuple[Recorded, Recorded] | None = None, tolerance: float = 0.08,
-                 same_code_is_same: bool = False) -> PairedResult:
+                 recorded: tuple[Recorded, Recorded | None] | None = None, tolerance: float = 0.08,
+                 same_code_is_same: bool = False, new_spec: KernelSpec | None = None) -> PairedResult:
     """The cell's kernel (new) against ``previous_spec`` (an earlier version of it), interleaved
     until the ratio is known to ± ``precision`` or ``budget_s`` is spent. ``recorded``: what the
     previous and the new row say they ran, which the pair must prove before its ratio counts
-    (``tolerance``: how far two runs of one version may differ in time). PairRefused where either
-    version fails here or cannot be proved the one measured. ``same_code_is_same``: two versions
-    that run the same machine code alike are SAME without rounds (a self-check measures them)."""
+    (``tolerance``: how far two runs of one version may differ in time); the new one None where it
+    has no row yet (a preview). PairRefused where either version fails here or cannot be proved
+    the one measured. ``same_code_is_same``: two versions that run the same machine code alike are
+    SAME without rounds (a self-check measures them). ``new_spec``: the new version as a kernel of
+    its own (a preview's copy of the files as saved) instead of the cell's registered kernel."""
     backend = backend or get_backend(cell.backend)
     new_inputs = load_inputs(cell, image_path)
+    if new_spec is not None:
+        new_inputs = replace(new_inputs, spec=new_spec)
     previous_inputs = replace(new_inputs, spec=previous_spec)
     cold = cell.timing["mode"] == "cold"
     try:
@@ -154,9 +159,11 @@ def measure_pair(cell: Cell, image_path: str | Path | None, previous_spec: Kerne
         new = prepared_version(backend, new_inputs, placements, check=False)
         if recorded:
             prove_same_code(previous, recorded[0], "previous")
-            prove_same_code(new, recorded[1], "new")
+            if recorded[1] is not None:
+                prove_same_code(new, recorded[1], "new")
         if same_code_is_same and same_code(previous, previous_spec, new, new_inputs.spec):
-            previous_ms, new_ms = (recorded[0].kernel_ms, recorded[1].kernel_ms) if recorded else (None, None)
+            previous_ms = recorded[0].kernel_ms if recorded else None
+            new_ms = recorded[1].kernel_ms if recorded and recorded[1] is not None else previous_ms
             return PairedResult(1.0, 1.0, 1.0, 0, previous_ms or math.nan, new_ms or math.nan, SAME_CODE,
                                 clock_normalised=False, batch=0)
         watch = backend.neighbours()

@@ -42,10 +42,12 @@ def pair_settings(config: dict[str, Any]) -> tuple[bool, float, float, float]:
             float(verdicts.get("pair_budget_s", 1.0)))
 
 
-def previous_spec(candidate: Candidate, connection, scratch: Path, restored: dict[str, KernelSpec]) -> KernelSpec:
-    """The candidate's previous version as a kernel, restored once per version."""
+def previous_spec(candidate: Candidate, connection, scratch: Path, restored: dict[str, KernelSpec],
+                  twins: bool = False) -> KernelSpec:
+    """The candidate's previous version as a kernel, restored once per version (``twins``: a cpu
+    twin's too)."""
     if candidate.previous_hash not in restored:
-        folder, name = restore_previous(connection, candidate, scratch)
+        folder, name = restore_previous(connection, candidate, scratch, twins)
         restored[candidate.previous_hash] = read_kernel_folder(folder)[name]
     return restored[candidate.previous_hash]
 
@@ -76,16 +78,19 @@ def previous_modules(chosen: list[Candidate], connection, scratch: Path,
 
 
 def measured_pair(candidate: Candidate, connection, scratch: Path, restored: dict[str, KernelSpec], precision: float,
-                  budget_s: float, backend: Backend, threshold: float = MIN_FLOOR) -> PairRow:
-    """One candidate's pair, or its row with the reason it has none."""
+                  budget_s: float, backend: Backend, threshold: float = MIN_FLOOR,
+                  new_spec: KernelSpec | None = None) -> PairRow:
+    """One candidate's pair, or its row with the reason it has none. ``new_spec``: a preview's copy
+    of the new version's files, which has no row yet; both versions are then copies of their
+    files, so a cpu twin's previous version is paired too."""
     cell = candidate.cell
     base = PairRow(cell.path, cell.kernel, candidate.previous_hash, candidate.kernel_hash)
-    recorded = (Recorded(candidate.previous_module, candidate.previous_ms),
-                Recorded(candidate.new_module, candidate.new_ms))
+    new_row = Recorded(candidate.new_module, candidate.new_ms) if new_spec is None else None
+    recorded = (Recorded(candidate.previous_module, candidate.previous_ms), new_row)
     try:
-        previous = previous_spec(candidate, connection, scratch, restored)
+        previous = previous_spec(candidate, connection, scratch, restored, twins=new_spec is not None)
         result = measure_pair(cell, cell.image or None, previous, precision, budget_s, backend, recorded,
-                              drift_tolerance(candidate, threshold), same_code_is_same=True)
+                              drift_tolerance(candidate, threshold), same_code_is_same=True, new_spec=new_spec)
     except (VersionUnavailable, PairRefused) as why:
         return replace(base, note=" ".join(str(why).split()))
     return replace(base, ratio=result.ratio, low=result.low, high=result.high, rounds=result.rounds,
