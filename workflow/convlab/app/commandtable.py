@@ -228,6 +228,37 @@ TABLE: tuple[Command, ...] = (
         arg("--device", help="default: the only device with a results database"),
     ), description="Exit status: 0 when no cell was called FASTER or SLOWER and no other process used the GPU, 1 "
                    "when the host is too noisy for `compare --fail-on slower`, 2 for input that cannot be checked."),
+    Command("watch", "preview each save of a kernel's files: compiled, verified and paired with its last recorded "
+            "version, without a run and writing nothing under results/ (Ctrl-C stops)", f"{HANDLERS}.watch:watch", (
+        arg("--configfile", action="append", default=[], help="a config laid over config/config.yaml, as "
+            "snakemake's --configfile (repeatable)"),
+        arg("--kernels", nargs="+", help="only these kernels of the configured grid"),
+        arg("--sizes", type=int, nargs="+", help="only these sizes of the configured grid"),
+        arg("--strides", type=int, nargs="+", help="only these strides of the configured grid"),
+        arg("--once", action="store_true", help="one preview of the kernels whose files differ from their last "
+            "recorded version, then exit"),
+        arg("--fail-on", choices=["slower"], help="with --once: exit 1 when a cell is SLOWER, or its kernel does not "
+            "compile or verify"),
+        arg("--results", path=True, default="results", help="the folder of device folders (default: results)"),
+    ), description="Exit status of --once: 0 when previewed (whatever the verdicts), 1 with --fail-on slower when a "
+                   "cell is SLOWER or its kernel does not compile or verify, 2 for input that cannot be previewed "
+                   "(one error: line), 130 when Ctrl-C stopped it. Without --once it watches until Ctrl-C, and "
+                   "exits 0."),
+    Command("preview", "one preview of kernels' cells against their last recorded version, recording nothing "
+            "(watch runs it)", f"{HANDLERS}.preview:preview", (
+        file_arg("--results", help="results/<device>: its database is read from a copy"),
+        arg("--backend", required=True, choices=["cuda", "cpu"]),
+        arg("--device", required=True),
+        arg("--config", required=True, help="the validated config as JSON"),
+        arg("--kernels", nargs="*", default=[], help="the kernels to preview (none: nothing is measured)"),
+        arg("--sizes", type=int, nargs="+"),
+        arg("--strides", type=int, nargs="+"),
+        arg("--differing", action="store_true", help="only those of the kernels whose files differ from their last "
+            "recorded version"),
+        arg("--fail-on", choices=["slower"]),
+        # the watch that asked: the preview stops once it has gone
+        arg("--watcher", type=int, help=argparse.SUPPRESS),
+    ), runs=DEVICE, pool=backend_option),
     Command("history", "a device's runs, or a kernel's or cell's measurements over time",
             f"{HANDLERS}.history:history", (
         arg("--kernel", help="one kernel's measurements"),

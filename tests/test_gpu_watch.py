@@ -1,0 +1,109 @@
+"""`convlab watch --once` on a real GPU (marker gpu): after a run has recorded a kernel, a planted
+slow-down in its .cu is SLOWER in the preview, paired with the recorded version, writes nothing
+under results/, and is SLOWER in the run after it; a syntax error in the .cu is one block naming
+the file and the line."""
+
+from __future__ import annotations
+
+import csv
+import os
+from pathlib import Path
+
+import pytest
+import yaml
+from workflow_helpers import convlab, copy_repo, one_gpu, snakemake, snakemake_env
+
+pytestmark = [pytest.mark.gpu, pytest.mark.pipeline]
+DEVICE = "gpu-watch-test"
+CONFIG = "config/watch-gpu.yaml"
+KERNEL = "sgemm_shared"
+# Known extra work for every thread: a chain of FMAs on a runtime value, kept by a store the
+# compiler cannot rule out (the chain never reaches -1), so the product is unchanged.
+PLANTED = """
+    float planted = (float)M;
+    for (int i = 0; i < 4096; ++i) planted = fmaf(planted, 0.999f, 1.0f);
+    if (planted == -1.0f) C[0] = planted;
+"""
+ANCHOR = "    if (row < M && col < N) C[(i64)row * N + col] = sum;\n"
+BROKEN = ("    float sum = 0.0f;\n", "    float sum = ;\n")
+
+
+def run(repo: Path) -> None:
+    """The run up to its verdicts (after "--": a target, not one more --configfile), on one GPU: a
+    run on another board of the host would be a change of board."""
+    snakemake(repo, 1, "--", f"results/{DEVICE}/verdicts/latest.txt", configfile=CONFIG,
+              env={**snakemake_env(repo), **one_gpu()})
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory) -> Path:
+    """A checkout whose run recorded one SGEMM cell (random data: no picture to make)."""
+    repo = copy_repo(tmp_path_factory.mktemp("gpu-watch") / "repo")
+    config = {"backend": "cuda", "device": DEVICE, "gemm": {"sizes": [1024], "kernels": [KERNEL]},
+              "kernels": {KERNEL: {"block": [16]}},
+              **{family: {"enabled": False} for family in ("conv2d", "tiling", "winograd_layers")}}
+    (repo / CONFIG).write_text(yaml.safe_dump(config))
+    run(repo)
+    return repo
+
+
+def verdicts(repo: Path) -> dict[str, str]:
+    with open(repo / "results" / DEVICE / "verdicts" / "latest.csv", newline="") as handle:
+        return {row["cell"]: row["verdict"] for row in csv.DictReader(handle)}
+
+
+def preview(repo: Path, *args: str):
+    """`convlab watch --once` in ``repo``, through its measurement service."""
+    package = os.pathsep.join(filter(None, [str(repo / "workflow"), os.environ.get("PYTHONPATH")]))
+    return convlab("watch", "--once", "--configfile", CONFIG, *args, cwd=repo, service=None, timeout=300,
+                   PYTHONPATH=package, TMPDIR=snakemake_env(repo)["TMPDIR"], **one_gpu())
+
+
+def results_tree(repo: Path) -> dict[str, tuple[bytes, int]]:
+    return {str(path.relative_to(repo)): (path.read_bytes(), path.stat().st_mtime_ns)
+            for path in sorted((repo / "results").rglob("*")) if path.is_file()}
+
+
+def test_a_planted_slow_down_in_a_cu_is_slower_in_the_preview_and_in_the_run_after_it(lab):
+    source = lab / "kernels" / f"{KERNEL}.cu"
+    original = source.read_text()
+    assert ANCHOR in original
+    source.write_text(original.replace(ANCHOR, PLANTED + ANCHOR, 1))
+    try:
+        before = results_tree(lab)
+        result = preview(lab, "--fail-on", "slower")
+        after = results_tree(lab)
+        run(lab)
+        recorded = verdicts(lab)
+    finally:
+        source.write_text(original)
+    print(result.stdout)
+    assert list(recorded.values()) == ["SLOWER"], recorded
+    assert result.returncode == 1, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    assert any(line.startswith(f"preview verdict: 1 cells of {DEVICE} re-measured") for line in lines), lines
+    kernel_line = next(line for line in lines if line.startswith(f"  {KERNEL} "))
+    assert "1 SLOWER" in kernel_line and "1 paired" in kernel_line and "changed: kernel files" in kernel_line
+    assert after == before
+    assert "Traceback" not in result.stderr
+
+
+def test_a_syntax_error_in_a_cu_is_one_block_with_its_file_and_line(lab):
+    source = lab / "kernels" / f"{KERNEL}.cu"
+    original = source.read_text()
+    assert BROKEN[0] in original
+    source.write_text(original.replace(*BROKEN, 1))
+    line = original.splitlines().index(BROKEN[0].rstrip("\n")) + 1
+    try:
+        result = preview(lab)
+    finally:
+        source.write_text(original)
+    print(result.stdout)
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    start = next(i for i, text in enumerate(lines) if text.startswith("compile error: "))
+    assert lines[start].startswith(f"compile error: kernels/{KERNEL}.cu:{line}: error"), lines[start]
+    assert lines[start + 1].split("|", 1)[1].strip() == BROKEN[1].strip()
+    assert sum(text.startswith("compile error: ") for text in lines) == 1
+    assert not any(text.startswith("preview verdict") for text in lines)
+    assert "Traceback" not in result.stderr
