@@ -47,6 +47,9 @@ AS_HELP = {
     "convlab bench-pipeline --checkout ../old --out old.json -- --scheduler greedy":
         "needs a second checkout at ../old; tests/test_bench_pipeline.py runs the command",
     "convlab serve": "runs the measurement service in the foreground until it idles out",
+    "convlab watch": "watches the kernels' files until Ctrl-C; tests/test_watch.py runs one and stops it",
+    "convlab watch --configfile config/tiny-cpu.yaml --kernels direct --sizes 64 --strides 1":
+        "watches until Ctrl-C; tests/test_watch.py runs it and stops it",
     "convlab run": "named in prose, without the arguments a run needs",
 }
 # The run id of the docs' example, which no run here has: the first run's id stands for it.
