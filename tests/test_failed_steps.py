@@ -121,7 +121,7 @@ def test_rows_a_run_could_not_record_are_added_after_their_cells_are_measured_ag
     recorded = snakemake(built, 1)
     assert kept_rows(built) == before + 2 * direct
     text = recorded.stdout + recorded.stderr
-    assert f"also recorded: {direct} rows that earlier runs measured but could not record" in text
+    assert f"recorded: {direct} rows that earlier runs measured but could not record" in text
     verdict = next(line for line in text.splitlines() if line.startswith("verdict: "))
     assert f"verdict: {direct} cells of" in verdict  # the verdict is this run's cells alone
 
