@@ -408,5 +408,6 @@ def test_a_killed_cell_loses_nothing_and_the_rerun_makes_only_what_is_missing(tm
 
     # the summary equals the uninterrupted run's, times and provenance aside; the errors against
     # float64 are equal too, as the cpu twins are deterministic on the same image
-    pd.testing.assert_frame_equal(comparable(repo / f"{RESULTS}/summary.csv"),
-                                  comparable(uninterrupted[0] / f"{RESULTS}/summary.csv"))
+    # (the killed run's timing settings are slower ones, so the hash of its cells' settings differs)
+    pd.testing.assert_frame_equal(comparable(repo / f"{RESULTS}/summary.csv").drop(columns=["spec_hash"]),
+                                  comparable(uninterrupted[0] / f"{RESULTS}/summary.csv").drop(columns=["spec_hash"]))

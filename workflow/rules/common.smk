@@ -377,12 +377,12 @@ def final_outputs():
     # The rows are targets themselves: a row that went missing (say, moved aside as damaged)
     # is measured again even though the summary built from it is still there.
     outputs = [cell.path for cell in CELLS]
-    # The pictures and the summary's slices too: one removed because it no longer stands for what
-    # it was made from (freshness, below and in data.smk) is then made again, and what is made from
-    # it follows by its time; Snakemake does not make a missing file again where what was made
-    # from it looks up to date.
-    pictures = [f"data/input_{size}.png" for size in SIZES]
-    outputs += [SOURCE_IMAGE, *pictures] if pictures else []
+    # The downscaled pictures and the summary's slices too: one removed because it no longer stands
+    # for what it was made from (freshness, below and in data.smk) is then made again, and what is
+    # made from it follows by its time; Snakemake does not make a missing file again where what was
+    # made from it looks up to date. Not the source: one deleted to save space is made again only
+    # where a picture is.
+    outputs += [f"data/input_{size}.png" for size in SIZES]
     outputs += [
         f"results/{label}/summary/{family}.csv"
         for label in DEVICES

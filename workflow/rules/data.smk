@@ -8,7 +8,7 @@ SOURCE_LOG = f"results/logs/data/source_{config['source_size']}.log"
 SOURCE_IMAGE = f"data/source_{config['source_size']}.png"
 
 # The source picture knows what it was made from (its record, data/source_<size>.json): one the
-# config no longer asks for is removed with the pictures downscaled from it, all of them targets
+# config no longer asks for is removed with the pictures downscaled from it, which are targets
 # (final_outputs), so that this run makes them again and measures again every cell that reads one.
 # Snakemake's own record of the config can be lost with .snakemake/.
 if workflow.is_main_process:
