@@ -39,7 +39,7 @@ ROLES: dict[str, tuple[str, ...]] = {
     "harness": ("__init__.py", "__main__.py", "atomicfile.py", "paths.py", "console.py", "app/", "app/handlers/",
                 "service/", "snakefile/", "pictures/__init__.py", "backends/sharedcount.py", "run/nsightprofile.py",
                 "plan/config.py", "plan/devicelabel.py", "plan/runconfig.py", "run/inprocess.py", "run/preview.py",
-                "backends/choice.py",
+                "backends/choice.py", "backends/compileblock.py", "savedfiles.py", "history/previewplan.py",
                 "backends/devicelock.py", "bench/pipeline.py", "bench/pipelinefigures.py"),
 }
 # Roles that share a module on purpose: the row's format and this hash belong to both.

@@ -23,9 +23,19 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from convlab.app.compileblock import nvrtc_block, python_block
 from convlab.app.handlers.pairs import measured_pair, pair_settings, previous_modules, refusal_kind
-from convlab.app.previewplan import (
+from convlab.backends import get_backend
+from convlab.backends.base import Backend
+from convlab.backends.compileblock import nvrtc_block, python_block
+from convlab.backends.devicelock import exclusive_device
+from convlab.backends.sourcemodule import grid_modules
+from convlab.codeversion import file_contents, measurement_version
+from convlab.console import Console
+from convlab.history import store
+from convlab.history.databasecopy import open_copy
+from convlab.history.pairfile import PairRow
+from convlab.history.pairing import Candidate
+from convlab.history.previewplan import (
     Recorded,
     Saved,
     candidate_of,
@@ -36,16 +46,6 @@ from convlab.app.previewplan import (
     read_saved,
     recorded_versions,
 )
-from convlab.backends import get_backend
-from convlab.backends.base import Backend
-from convlab.backends.devicelock import exclusive_device
-from convlab.backends.sourcemodule import grid_modules
-from convlab.codeversion import file_contents, measurement_version
-from convlab.console import Console
-from convlab.history import store
-from convlab.history.databasecopy import open_copy
-from convlab.history.pairfile import PairRow
-from convlab.history.pairing import Candidate
 from convlab.history.record import InputHashes, config_hash
 from convlab.history.verdictrule import SLOWER
 from convlab.history.verdicts import NEW, CellVerdict, judge, summary_lines

@@ -23,16 +23,16 @@ from convlab.app.command import call
 from convlab.app.commandtable import parse
 from convlab.app.forward import forward
 from convlab.app.handlers.preview import SUPERSEDED
-from convlab.app.previewplan import narrowed
-from convlab.app.savedfiles import SavedFiles
 from convlab.backends.choice import choose_backend
 from convlab.codeversion import PACKAGE_DIR, fingerprint
 from convlab.console import Console
+from convlab.history.previewplan import narrowed
 from convlab.plan.cell import Cell
 from convlab.plan.devicelabel import choose_devices
 from convlab.plan.grid import build_cells
 from convlab.plan.registry import CPU_TWINS_DIR, KernelSpec, load_registry, shown
 from convlab.plan.runconfig import run_config
+from convlab.savedfiles import SavedFiles
 from convlab.service.client import ask, service_paths
 from convlab.service.jobenv import service_on
 from convlab.service.runsocket import RUN_CODE_ENV
