@@ -29,18 +29,18 @@ from workflow_helpers import (
     snakemake_env,
 )
 
-from convlab.app.compileblock import nvrtc_block, python_block
-from convlab.app.previewplan import narrowed
-from convlab.app.savedfiles import SavedFiles
+from convlab.backends.compileblock import nvrtc_block, python_block
 from convlab.backends.cpu import CpuBackend, load_twin
 from convlab.codeversion import file_contents
 from convlab.history.kernelversions import VersionUnavailable, copy_kernel_version
+from convlab.history.previewplan import narrowed
 from convlab.history.verdictrule import verdict_of_interval
 from convlab.measure.row import read_row_file
 from convlab.paths import REPO_ROOT
 from convlab.plan.registry import get_kernel, read_kernel_folder
 from convlab.plan.runconfig import laid_over
 from convlab.run.paired import measure_pair
+from convlab.savedfiles import SavedFiles
 from convlab.status import UserError
 
 TWIN = "workflow/convlab/backends/cpu_twins/direct_hwc.py"
