@@ -33,9 +33,9 @@ from convlab.history.verdictrule import (
     TIMED_VERDICTS,
     UNCLEAR,
     geomean,
+    number,
     verdict,
 )
-from convlab.history.verdictrule import number as _number
 from convlab.status import UserError
 
 # The columns that say which cell a row measured, whatever the backend that measured it.
@@ -125,11 +125,11 @@ def _keyed(rows: pd.DataFrame, keys: list[str], label: str) -> pd.DataFrame:
 
 def _neighboured(row: pd.Series) -> bool:
     """Whether another process used the GPU while either side of the cell was timed."""
-    return any(_number(row[f"gpu_neighbours_{side}"]) > 0 for side in ("a", "b"))
+    return any(number(row[f"gpu_neighbours_{side}"]) > 0 for side in ("a", "b"))
 
 
 def _timed(row: pd.Series, side: str) -> bool:
-    ms = _number(row[f"kernel_ms_{side}"])
+    ms = number(row[f"kernel_ms_{side}"])
     return row[f"status_{side}"] == "ok" and math.isfinite(ms) and ms > 0
 
 
@@ -157,8 +157,8 @@ def compare_sets(a: pd.DataFrame, b: pd.DataFrame, threshold: float = DEFAULT_TH
             results.append((MISSING, math.nan, math.nan, math.nan,
                             f"only in {labels[0] if row['_merge'] == 'left_only' else labels[1]}"))
         elif _timed(row, "a") and _timed(row, "b"):
-            word, ratio, floor, noise = verdict(_number(row["kernel_ms_a"]), _number(row["kernel_ms_iqr_a"]),
-                                                _number(row["kernel_ms_b"]), _number(row["kernel_ms_iqr_b"]), threshold)
+            word, ratio, floor, noise = verdict(number(row["kernel_ms_a"]), number(row["kernel_ms_iqr_a"]),
+                                                number(row["kernel_ms_b"]), number(row["kernel_ms_iqr_b"]), threshold)
             note = ""
             if word in (FASTER, SLOWER) and row["backend_a"] == row["backend_b"] == "cpu":
                 # a shared host: only a paired re-measurement would confirm it (convlab.history.noise)
@@ -271,11 +271,11 @@ def cell_names(table: pd.DataFrame) -> pd.Series:
 
 
 def ms_text(value: float) -> str:
-    return "" if not math.isfinite(_number(value)) else f"{_number(value):.4g}"
+    return "" if not math.isfinite(number(value)) else f"{number(value):.4g}"
 
 
 def percent_text(value: float) -> str:
-    return "" if not math.isfinite(_number(value)) else f"{100 * _number(value):.0f}%"
+    return "" if not math.isfinite(number(value)) else f"{100 * number(value):.0f}%"
 
 
 def _ratio_text(row: pd.Series) -> str:
