@@ -180,7 +180,7 @@ def compare_sets(a: pd.DataFrame, b: pd.DataFrame, threshold: float = DEFAULT_TH
     table = table.drop(columns="_merge")
     for side in ("a", "b"):
         table[f"reps_{side}"] = pd.to_numeric(table[f"reps_{side}"], errors="coerce").round().astype("Int64")
-        table[f"spread_{side}"] = table[f"kernel_ms_iqr_{side}"].map(_number) / table[f"kernel_ms_{side}"].map(_number)
+        table[f"spread_{side}"] = table[f"kernel_ms_iqr_{side}"].map(number) / table[f"kernel_ms_{side}"].map(number)
     order = keys + ["status_a", "status_b", "kernel_ms_a", "kernel_ms_b", "spread_a", "spread_b", "reps_a", "reps_b",
                     "ratio", "ratio_low", "ratio_high", "floor", "noise", "verdict", "note", "neighboured"]
     return table[order].sort_values(keys, kind="stable", key=_natural).reset_index(drop=True)
