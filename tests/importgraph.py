@@ -17,7 +17,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "workflow" / "convlab"
 # The roles, lowest first: a folder may import the ones below it and its own floor, never one
 # above. The package's top-level modules are the ground floor (standard library only).
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("status", "atomicfile", "codeversion", "paths", "console", "savedfiles"),
+    ("status", "atomicfile", "codeversion", "paths", "console", "savedfiles", "machinefaults"),
     ("problem", "pictures"),
     ("measure",),
     ("plan",),

@@ -104,9 +104,17 @@ def fails_with_a_bug(args: argparse.Namespace, console: Console) -> int:
     return {}["missing"]
 
 
+def fails_on_a_full_disk(args: argparse.Namespace, console: Console) -> int:
+    console.say("started")
+    raise OSError(28, "No space left on device", "results/h100/summary.csv")
+
+
 @pytest.mark.parametrize("handler, code, last", [
     ("fails_for_the_user", 2, "error: the picture is missing"),
     ("fails_with_a_bug", 1, "error: probe failed: KeyError: 'missing'"),
+    # the machine's fault: its path and the fix, no traceback
+    ("fails_on_a_full_disk", 2, "error: results/h100/summary.csv could not be written: the disk is full: free space "
+                                "on that disk (data/ and results/ can be removed and made again) and run again"),
 ])
 def test_one_function_turns_a_failure_into_its_exit_status(handler, code, last):
     console = Console.collecting()

@@ -167,6 +167,9 @@ def test_a_source_picture_knows_what_it_was_made_from(tmp_path):
     (tmp_path / "source_64.json").write_text("{")
     assert "cannot be read" in source_disagrees(None, image)
     assert source_disagrees(None, tmp_path / "missing.png") is None
+    # a picture without its record (a failed render's leftover) cannot be checked: made again
+    (tmp_path / "source_64.json").unlink()
+    assert "it has no record" in source_disagrees(None, image)
 
 
 def test_the_generated_source_records_its_own_content(tmp_path):

@@ -35,6 +35,7 @@ from convlab.snakefile.api import (
     library_identity,
     live_run_line,
     load_registry,
+    logged,
     mark_report_stage,
     move_damaged_rows,
     moved_lines,
@@ -339,23 +340,6 @@ def placement_resources():
 # nodes: with several labels the group is one per label, `cells_{device}`, whose size
 # (--group-components) is given under that name, wildcard and all.
 CELL_GROUP = "cells" if len(DEVICES) == 1 else "cells_{device}"
-
-
-def logged(command, then=None):
-    """``command`` with its output in the rule's log. When it fails, the log's last line (the
-    command's one `error:` line) is shown on the terminal too, and `warning:` lines always are.
-    ``then`` runs after a success."""
-    # the warnings are picked out by bash's builtins: a grep would be one more process per job
-    parts = [
-        command,
-        "> {log} 2>&1",
-        "&& while IFS= read -r line || [[ -n $line ]];",
-        "do [[ $line != warning:* ]] || printf '%s\\n' \"$line\" >&2; done < {log}",
-        "|| {{ tail -n 1 {log} >&2; exit 1; }}",
-    ]
-    if then:
-        parts.append(f"&& {then}")
-    return " ".join(parts)
 
 
 def device_summaries():

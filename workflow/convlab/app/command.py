@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from convlab.console import Console
+from convlab.machinefaults import machine_fault
 from convlab.status import UserError
 
 # Where a command runs while the measurement service is on (with CONVLAB_SERVICE=off, and for a
@@ -119,7 +120,8 @@ def handler_of(command: Command) -> Handler:
 def call(command: Command, args: argparse.Namespace, console: Console) -> int:
     """Run the command's handler: its exit status. The command line and the service's workers
     both call it, so a failure reads the same wherever the command ran: a mistake the user can fix
-    is one ``error:`` line (status 2); anything else is a bug, its traceback then one ``error:``
+    is one ``error:`` line (status 2), and so is a fault of the machine (a full disk, a read-only
+    folder: the path and the fix); anything else is a bug, its traceback then one ``error:``
     line (status 1). A rule shows its log's last line when it fails: that line is the error."""
     try:
         return handler_of(command)(args, console)
@@ -127,6 +129,10 @@ def call(command: Command, args: argparse.Namespace, console: Console) -> int:
         console.warn(f"error: {error}")
         return 2
     except Exception as error:
+        fault = machine_fault(error.errno or 0, str(error.filename or "")) if isinstance(error, OSError) else None
+        if fault:  # the machine's, not the program's: what to do, without a traceback
+            console.warn(fault)
+            return 2
         console.warn(traceback.format_exc().rstrip("\n"))
         console.warn(f"error: {command.name} failed: {type(error).__name__}: {error}")
         return 1

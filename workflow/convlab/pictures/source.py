@@ -15,6 +15,7 @@ import os
 import re
 import shutil
 import struct
+import subprocess
 import sys
 import tempfile
 import zlib
@@ -25,6 +26,7 @@ from typing import Any
 import ffmpeg
 import numpy as np
 
+from convlab.machinefaults import killed_by
 from convlab.pictures.header import FFMPEG_MAX_EDGE, header_size
 from convlab.status import UserError
 
@@ -70,16 +72,26 @@ def ffmpeg_cause(output: str) -> str:
     return FFMPEG_PREFIX.sub("", lines[0]) if lines else ""
 
 
-def _run(stream, what: str, warn: Callable[[str], None]) -> None:
-    """Runs ffmpeg. On failure its whole output goes to ``warn`` (the command's standard error,
+def _run(output: Callable[[str], Any], out: Path, what: str, warn: Callable[[str], None]) -> None:
+    """Runs ffmpeg, whose ``output(path)`` stream writes a picture to ``path``: a partial file
+    beside ``out``, renamed to ``out`` once whole, so that a failed or killed ffmpeg leaves no
+    picture behind. On failure its whole output goes to ``warn`` (the command's standard error,
     which the rule's log keeps) and the DataError, the command's last line, names the cause."""
+    partial = out.with_name(f".{out.stem}.partial{out.suffix}")
+    command = output(str(partial)).overwrite_output().global_args("-v", "error").compile(cmd=ffmpeg_executable())
     try:
-        stream.overwrite_output().global_args("-v", "error").run(cmd=ffmpeg_executable(), capture_stderr=True)
-    except ffmpeg.Error as error:
-        output = (error.stderr or b"").decode(errors="replace").strip()
-        if output:
-            warn(output)
-        raise DataError(f"ffmpeg failed to {what}: {ffmpeg_cause(output) or error}") from error
+        done = subprocess.run(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        if done.returncode == 0:
+            os.replace(partial, out)
+            return
+    finally:
+        partial.unlink(missing_ok=True)
+    output = done.stderr.decode(errors="replace").strip()
+    if output:
+        warn(output)
+    if done.returncode < 0:  # killed: ffmpeg could say nothing
+        raise DataError(f"could not {what}: {killed_by('ffmpeg', -done.returncode)}")
+    raise DataError(f"ffmpeg failed to {what}: {ffmpeg_cause(output) or f'exit code {done.returncode}'}")
 
 
 def sidecar_path(out: str | Path) -> Path:
@@ -104,11 +116,14 @@ def source_disagrees(user_image: str | Path | None, image: str | Path) -> str | 
     """Why the source picture ``image`` is not the one the config asks for (``user_image``, or the
     generated one where None), by its record (data/source_<size>.json): the picture it was made
     from, that picture's content, and the source's own content. None where it is, or where the
-    picture or its record is missing (the source rule makes them)."""
+    picture is missing (the source rule makes it). A picture without its record cannot be checked:
+    it disagrees."""
     image = Path(image)
     record_path = sidecar_path(image)
-    if not image.is_file() or not record_path.is_file():
+    if not image.is_file():
         return None
+    if not record_path.is_file():
+        return f"it has no record ({record_path}) of what it was made from"
     try:
         record = json.loads(record_path.read_text())
         made_from = record["source_image"]
@@ -134,9 +149,9 @@ def generate_source(out: str | Path, size: int, warn: Callable[[str], None] = wa
     out.parent.mkdir(parents=True, exist_ok=True)
     # zlib's fastest level: the same pixels, a third larger, and 2.3 of the 6.7 s a 4096^2 source
     # took on a 2-core cpu machine at the default level (every size is decoded from it once)
-    stream = ffmpeg.input(SOURCE_FILTER.format(size=size), f="lavfi").output(
-        str(out), vframes=1, pix_fmt="rgb24", compression_level=1)
-    _run(stream, f"render the {size}x{size} source", warn)
+    rendered = ffmpeg.input(SOURCE_FILTER.format(size=size), f="lavfi")
+    _run(lambda path: rendered.output(path, vframes=1, pix_fmt="rgb24", compression_level=1), out,
+         f"render the {size}x{size} source", warn)
     record = {"source_image": None, "generated": generated_by(size), "size": size, "conversions": [],
               "png_sha256": file_sha256(out)}
     _write_sidecar(out, record)
@@ -290,9 +305,9 @@ def import_source(user_image: str | Path, out: str | Path, size: int,
         try:
             if not cv2.imwrite(normalised, square):
                 raise DataError(f"could not write {normalised}")
-            stream = ffmpeg.input(normalised).filter("scale", size, size, flags="bicubic").output(
-                str(out), vframes=1, pix_fmt="rgb24")
-            _run(stream, f"scale {user_image} to {size}x{size}", warn)
+            scaled = ffmpeg.input(normalised).filter("scale", size, size, flags="bicubic")
+            _run(lambda path: scaled.output(path, vframes=1, pix_fmt="rgb24"), out,
+                 f"scale {user_image} to {size}x{size}", warn)
         finally:
             Path(normalised).unlink(missing_ok=True)
     record = {
@@ -354,6 +369,5 @@ def downscale(source: str | Path, out: str | Path, size: int, warn: Callable[[st
             f"source_size to at least {size}, or drop {size} from conv2d.sizes / cpu.sizes")
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    stream = ffmpeg.input(str(source)).filter("scale", size, size, flags="bicubic").output(
-        str(out), vframes=1, pix_fmt="rgb24")
-    _run(stream, f"scale {source} to {size}x{size}", warn)
+    scaled = ffmpeg.input(str(source)).filter("scale", size, size, flags="bicubic")
+    _run(lambda path: scaled.output(path, vframes=1, pix_fmt="rgb24"), out, f"scale {source} to {size}x{size}", warn)

@@ -52,6 +52,7 @@ from convlab.snakefile.freshness import (
     rows_of_other_settings,
     stale_summaries,
 )
+from convlab.snakefile.jobshell import logged
 from convlab.snakefile.runlock import (
     follows_clean_run,
     forget_clean_run,
@@ -68,7 +69,7 @@ __all__ = [
     "SIZE_FIGURE_FAMILY", "UserError", "benchmark_kernels", "build_cells", "check_config_files",
     "check_results_database", "check_source_image", "check_working_directory", "choose_backend", "choose_devices", "code_versions", "cpu_name", "cpu_source_note",
     "end_of_run", "export_service_settings", "figure_names", "figure_stem", "figure_stems", "follows_clean_run",
-    "forget_clean_run", "gallery_size", "image_sizes", "library_identity", "live_run_line", "load_registry",
+    "forget_clean_run", "gallery_size", "image_sizes", "library_identity", "live_run_line", "load_registry", "logged",
     "mark_report_stage", "move_damaged_rows", "moved_lines", "new_run_id", "node_offers", "note_clean_run", "read_git_commit",
     "refuse_local_cuda_without_gpu", "relative", "release_stale_lock", "report_labels", "row_format", "seed_family",
     "seed_figure", "source_disagrees", "sources_edited_since_recorded", "stale_summaries", "remove_stale", "rows_of_other_settings", "remove_rows_of_other_settings", "table_stem", "unplaceable", "validate_config",

@@ -7,6 +7,7 @@ notes) stays in the complete log under .snakemake/log/, which Snakemake writes b
 from __future__ import annotations
 
 import logging
+import os
 import re
 import threading
 import time
@@ -15,7 +16,7 @@ from collections.abc import Callable
 from snakemake_interface_logger_plugins.common import LogEvent
 
 from .display import Display
-from .faults import fault_line
+from .machinefaults import fault_line, folder_fault, job_signal, signal_words
 from .progress import RunProgress
 
 # Snakemake's plain (event-less) info lines that a run still shows: its outcome and where the log is.
@@ -71,9 +72,18 @@ def traceback_cause(message: str) -> str | None:
     return lines[-1]
 
 
-def job_error_line(rule: str, logs: list[str]) -> str:
+def job_error_line(rule: str, logs: list[str], killed_by: str | None = None) -> str:
     where = f"; its log: {', '.join(logs)}" if logs else ""
+    if killed_by:
+        return f"error: rule {rule} failed: its shell died of {signal_words(killed_by)}{where}"
     return f"error: rule {rule} failed{where}"
+
+
+def empty_file(path: str) -> bool:
+    try:
+        return os.path.getsize(path) == 0
+    except OSError:
+        return True
 
 
 class Reporter:
@@ -96,6 +106,8 @@ class Reporter:
         self.finished = False
         self.job_errors = 0
         self.stopping = False  # asked to stop (SIGTERM, SIGINT): said once
+        # the signal that killed the last failed command's shell, said with its job's error
+        self.killed_by: str | None = None
         self.lock = threading.RLock()
         self.stop_ticking = threading.Event()
         self.ticker: threading.Thread | None = None
@@ -176,14 +188,20 @@ class Reporter:
         self.job_errors += 1
         if self.job_errors <= JOB_ERRORS_SHOWN:
             logs = [str(log) for log in getattr(record, "log", None) or []]
-            self.display.print(job_error_line(getattr(record, "rule_name", "?"), logs))
+            self.display.print(job_error_line(getattr(record, "rule_name", "?"), logs, self.killed_by))
+            # a log the job could not write (a full disk) holds nothing: the machine's fault instead
+            faults = {folder_fault(log) for log in logs if empty_file(log)} - {None}
+            for fault in sorted(faults):
+                self.display.print(fault)
         elif self.job_errors == JOB_ERRORS_SHOWN + 1:
             self.display.print("error: more jobs failed; the complete log lists them all")
+        self.killed_by = None
         self._draw()
 
     def _error(self, record: logging.LogRecord) -> None:
         message = record.getMessage()
         if getattr(record, "exception", None) == "RuleException" and FAILED_COMMAND.search(message):
+            self.killed_by = job_signal(message)
             return
         if self.run and self.run.jobs_failed and JOBS_FAILED_SUMMARY in message:
             return

@@ -1,0 +1,1 @@
+../../convlab/machinefaults.py
