@@ -1,5 +1,5 @@
-"""What the GPU tests share: their pictures, their cells, and the settings a cell checks its
-result with."""
+"""What the GPU tests share: their pictures, their cells, the settings a cell checks its result
+with, and a slow-down to plant in a kernel's source."""
 
 from __future__ import annotations
 
@@ -47,3 +47,12 @@ def make_cell(spec: KernelSpec, size: int, stride: int, k: int, out_channels: in
     return Cell(experiment="conv2d", backend="cuda", kernel=spec.name, size=size, stride=stride, filter_size=k,
                 padding=(k - 1) // 2, in_channels=3, out_channels=out_channels, filter="random",
                 tunables=tunables, settings=dict(spec.settings), timing=QUICK_TIMING, verify=VERIFY)
+
+
+def planted_slow_down(size: str, rounds: int, store: str) -> str:
+    """Lines of known extra work for every thread, to put into a kernel's source: a chain of ``rounds``
+    dependent FMAs on the runtime value ``size``, kept alive by a store to ``store`` that the compiler
+    cannot rule out (the chain never reaches -1), so that the outputs are unchanged."""
+    return (f"\n    float planted = (float){size};\n"
+            f"    for (int i = 0; i < {rounds}; ++i) planted = fmaf(planted, 0.999f, 1.0f);\n"
+            f"    if (planted == -1.0f) {store} = planted;\n")

@@ -19,10 +19,10 @@ import pandas as pd
 import pytest
 import yaml
 from workflow_helpers import (
-    BACKEND_LINE,
     REPO,
     TINY,
     assert_no_traceback,
+    assert_refused_before_the_dag,
     convlab,
     copy_repo,
     snakemake,
@@ -183,17 +183,9 @@ def test_the_source_command_refuses_a_bad_picture_in_one_exact_line(tmp_path, ca
 def test_a_bad_picture_stops_the_run_with_only_its_line(tmp_path, case):
     """Refused before the DAG is built: no job, so none of Snakemake's failed-job report."""
     name, make = PICTURES[case]
-    repo = copy_repo(tmp_path / "repo")
     picture = tmp_path / name
     problem = make(picture)
-    result = snakemake(repo, 1, "--config", f"source_image={picture}", check=False)
-    assert result.returncode != 0
-    assert_no_traceback(result)
-    lines = terminal_lines(result)
-    assert len(lines) == 2 and lines[0].startswith(BACKEND_LINE), "\n".join(lines)
-    assert lines[1] == refusal(problem)
-    assert (repo / "results/logs/data/source_256.log").read_text() == refusal(problem) + "\n"
-    assert not (repo / "data").exists()
+    assert_refused_before_the_dag(tmp_path, picture, refusal(problem))
 
 
 def test_the_check_before_the_dag_skips_only_the_very_picture_already_accepted(tmp_path, monkeypatch):

@@ -19,7 +19,7 @@ BASE = {"kernel_hash": "k1", "code_version": "v1", "config_hash": "c1", "gpu_uui
 
 def kept(ms: float, index: int, **changed: str) -> store.Measurement:
     fields = {**BASE, **changed}
-    return store.Measurement(f"check{index}", f"run{index}", "cell", "conv2d", "direct", "default", "ok", ms,
+    return store.Measurement("cell", "conv2d", "direct", "default", "ok", ms, f"check{index}", f"run{index}",
                              ms * 0.005, f"t{index:04d}", "commit", fields["code_version"], fields["kernel_hash"],
                              fields["config_hash"], fields["gpu_uuid"], "{}", input_hash=fields["input_hash"])
 

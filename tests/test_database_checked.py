@@ -8,14 +8,22 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import sqlite3
 import subprocess
 import time
 from pathlib import Path
 
 import pytest
-from workflow_helpers import RESULTS, TINY, assert_no_traceback, convlab, copy_repo, snakemake, terminal_lines
+from workflow_helpers import (
+    RESULTS,
+    TINY,
+    FinishedRun,
+    assert_no_traceback,
+    convlab,
+    copy_finished_run,
+    snakemake,
+    terminal_lines,
+)
 
 from convlab.history import store
 from convlab.history.listing import history_lines
@@ -244,18 +252,6 @@ def test_history_says_rows_wait_that_no_record_step_has_tried(lab):
 # The real workflow
 
 
-@pytest.fixture(scope="module")
-def finished(tmp_path_factory) -> Path:
-    """The tiny cpu grid run from nothing, once for this module; each test works on a copy."""
-    repo = copy_repo(tmp_path_factory.mktemp("database") / "repo")
-    snakemake(repo, 2, timeout=900)
-    return repo
-
-
-def copy_of(finished: Path, tmp_path: Path) -> Path:
-    return Path(shutil.copytree(finished, tmp_path / "repo", symlinks=True))
-
-
 def rows_on_disk(repo: Path) -> int:
     return len(list((repo / RESULTS / "cells").rglob("*.csv")))
 
@@ -266,8 +262,9 @@ def nothing_to_do(result: subprocess.CompletedProcess) -> bool:
 
 @pytest.mark.pipeline
 @pytest.mark.parametrize("damage", [cut, overwrite], ids=["cut short", "overwritten"])
-def test_a_plain_run_notices_a_damaged_database_and_rebuilds_it_truthfully(finished, tmp_path, damage):
-    repo = copy_of(finished, tmp_path)
+def test_a_plain_run_notices_a_damaged_database_and_rebuilds_it_truthfully(
+        tiny_run: FinishedRun, tmp_path, damage):
+    repo = copy_finished_run(tiny_run.repo, tmp_path / "repo")
     database = repo / RESULTS / "history.sqlite"
     with sqlite3.connect(database) as connection:
         connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
@@ -299,8 +296,9 @@ def unwritable(path: Path, on: bool) -> None:
 
 
 @pytest.mark.pipeline
-def test_rows_that_an_unwritable_database_left_waiting_are_recorded_by_a_plain_run_once_it_can(finished, tmp_path):
-    repo = copy_of(finished, tmp_path)
+def test_rows_that_an_unwritable_database_left_waiting_are_recorded_by_a_plain_run_once_it_can(
+        tiny_run: FinishedRun, tmp_path):
+    repo = copy_finished_run(tiny_run.repo, tmp_path / "repo")
     database = repo / RESULTS / "history.sqlite"
     before = kept(database)
     victims = sorted((repo / RESULTS / "cells" / "cpu" / "gemm").rglob("*.csv"))[:2]

@@ -20,8 +20,8 @@ from convlab.report.roofline import COUNT_GID, RING_GID, roof_notes, roofline_fi
 
 
 def _measurements(runs: int, kernels: tuple[str, ...] = ("cudnn", "direct")) -> list[Measurement]:
-    return [Measurement(f"{run}-{kernel}-{cell}", f"run{run}", f"{kernel}/{cell}", "conv2d", kernel, "default", "ok",
-                        1.0 + 0.02 * run, 0.01, f"2026-11-2{run}", "c0ffee", "v1", "h", "x", "", "{}")
+    return [Measurement(f"{kernel}/{cell}", "conv2d", kernel, "default", "ok", 1.0 + 0.02 * run,
+                        f"{run}-{kernel}-{cell}", f"run{run}", 0.01, f"2026-11-2{run}", "c0ffee", "v1", "h", "x", "", "{}")
             for run in range(runs) for kernel in kernels for cell in range(2)]
 
 

@@ -5,6 +5,7 @@ launch is accepted only where the block exceeds 1024 threads.
 """
 
 import itertools
+from collections.abc import Iterable
 
 import numpy as np
 import pytest
@@ -46,50 +47,55 @@ def check(rows: list[tuple[str, dict]]) -> None:
     assert not bad, "\n".join(bad)
 
 
-@pytest.mark.gpu
-@pytest.mark.parametrize("kernel", members("tiling"))
-def test_single_channel_tiling_kernels(backend, kernel):
-    rng = np.random.default_rng(3)
+def check_every_variant(backend, family: str, kernel: str, cases: Iterable[tuple[str, object, dict]]) -> None:
+    """Each case (its name, its operands, its cell's fields) measured with every tunable value of ``kernel``,
+    and checked (check)."""
     rows = []
-    for (height, width), k in itertools.product([(257, 130), (33, 70)], (3, 5, 9)):
-        image = rng.random((height, width, 1), dtype=np.float32)
-        problem = ConvProblem(height, width, 1, 1, k, 1, (k - 1) // 2)
-        operands = ConvOperands(problem, image, make_weights("random", 1, 1, k, seed=k))
+    for name, operands, fields in cases:
         for tunables in variants(REGISTRY[kernel]):
-            c = cell("tiling", kernel, tunables, size=height, width=width, filter_size=k, padding=(k - 1) // 2)
+            c = cell(family, kernel, tunables, **fields)
             row = measure_cell(CellInputs(c, REGISTRY[kernel], operands), backend=backend)
-            rows.append((f"{kernel} {tunables} {height}x{width} k{k}", row))
+            rows.append((f"{kernel} {tunables} {name}", row))
     check(rows)
 
 
-@pytest.mark.gpu
-@pytest.mark.parametrize("kernel", members("winograd_layers"))
-def test_batched_layer_kernels(backend, kernel):
-    rng = np.random.default_rng(4)
-    rows = []
+def random_operands(rng: np.random.Generator, problem: ConvProblem, seed: int) -> ConvOperands:
+    """A random picture of ``problem``'s shape (a batch of them where it is batched) and random weights."""
+    shape = (problem.height, problem.width, problem.in_channels)
+    image = rng.random((problem.batch, *shape) if problem.batched else shape, dtype=np.float32)
+    weights = make_weights("random", problem.out_channels, problem.in_channels, problem.filter_size, seed=seed)
+    return ConvOperands(problem, image, weights)
+
+
+def single_channel_tiling_cases(rng: np.random.Generator):
+    for (height, width), k in itertools.product([(257, 130), (33, 70)], (3, 5, 9)):
+        problem = ConvProblem(height, width, 1, 1, k, 1, (k - 1) // 2)
+        yield (f"{height}x{width} k{k}", random_operands(rng, problem, seed=k),
+               dict(size=height, width=width, filter_size=k, padding=(k - 1) // 2))
+
+
+def batched_layer_cases(rng: np.random.Generator):
     for (n, c, h, w, k) in [(1, 3, 17, 9, 5), (3, 64, 14, 14, 32), (2, 130, 7, 10, 66)]:
-        image = rng.random((n, h, w, c), dtype=np.float32)
         problem = ConvProblem(h, w, c, k, 3, 1, 1, batch=n, batched=True)
-        operands = ConvOperands(problem, image, make_weights("random", k, c, 3, seed=c))
-        for tunables in variants(REGISTRY[kernel]):
-            cl = cell("winograd_layers", kernel, tunables, size=h, width=w, in_channels=c, out_channels=k, batch=n)
-            row = measure_cell(CellInputs(cl, REGISTRY[kernel], operands), backend=backend)
-            rows.append((f"{kernel} {tunables} N{n} C{c} {h}x{w} K{k}", row))
-    check(rows)
+        yield f"N{n} C{c} {h}x{w} K{k}", random_operands(rng, problem, seed=c), dict(
+            size=h, width=w, in_channels=c, out_channels=k, batch=n)
 
 
-@pytest.mark.gpu
-@pytest.mark.parametrize("kernel", members("gemm"))
-def test_gemm_kernels_any_shape(backend, kernel):
-    rng = np.random.default_rng(5)
-    rows = []
+def gemm_cases_of_any_shape(rng: np.random.Generator):
     for m, n, k in [(257, 130, 31), (64, 64, 64), (1, 5, 300), (515, 129, 260)]:
         a = rng.uniform(-1, 1, (m, k)).astype(np.float32)
         b = rng.uniform(-1, 1, (k, n)).astype(np.float32)
-        operands = GemmOperands(GemmProblem(m, n, k), a, b)
-        for tunables in variants(REGISTRY[kernel]):
-            c = cell("gemm", kernel, tunables, size=m, stride=0, filter_size=0, padding=0, in_channels=0,
-                     out_channels=0)
-            row = measure_cell(CellInputs(c, REGISTRY[kernel], operands), backend=backend)
-            rows.append((f"{kernel} {tunables} {m}x{n}x{k}", row))
-    check(rows)
+        yield f"{m}x{n}x{k}", GemmOperands(GemmProblem(m, n, k), a, b), dict(
+            size=m, stride=0, filter_size=0, padding=0, in_channels=0, out_channels=0)
+
+
+# Each family: the seed of its random data, and its cases (each one's name, operands and cell fields).
+FAMILY_CASES = {"tiling": (3, single_channel_tiling_cases), "winograd_layers": (4, batched_layer_cases),
+                "gemm": (5, gemm_cases_of_any_shape)}
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("family", "kernel"), [(family, kernel) for family in FAMILY_CASES for kernel in members(family)])
+def test_every_variant_of_a_familys_kernels_on_odd_shapes(backend, family, kernel):
+    seed, cases = FAMILY_CASES[family]
+    check_every_variant(backend, family, kernel, cases(np.random.default_rng(seed)))

@@ -3,29 +3,18 @@ and taking it out again is FASTER, in the verdict the run ends with (marker gpu)
 
 from __future__ import annotations
 
-import csv
 import shutil
 from pathlib import Path
 
 import pytest
 import yaml
-from workflow_helpers import REPO, copy_repo, one_gpu, snakemake, snakemake_env
+from gpu_helpers import planted_slow_down
+from workflow_helpers import REPO, copy_repo, latest_verdicts, run_to_verdicts
 
 pytestmark = [pytest.mark.gpu, pytest.mark.pipeline]
 DEVICE = "gpu-history-test"
-# Known extra work for every thread: a chain of dependent FMAs on a runtime value, kept alive by a
-# store the compiler cannot rule out (the chain never reaches -1), so the outputs are unchanged.
-PLANTED = """
-    float planted = (float)H;
-    for (int i = 0; i < 512; ++i) planted = fmaf(planted, 0.999f, 1.0f);
-    if (planted == -1.0f) output[0] = planted;
-"""
+PLANTED = planted_slow_down("H", 512, "output[0]")
 ANCHOR = "    float acc[CONV_K];\n"
-
-
-def verdicts(repo: Path) -> dict[str, str]:
-    with open(repo / "results" / DEVICE / "verdicts" / "latest.csv", newline="") as handle:
-        return {row["cell"]: row["verdict"] for row in csv.DictReader(handle)}
 
 
 @pytest.fixture(scope="module")
@@ -50,10 +39,7 @@ def verdict_lines(text: str) -> list[str]:
 
 
 def run(repo: Path) -> str:
-    # after "--": a target, not one more --configfile
-    # one GPU: a run on another board of the host would be a change of board
-    result = snakemake(repo, 1, "--", f"results/{DEVICE}/verdicts/latest.txt", configfile="config/history-gpu.yaml",
-                       env={**snakemake_env(repo), **one_gpu()})
+    result = run_to_verdicts(repo, DEVICE, "config/history-gpu.yaml")
     return result.stdout + result.stderr
 
 
@@ -64,13 +50,13 @@ def test_a_planted_slow_down_is_slower_in_every_cell_and_its_removal_faster(lab)
     assert ANCHOR in original
     source.write_text(original.replace(ANCHOR, ANCHOR + PLANTED, 1))
     slowed = run(lab)
-    judged = verdicts(lab)
+    judged = latest_verdicts(lab, DEVICE)
     assert len(judged) == 4 and set(judged.values()) == {"SLOWER"}, judged
     print("\n".join(verdict_lines(slowed)))
     assert "4 SLOWER" in verdict_lines(slowed)[0] and "changed: kernel files" in verdict_lines(slowed)[1]
     source.write_text(original)
     restored = run(lab)
-    judged = verdicts(lab)
+    judged = latest_verdicts(lab, DEVICE)
     assert len(judged) == 4 and set(judged.values()) == {"FASTER"}, judged
     print("\n".join(verdict_lines(restored)))
     assert "4 FASTER" in verdict_lines(restored)[0]

@@ -5,34 +5,21 @@ the file and the line."""
 
 from __future__ import annotations
 
-import csv
 import os
 from pathlib import Path
 
 import pytest
 import yaml
-from workflow_helpers import convlab, copy_repo, one_gpu, snakemake, snakemake_env
+from gpu_helpers import planted_slow_down
+from workflow_helpers import convlab, copy_repo, latest_verdicts, one_gpu, run_to_verdicts, snakemake_env
 
 pytestmark = [pytest.mark.gpu, pytest.mark.pipeline]
 DEVICE = "gpu-watch-test"
 CONFIG = "config/watch-gpu.yaml"
 KERNEL = "sgemm_shared"
-# Known extra work for every thread: a chain of FMAs on a runtime value, kept by a store the
-# compiler cannot rule out (the chain never reaches -1), so the product is unchanged.
-PLANTED = """
-    float planted = (float)M;
-    for (int i = 0; i < 4096; ++i) planted = fmaf(planted, 0.999f, 1.0f);
-    if (planted == -1.0f) C[0] = planted;
-"""
+PLANTED = planted_slow_down("M", 4096, "C[0]")
 ANCHOR = "    if (row < M && col < N) C[(i64)row * N + col] = sum;\n"
 BROKEN = ("    float sum = 0.0f;\n", "    float sum = ;\n")
-
-
-def run(repo: Path) -> None:
-    """The run up to its verdicts (after "--": a target, not one more --configfile), on one GPU: a
-    run on another board of the host would be a change of board."""
-    snakemake(repo, 1, "--", f"results/{DEVICE}/verdicts/latest.txt", configfile=CONFIG,
-              env={**snakemake_env(repo), **one_gpu()})
 
 
 @pytest.fixture(scope="module")
@@ -43,13 +30,8 @@ def lab(tmp_path_factory) -> Path:
               "kernels": {KERNEL: {"block": [16]}},
               **{family: {"enabled": False} for family in ("conv2d", "tiling", "winograd_layers")}}
     (repo / CONFIG).write_text(yaml.safe_dump(config))
-    run(repo)
+    run_to_verdicts(repo, DEVICE, CONFIG)
     return repo
-
-
-def verdicts(repo: Path) -> dict[str, str]:
-    with open(repo / "results" / DEVICE / "verdicts" / "latest.csv", newline="") as handle:
-        return {row["cell"]: row["verdict"] for row in csv.DictReader(handle)}
 
 
 def preview(repo: Path, *args: str):
@@ -73,8 +55,8 @@ def test_a_planted_slow_down_in_a_cu_is_slower_in_the_preview_and_in_the_run_aft
         before = results_tree(lab)
         result = preview(lab, "--fail-on", "slower")
         after = results_tree(lab)
-        run(lab)
-        recorded = verdicts(lab)
+        run_to_verdicts(lab, DEVICE, CONFIG)
+        recorded = latest_verdicts(lab, DEVICE)
     finally:
         source.write_text(original)
     print(result.stdout)

@@ -70,6 +70,16 @@ def results_of(folder: Path) -> Path:
     return folder / "results" / DEVICE
 
 
+def recorded_twice(lab, factor: float):
+    """The lab's cells measured and recorded, then measured again at ``factor`` times their time: the second
+    record step."""
+    folder, cells = lab
+    write_rows(cells, 1.0)
+    record(results_of(folder), cells, DEVICE)
+    write_rows(cells, factor)
+    return record(results_of(folder), cells, DEVICE)
+
+
 def test_adding_is_idempotent_and_a_first_measurement_is_new(lab):
     folder, cells = lab
     write_rows(cells, 1.0)
@@ -88,10 +98,7 @@ def test_adding_is_idempotent_and_a_first_measurement_is_new(lab):
 @pytest.mark.parametrize(("factor", "expected"), [(1.5, "SLOWER"), (0.5, "FASTER"), (1.02, "SAME")])
 def test_a_planted_change_gets_its_verdict_against_the_previous_measurement(lab, factor, expected):
     folder, cells = lab
-    write_rows(cells, 1.0)
-    record(results_of(folder), cells, DEVICE)
-    write_rows(cells, factor)
-    second = record(results_of(folder), cells, DEVICE)
+    second = recorded_twice(lab, factor)
     assert {v.verdict for v in second.verdicts} == {expected}
     assert all(v.ratio == pytest.approx(factor) for v in second.verdicts)
     assert second.lines[0].startswith(f"verdict: {len(cells)} cells of {DEVICE} re-measured")
@@ -144,7 +151,7 @@ def test_a_damaged_row_is_never_added(lab):
 
 
 def test_the_end_of_run_lines_stay_short_for_many_kernels():
-    previous = store.Measurement("p", "r0", "cell", "conv2d", "k", "default", "ok", 1.0, 0.01, "t", "c", "v", "h",
+    previous = store.Measurement("cell", "conv2d", "k", "default", "ok", 1.0, "p", "r0", 0.01, "t", "c", "v", "h",
                                  "cfg", "GPU-a", "{}")
     verdicts = [judge({"cell": f"c{k}-{i}", "kernel": f"kernel{k:02d}", "status": "ok", "kernel_ms": 1.0 + k / 5,
                        "kernel_ms_iqr": 0.01, "kernel_hash": "h", "code_version": "v", "config_hash": "cfg",
@@ -157,11 +164,8 @@ def test_the_end_of_run_lines_stay_short_for_many_kernels():
 
 
 def test_history_lists_runs_and_a_kernels_measurements_and_compare_takes_previous(lab, capsys):
-    folder, cells = lab
-    write_rows(cells, 1.0)
-    record(results_of(folder), cells, DEVICE)
-    write_rows(cells, 1.5)
-    record(results_of(folder), cells, DEVICE)
+    cells = lab[1]
+    recorded_twice(lab, 1.5)
     assert main(["history"]) == 0
     runs = capsys.readouterr().out.splitlines()
     assert len(runs) == 3 and f"{len(cells)} SLOWER" in runs[2] and f"{len(cells)} new" in runs[1]
@@ -184,11 +188,8 @@ def test_history_lists_runs_and_a_kernels_measurements_and_compare_takes_previou
 
 
 def test_compare_of_two_states_with_no_slower_cell_passes_the_gate(lab, capsys):
-    folder, cells = lab
-    write_rows(cells, 1.0)
-    record(results_of(folder), cells, DEVICE)
-    write_rows(cells, 0.5)
-    record(results_of(folder), cells, DEVICE)
+    cells = lab[1]
+    recorded_twice(lab, 0.5)
     assert main(["compare", "@previous", "@latest", "--fail-on", "slower"]) == 0
     assert f"{len(cells)} FASTER" in capsys.readouterr().out
 

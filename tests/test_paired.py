@@ -3,7 +3,9 @@ speed (power and false-alarm rate), the verdict of an interval, and a paired cel
 
 from __future__ import annotations
 
+import csv
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -11,7 +13,7 @@ import pytest
 from convlab.history.pairfile import PairRow, read_pairs, write_pairs
 from convlab.history.store import Measurement
 from convlab.history.verdictrule import FASTER, SAME, SLOWER, UNCLEAR, verdict_of_interval
-from convlab.history.verdicts import judge, summary_lines
+from convlab.history.verdicts import CSV_COLUMNS, CellVerdict, csv_records, judge, summary_lines
 from convlab.measure.interleave import MIN_ROUNDS, SYSTEMATIC, Side, bootstrap_interval, interleave
 
 THRESHOLD = 0.02
@@ -201,33 +203,31 @@ def test_the_pair_step_writes_an_empty_file_where_nothing_can_be_paired(tmp_path
         assert read_pairs(out) == {} and out.read_text().startswith("cell,kernel,previous_hash")
 
 
-def test_the_history_page_shows_a_paired_cells_interval_and_how_it_was_measured(tmp_path):
-    import csv
-
-    from convlab.history.verdicts import CSV_COLUMNS, csv_records
+def history_page(folder: Path, judged: CellVerdict) -> str:
+    """The history page of the device folder ``folder`` whose latest run's verdicts (its latest.csv, as the
+    record step writes it) are ``judged`` alone: the page's text."""
     from convlab.report.historypage import write_history_page
 
-    pair = PairRow("results/x/cells/c.csv", "direct", "old", "new", ratio=1.031, low=1.025, high=1.037, rounds=12)
-    judged = judge(new_measurement(), previous_measurement(), None, pair, THRESHOLD)
-    folder = tmp_path / "h200"  # results/<device>: no database there yet
-    folder.mkdir()
     latest = folder / "latest.csv"
     with open(latest, "w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=CSV_COLUMNS)
         writer.writeheader()
         writer.writerows(csv_records([judged]))
     write_history_page(folder, latest, folder / "history.png", folder / "history.html")
-    page = (folder / "history.html").read_text()
+    return (folder / "history.html").read_text()
+
+
+def test_the_history_page_shows_a_paired_cells_interval_and_how_it_was_measured(tmp_path):
+    pair = PairRow("results/x/cells/c.csv", "direct", "old", "new", ratio=1.031, low=1.025, high=1.037, rounds=12)
+    judged = judge(new_measurement(), previous_measurement(), None, pair, THRESHOLD)
+    folder = tmp_path / "h200"  # results/<device>: no database there yet
+    folder.mkdir()
+    page = history_page(folder, judged)
     assert "1.031 [1.025, 1.037]" in page
     assert "paired: side by side with the previous version, 12 rounds" in page
 
 
 def test_a_pair_of_the_same_machine_code_is_same_without_rounds_and_says_so(tmp_path):
-    import csv
-
-    from convlab.history.verdicts import CSV_COLUMNS, csv_records
-    from convlab.report.historypage import write_history_page
-
     pair = PairRow("results/x/cells/c.csv", "direct", "old", "new", ratio=1.0, low=1.0, high=1.0, rounds=0,
                    stop="same_code")
     write_pairs(tmp_path / "paired.csv", [pair])
@@ -236,14 +236,8 @@ def test_a_pair_of_the_same_machine_code_is_same_without_rounds_and_says_so(tmp_
     assert (judged.verdict, judged.ratio, judged.paired_rounds) == (SAME, 1.0, 0)
     line = summary_lines([judged], "x", "r2", "details.csv")[1]
     assert "1 SAME; time x1.000 [1.000, 1.000] (geomean new/previous, 1 the same machine code)" in line
-    latest = tmp_path / "latest.csv"
-    with open(latest, "w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=CSV_COLUMNS)
-        writer.writeheader()
-        writer.writerows(csv_records([judged]))
-    write_history_page(tmp_path, latest, tmp_path / "history.png", tmp_path / "history.html")
-    assert "the same machine code as the previous version, launched alike: not timed again" in (
-        tmp_path / "history.html").read_text()
+    assert ("the same machine code as the previous version, launched alike: not timed again"
+            in history_page(tmp_path, judged))
 
 
 def test_the_same_machine_code_launched_otherwise_is_not_the_same_code():

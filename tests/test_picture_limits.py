@@ -10,7 +10,7 @@ from pathlib import Path
 
 import cv2
 import pytest
-from workflow_helpers import BACKEND_LINE, assert_no_traceback, convlab, copy_repo, snakemake, terminal_lines
+from workflow_helpers import assert_no_traceback, assert_refused_before_the_dag, convlab
 
 from convlab.pictures import source as data
 from convlab.pictures.header import FFMPEG_MAX_EDGE, header_size
@@ -116,12 +116,4 @@ def test_ffmpeg_scales_the_largest_square_and_no_larger(tmp_path):
 
 @pytest.mark.pipeline
 def test_a_picture_too_large_stops_the_run_before_the_dag_with_only_its_line(tmp_path, huge):
-    repo = copy_repo(tmp_path / "repo")
-    result = snakemake(repo, 1, "--config", f"source_image={huge}", check=False)
-    assert result.returncode != 0
-    assert_no_traceback(result)
-    lines = terminal_lines(result)
-    assert len(lines) == 2 and lines[0].startswith(BACKEND_LINE), "\n".join(lines)
-    assert lines[1] == too_large(huge)
-    assert (repo / "results/logs/data/source_256.log").read_text() == too_large(huge) + "\n"
-    assert not (repo / "data").exists()
+    assert_refused_before_the_dag(tmp_path, huge, too_large(huge))

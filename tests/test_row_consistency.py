@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import csv
 import io
-import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
 import pytest
 from cpu_helpers import cell_for
-from workflow_helpers import RESULTS, assert_no_traceback, copy_repo, snakemake, terminal_lines
+from workflow_helpers import RESULTS, FinishedRun, assert_no_traceback, copy_finished_run, snakemake, terminal_lines
 
 from convlab.measure.row import COLUMNS, DamagedRow, OtherFormat, format_row, parse_row, read_row_file, row_check
 from convlab.report.aggregate import RowRefused, read_rows
@@ -148,16 +148,16 @@ def test_many_rows_of_another_version_are_told_in_one_line_and_each_in_the_log(t
 # The real workflow: one line, the cell measured again, and the next run has nothing to do
 
 
-@pytest.fixture(scope="module")
-def finished(tmp_path_factory) -> Path:
-    """The tiny cpu grid run from nothing, once for this module; each test works on a copy."""
-    repo = copy_repo(tmp_path_factory.mktemp("consistency") / "repo")
-    snakemake(repo, 2, timeout=900)
-    return repo
+def rewritten(change: Callable[[str], str]) -> Callable[[Path], None]:
+    """The damage that rewrites a row file by ``change`` of its text."""
+    def damage(victim: Path) -> None:
+        victim.write_text(change(victim.read_text()))
+    return damage
 
 
-def copy_of(finished: Path, tmp_path: Path) -> Path:
-    return Path(shutil.copytree(finished, tmp_path / "repo", symlinks=True))
+def a_directory_in_its_place(victim: Path) -> None:
+    victim.unlink()
+    (victim / "left-here").mkdir(parents=True)
 
 
 def summary_row(repo: Path) -> pd.Series:
@@ -168,9 +168,12 @@ def summary_row(repo: Path) -> pd.Series:
     return chosen.iloc[0]
 
 
-def moved_once_and_measured_again(repo: Path, lead: str) -> list[str]:
-    """Run, expecting one line about the victim, its cell measured again; then a run with nothing
-    to do. The run's lines."""
+def moved_once_and_measured_again(tiny_run: FinishedRun, tmp_path: Path, damage: Callable[[Path], None],
+                                  lead: str) -> tuple[Path, list[str]]:
+    """A copy of the session's tiny run whose VICTIM ``damage`` damaged, run, expecting one line about the
+    victim, its cell measured again; then a run with nothing to do. The copy and the first run's lines."""
+    repo = copy_finished_run(tiny_run.repo, tmp_path / "repo")
+    damage(repo / VICTIM)
     before = (repo / VICTIM).read_text() if (repo / VICTIM).is_file() else None
     result = snakemake(repo, 1)
     assert_no_traceback(result)
@@ -183,35 +186,26 @@ def moved_once_and_measured_again(repo: Path, lead: str) -> list[str]:
     again = snakemake(repo, 1)
     shown = again.stdout + again.stderr
     assert "Nothing to be done" in shown and VICTIM not in shown, shown
-    return lines
+    return repo, lines
 
 
 @pytest.mark.pipeline
-def test_a_consistent_forgery_is_moved_aside_and_its_cell_measured_again(finished, tmp_path):
-    repo = copy_of(finished, tmp_path)
-    victim = repo / VICTIM
-    victim.write_text(forged(victim.read_text()))
-    lines = moved_once_and_measured_again(repo, "damaged row")
+def test_a_consistent_forgery_is_moved_aside_and_its_cell_measured_again(tiny_run, tmp_path):
+    repo, lines = moved_once_and_measured_again(tiny_run, tmp_path, rewritten(forged), "damaged row")
     assert any("gflops" in line and "disagrees with flops / kernel_ms / 1e6" in line for line in lines), lines
     row = summary_row(repo)
     assert row.gflops == pytest.approx(row.flops / row.kernel_ms / 1e6, rel=1e-4)
 
 
 @pytest.mark.pipeline
-def test_a_row_of_another_version_is_moved_aside_once_and_its_cell_measured_again(finished, tmp_path):
-    repo = copy_of(finished, tmp_path)
-    victim = repo / VICTIM
-    victim.write_text(other_version(victim.read_text()))
-    lines = moved_once_and_measured_again(repo, "row of another convlab version")
+def test_a_row_of_another_version_is_moved_aside_once_and_its_cell_measured_again(tiny_run, tmp_path):
+    _, lines = moved_once_and_measured_again(tiny_run, tmp_path, rewritten(other_version),
+                                             "row of another convlab version")
     assert not any("error:" in line for line in lines), lines
 
 
 @pytest.mark.pipeline
-def test_a_directory_in_a_rows_place_is_moved_aside_once_and_its_cell_measured_again(finished, tmp_path):
-    repo = copy_of(finished, tmp_path)
-    victim = repo / VICTIM
-    victim.unlink()
-    (victim / "left-here").mkdir(parents=True)
-    lines = moved_once_and_measured_again(repo, "damaged row")
+def test_a_directory_in_a_rows_place_is_moved_aside_once_and_its_cell_measured_again(tiny_run, tmp_path):
+    repo, lines = moved_once_and_measured_again(tiny_run, tmp_path, a_directory_in_its_place, "damaged row")
     assert any("(a directory, not a row file)" in line for line in lines), lines
     assert list((repo / RESULTS / "damaged").rglob("left-here"))

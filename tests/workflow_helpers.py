@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import re
@@ -100,6 +101,33 @@ def snakemake(repo: Path, cores: int, *args: str, configfile: str = TINY, check:
     if check and result.returncode != 0:
         raise AssertionError(f"snakemake {' '.join(args)} failed:\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}")
     return result
+
+
+def run_to_verdicts(repo: Path, device: str, configfile: str) -> subprocess.CompletedProcess:
+    """A run up to ``device``'s verdicts (after "--": a target, not one more --configfile), on one GPU: a run
+    on another board of the host would be a change of board."""
+    return snakemake(repo, 1, "--", f"results/{device}/verdicts/latest.txt", configfile=configfile,
+                     env={**snakemake_env(repo), **one_gpu()})
+
+
+def latest_verdicts(repo: Path, device: str) -> dict[str, str]:
+    """Each cell's verdict in the latest run's verdicts of ``device`` (verdicts/latest.csv)."""
+    with open(repo / "results" / device / "verdicts" / "latest.csv", newline="") as handle:
+        return {row["cell"]: row["verdict"] for row in csv.DictReader(handle)}
+
+
+def assert_refused_before_the_dag(tmp_path: Path, picture: Path, line: str) -> None:
+    """A run of a fresh copy of the checkout with ``picture`` as its source_image stops before the DAG is built:
+    the backend's line and ``line`` alone on the terminal, ``line`` the source step's log, and no data/."""
+    repo = copy_repo(tmp_path / "repo")
+    result = snakemake(repo, 1, "--config", f"source_image={picture}", check=False)
+    assert result.returncode != 0
+    assert_no_traceback(result)
+    lines = terminal_lines(result)
+    assert len(lines) == 2 and lines[0].startswith(BACKEND_LINE), "\n".join(lines)
+    assert lines[1] == line
+    assert (repo / "results/logs/data/source_256.log").read_text() == line + "\n"
+    assert not (repo / "data").exists()
 
 
 def cell_rows(repo: Path) -> dict[str, Path]:

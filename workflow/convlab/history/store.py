@@ -18,7 +18,7 @@ import os
 import sqlite3
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -82,29 +82,30 @@ MIGRATIONS: tuple[str, ...] = (
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
-# The measurement columns, in table order (row_json aside, which holds the whole row).
-MEASUREMENT_COLUMNS = ("row_check", "run_id", "cell", "experiment", "kernel", "variant", "status", "kernel_ms",
-                       "kernel_ms_iqr", "finished_at", "git_commit", "code_version", "kernel_hash", "config_hash",
-                       "gpu_uuid", "row_json", "verdict", "ratio", "previous", "changed", "input_hash")
-
-
 class HistoryUnavailable(UserError, RuntimeError):
     """The database cannot be read or written here (locked by another run, a read-only file
     system, a full disk). The rows stay in their CSV files; the next run that records adds them."""
 
 
 @dataclass(frozen=True)
-class Measurement:
-    """One kept row, as the history reads it."""
+class MeasuredCell:
+    """What the history knows a measurement by, kept or judged: its cell, the cell's experiment, kernel and
+    variant, its status and its time (None where it has none)."""
 
-    row_check: str
-    run_id: str
     cell: str
     experiment: str
     kernel: str
     variant: str
     status: str
     kernel_ms: float | None
+
+
+@dataclass(frozen=True)
+class Measurement(MeasuredCell):
+    """One kept row, as the history reads it."""
+
+    row_check: str
+    run_id: str
     kernel_ms_iqr: float | None
     finished_at: str
     git_commit: str
@@ -122,6 +123,11 @@ class Measurement:
     @property
     def row(self) -> dict[str, str]:
         return json.loads(self.row_json)
+
+
+# The measurement columns (row_json among them: the whole row), in Measurement's order, so that a query that
+# selects them reads Measurements.
+MEASUREMENT_COLUMNS = tuple(f.name for f in fields(Measurement))
 
 
 def database_path(results_dir: str | Path) -> Path:
@@ -260,7 +266,8 @@ def ok_history(connection: sqlite3.Connection, cells: Iterable[str]) -> dict[str
         marks = ",".join("?" * len(chunk))
         query = _select(f"WHERE status = 'ok' AND kernel_ms > 0 AND cell IN ({marks})")
         for record in connection.execute(query, chunk):
-            history.setdefault(record[2], []).append(_measurement(record))
+            measurement = _measurement(record)
+            history.setdefault(measurement.cell, []).append(measurement)
     return history
 
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from convlab.history.noise import MIN_FLOOR, CellNoise, busy_host
 from convlab.history.pairfile import PairRow
-from convlab.history.store import Measurement
+from convlab.history.store import MeasuredCell, Measurement
 from convlab.history.verdictrule import (
     FASTER,
     NEIGHBOURED,
@@ -45,15 +45,9 @@ ORDER = (SLOWER, FASTER, UNCLEAR, SAME)
 
 
 @dataclass(frozen=True)
-class CellVerdict:
+class CellVerdict(MeasuredCell):
     """One newly kept measurement's verdict against the cell's previous ok one (if any)."""
 
-    cell: str
-    experiment: str
-    kernel: str
-    variant: str
-    status: str
-    kernel_ms: float | None
     previous_ms: float | None
     previous_run: str | None
     previous_check: str | None
