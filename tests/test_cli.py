@@ -107,8 +107,8 @@ def test_a_block_too_large_for_the_gpu_is_still_a_cell_on_cuda():
     """64 is a legal edge whose 64x64 launch the GPU refuses: a measurement (invalid_config), not bad input."""
     from convlab.app.commandtable import build_parser
     from convlab.app.handlers.cells import matching_cells
-    from convlab.app.runargs import check_run_args
     from convlab.plan.config import load_config
+    from convlab.plan.runargs import check_run_args
 
     args = build_parser().parse_args(["run", "--kernel", "direct", "--size", "80", "--block", "64"])
     check_run_args(args.kernel, args.size, args.stride, args.filter_size, {"block": 64, "plan": None}, "cuda")

@@ -40,7 +40,8 @@ ROLES: dict[str, tuple[str, ...]] = {
                 "service/", "snakefile/", "pictures/__init__.py", "backends/sharedcount.py", "run/nsightprofile.py",
                 "plan/config.py", "plan/devicelabel.py", "plan/runconfig.py", "run/inprocess.py", "run/preview.py",
                 "backends/choice.py", "backends/compileblock.py", "savedfiles.py", "history/previewplan.py",
-                "backends/devicelock.py", "bench/pipeline.py", "bench/pipelinefigures.py", "machinefaults.py"),
+                "backends/devicelock.py", "bench/pipeline.py", "bench/pipelinefigures.py", "machinefaults.py",
+                "plan/runargs.py", "history/pairmeasure.py", "history/previewverdicts.py", "history/selfcheck.py"),
 }
 # Roles that share a module on purpose: the row's format and this hash belong to both.
 SHARED = {"measure/row.py", "codeversion.py"}

@@ -17,7 +17,7 @@ import argparse
 import json
 from typing import NoReturn
 
-from convlab.app.command import CELL, DEVICE, TOOLS, Command, arg, file_arg, file_args, parser_of
+from convlab.app.command import CELL, DEVICE, TOOLS, Argument, Command, arg, file_arg, file_args, parser_of
 from convlab.paths import DEFAULT_CONFIG
 from convlab.report.figuretable import NAMES as FIGURE_NAMES
 from convlab.report.seeds import SEEDS, figure_names
@@ -38,6 +38,16 @@ def backend_option(args: argparse.Namespace) -> str:
 def spec_backend(args: argparse.Namespace) -> str:
     """The pool of a command given one cell: the cell's backend."""
     return json.loads(args.spec).get("backend", "cpu")
+
+
+def device_grid_args(results_help: str = "results/<device>",
+                     config_help: str = "the run's validated config as JSON") -> tuple[Argument, ...]:
+    """The arguments of a step over one device's grid (pair, counters, record, preview): the device's
+    results folder, the backend, the device label and the config the grid is built from."""
+    return (file_arg("--results", help=results_help),
+            arg("--backend", required=True, choices=["cuda", "cpu"]),
+            arg("--device", required=True),
+            arg("--config", required=True, help=config_help))
 
 
 SIDE = ("a summary CSV, a folder holding summary.csv, or a state of the results database: a run id, a commit, "
@@ -189,19 +199,13 @@ TABLE: tuple[Command, ...] = (
                    "SLOWER, 2 for input that cannot be compared (one error: line)."),
     Command("pair", "measure each re-measured cell whose kernel files changed side by side with its previous "
             "version (before record)", f"{HANDLERS}.pairs:pair", (
-        file_arg("--results", help="results/<device>"),
-        arg("--backend", required=True, choices=["cuda", "cpu"]),
-        arg("--device", required=True),
-        arg("--config", required=True, help="the run's validated config as JSON"),
+        *device_grid_args(),
         arg("--run-id", default="", help="the run whose re-measured cells are paired"),
         file_arg("--out", help="the pairs (verdicts/paired.csv)"),
     ), runs=DEVICE, pool=backend_option),
     Command("counters", "read every ok cell's hardware counters with Nsight Compute, from a replayed launch of each",
             f"{HANDLERS}.counters:counters", (
-        file_arg("--results", help="results/<device>"),
-        arg("--backend", required=True, choices=["cuda", "cpu"]),
-        arg("--device", required=True),
-        arg("--config", required=True, help="the run's validated config as JSON"),
+        *device_grid_args(),
         file_arg("--out", help="the counters of each ok cell (results/<device>/counters.csv)"),
     ), runs=DEVICE, pool=backend_option),
     Command("counters-replay", "inside Nsight Compute: each planned cell's profiled launch (the counters step "
@@ -210,10 +214,7 @@ TABLE: tuple[Command, ...] = (
         file_arg("--reasons", help="where to write why a cell could not be replayed (JSON)"),
     )),
     Command("record", "add the run's new rows to the results database (report stage)", f"{HANDLERS}.history:record", (
-        file_arg("--results", help="results/<device>"),
-        arg("--backend", required=True, choices=["cuda", "cpu"]),
-        arg("--device", required=True),
-        arg("--config", required=True, help="the run's validated config as JSON"),
+        *device_grid_args(),
         arg("--run-id", default="", help="the run whose jobs measured the cells the verdicts are about "
                                         "(default: a new run, which measured none)"),
         arg("--pairs", path=True, help="the run's side-by-side measurements (verdicts/paired.csv, from pair)"),
@@ -246,10 +247,7 @@ TABLE: tuple[Command, ...] = (
                    "exits 0."),
     Command("preview", "one preview of kernels' cells against their last recorded version, recording nothing "
             "(watch runs it)", f"{HANDLERS}.preview:preview", (
-        file_arg("--results", help="results/<device>: its database is read from a copy"),
-        arg("--backend", required=True, choices=["cuda", "cpu"]),
-        arg("--device", required=True),
-        arg("--config", required=True, help="the validated config as JSON"),
+        *device_grid_args("results/<device>: its database is read from a copy", "the validated config as JSON"),
         arg("--kernels", nargs="*", default=[], help="the kernels to preview (none: nothing is measured)"),
         arg("--sizes", type=int, nargs="+"),
         arg("--strides", type=int, nargs="+"),

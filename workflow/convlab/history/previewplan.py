@@ -1,32 +1,81 @@
-"""What a preview (convlab.app.handlers.preview) measures: the grid's cells it is asked for, each
-kernel's files as saved (a version of their own, named by their hash), and the versions the results
-database recorded last for each cell."""
+"""What a watch watches and a preview (convlab.history.previewverdicts) measures: the configured
+grid's cells of this machine's one device, the kernels whose files a preview can run again, each
+kernel's files as saved (a version of their own, named by their hash), and the versions the
+results database recorded last for each cell."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+from convlab.backends.choice import choose_backend
 from convlab.codeversion import file_contents, fingerprint_contents
 from convlab.history import store
 from convlab.history.kernelversions import VersionUnavailable, copy_kernel_version
 from convlab.history.pairing import Candidate, recorded_module
 from convlab.paths import REPO_ROOT
 from convlab.plan.cell import Cell
-from convlab.plan.registry import KernelSpec, RegistryError, read_kernel_folder
+from convlab.plan.devicelabel import choose_devices
+from convlab.plan.grid import build_cells
+from convlab.plan.registry import KernelSpec, RegistryError, load_registry, read_kernel_folder
+from convlab.plan.runconfig import run_config
+from convlab.run.preview import Saved
 from convlab.status import OK, UserError
 
 
 @dataclass(frozen=True)
-class Saved:
-    """A kernel's files as the preview read them: their hash, paths and bytes, and that version
-    as a kernel of its own (None where its files do not make one)."""
+class Watched:
+    """What a watch previews: the config (and where it came from), its backend, this machine's
+    device label, the grid's cells it asks for, the kernels whose files a preview can run again,
+    and the grid's other kernels."""
 
-    kernel: str
-    kernel_hash: str
-    contents: list[tuple[str, bytes | None]]
-    spec: KernelSpec | None
-    why_not: str = ""
+    config: dict[str, Any]
+    source: str
+    backend: str
+    device: str
+    cells: list[Cell]
+    specs: dict[str, KernelSpec]
+    unwatched: list[str]
+
+    def files(self) -> dict[Path, list[str]]:
+        """Each watched file, with the kernels it belongs to (a twin may serve several)."""
+        owners: dict[Path, list[str]] = {}
+        for name, spec in self.specs.items():
+            for path in spec.files(self.backend):
+                owners.setdefault(path, []).append(name)
+        return owners
+
+
+def watchable(spec: KernelSpec, backend: str) -> bool:
+    """Whether a preview can run this kernel's recorded version beside its saved one: a .cu
+    kernel's on a GPU, a cpu twin's on the cpu (a library's wrapper is the package's, loaded once)."""
+    if backend == "cpu":
+        return spec.twin_path is not None
+    return spec.source is not None and not spec.library
+
+
+def watched(configfiles: list[str], kernels: list[str] | None, sizes: list[int] | None,
+            strides: list[int] | None) -> Watched:
+    """The configured grid's cells of this machine's one device, narrowed to ``kernels``,
+    ``sizes`` and ``strides``, and which of their kernels a watch can preview. UserError where the
+    config names several devices, or no kernel can be previewed."""
+    config, source = run_config(configfiles)
+    choice = choose_backend(config["backend"])
+    backend = choice.backend
+    placements, _ = choose_devices(config, backend, list(choice.gpus))
+    if len(placements) != 1:
+        raise UserError(f"config devices names {len(placements)} device labels; a watch measures this machine's "
+                        "one: give a --configfile that sets `device`")
+    device = placements[0].label
+    cells = narrowed(build_cells(config, backend, device), kernels, sizes, strides)
+    registry = load_registry()
+    names = sorted({cell.kernel for cell in cells})
+    specs = {name: registry[name] for name in names if watchable(registry[name], backend)}
+    if not specs:
+        raise UserError(f"no kernel of this grid ({', '.join(names)}) has files a preview can run again on the "
+                        f"{backend} backend (a .cu on a GPU, a cpu twin on the cpu)")
+    return Watched(config, source, backend, device, cells, specs, [name for name in names if name not in specs])
 
 
 @dataclass(frozen=True)
@@ -75,11 +124,6 @@ def recorded_versions(connection, cells: list[Cell]) -> dict[str, Recorded]:
             ok = measurement.status == OK and (measurement.kernel_ms or 0) > 0
             found[measurement.cell] = Recorded(measurement, measurement if ok else before.latest_ok)
     return found
-
-
-def cell_name(cell: Cell) -> str:
-    """The cell as a line names it: kernel, experiment, problem, variant."""
-    return f"{cell.kernel} {cell.experiment} {cell.problem}/{cell.variant}"
 
 
 def candidate_of(cell: Cell, saved: Saved, previous: store.Measurement) -> Candidate:

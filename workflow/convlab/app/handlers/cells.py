@@ -7,7 +7,6 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from convlab.app.runargs import FAMILY, check_run_args
 from convlab.backends import get_backend, resolve_backend
 from convlab.backends.devicelock import exclusive_device
 from convlab.backends.sharedcount import shared_memory_report
@@ -18,6 +17,7 @@ from convlab.plan.cell import Cell
 from convlab.plan.config import load_config
 from convlab.plan.families import FAMILIES
 from convlab.plan.grid import build_cells
+from convlab.plan.runargs import FAMILY, check_run_args
 from convlab.run.runner import run_cell
 
 

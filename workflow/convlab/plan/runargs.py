@@ -19,7 +19,7 @@ from convlab.plan.families import DEFAULT_FAMILY, FAMILIES
 from convlab.plan.overrides import check_tunable_values
 from convlab.plan.registry import KernelSpec, RegistryError, load_registry
 
-# `run` builds cells of this family only (convlab.app.handlers.cells.matching_cells switches the
+# `run` builds cells of this family only (its handler, convlab.app.handlers.cells, switches the
 # others off).
 FAMILY = DEFAULT_FAMILY
 

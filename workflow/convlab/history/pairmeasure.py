@@ -1,0 +1,134 @@
+"""The `pair` step's measurements: each candidate (convlab.history.pairing) measured side by side
+with its previous kernel version on the device (convlab.run.paired), into its row of
+verdicts/paired.csv (convlab.history.pairfile), or that row with the reason it has none.
+
+The step's settings come from the config's `verdicts` section; each previous version is restored
+from the database once, and every version's module compiled in one compiler process before the
+first pair. A preview (convlab.history.previewverdicts) and the A/A self-check
+(convlab.history.selfcheck) measure their pairs by this same code.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+import tempfile
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from convlab.backends import get_backend
+from convlab.backends.base import Backend
+from convlab.backends.devicelock import exclusive_device
+from convlab.backends.sourcemodule import SourceModule, source_module
+from convlab.history.kernelversions import VersionUnavailable
+from convlab.history.noise import MIN_FLOOR
+from convlab.history.pairfile import PairRow
+from convlab.history.pairing import Candidate, candidates, restore_previous
+from convlab.history.verdictrule import DEFAULT_THRESHOLD, LAUNCH_BOUND_MS, LAUNCH_BOUND_THRESHOLD
+from convlab.plan.families import family
+from convlab.plan.grid import build_cells
+from convlab.plan.registry import KernelSpec, read_kernel_folder
+from convlab.run.paired import PairRefused, Recorded, measure_pair
+
+# The interval a pair aims for: a quarter of the threshold each side, so that a change just past
+# the threshold is told apart from it.
+PRECISION_SHARE = 0.25
+
+
+def pair_settings(config: dict[str, Any]) -> tuple[bool, float, float, float]:
+    """Whether pairs are measured, the threshold, the precision aimed for and the budget per cell."""
+    verdicts = config.get("verdicts") or {}
+    threshold = float(verdicts.get("threshold", MIN_FLOOR))
+    return (bool(verdicts.get("paired", True)), threshold, threshold * PRECISION_SHARE,
+            float(verdicts.get("pair_budget_s", 1.0)))
+
+
+def previous_spec(candidate: Candidate, connection: sqlite3.Connection | None, scratch: Path,
+                  restored: dict[str, KernelSpec], twins: bool = False) -> KernelSpec:
+    """The candidate's previous version as a kernel, restored once per version (``twins``: a cpu
+    twin's too)."""
+    if candidate.previous_hash not in restored:
+        folder, name = restore_previous(connection, candidate, scratch, twins)
+        restored[candidate.previous_hash] = read_kernel_folder(folder)[name]
+    return restored[candidate.previous_hash]
+
+
+def drift_tolerance(candidate: Candidate, threshold: float) -> float:
+    """How far two runs of one version may differ in time: the rule's common floor for the cell
+    (wider for launch-bound times), at least the threshold."""
+    launch_bound = (candidate.previous_ms or 0) < LAUNCH_BOUND_MS
+    return max(threshold, LAUNCH_BOUND_THRESHOLD if launch_bound else DEFAULT_THRESHOLD)
+
+
+def previous_modules(chosen: list[Candidate], connection: sqlite3.Connection | None, scratch: Path,
+                     restored: dict[str, KernelSpec]) -> dict[SourceModule, list[str]]:
+    """The modules the candidates' previous versions compile, so that one compiler process makes
+    them all before the first pair (a version that cannot be restored is left to its pair)."""
+    modules: dict[SourceModule, list[str]] = {}
+    for candidate in chosen:
+        try:
+            spec = previous_spec(candidate, connection, scratch, restored)
+        except VersionUnavailable:
+            continue
+        if spec.source is None or spec.library:
+            continue
+        cell = candidate.cell
+        module = source_module(spec, cell.tunables, family(cell.experiment).problem(cell))
+        modules.setdefault(module, []).append(spec.name)
+    return modules
+
+
+def measured_pair(candidate: Candidate, connection: sqlite3.Connection | None, scratch: Path,
+                  restored: dict[str, KernelSpec], precision: float, budget_s: float, backend: Backend,
+                  threshold: float = MIN_FLOOR, new_spec: KernelSpec | None = None) -> PairRow:
+    """One candidate's pair, or its row with the reason it has none. ``new_spec``: a preview's copy
+    of the new version's files, which has no row yet; both versions are then copies of their
+    files, so a cpu twin's previous version is paired too."""
+    cell = candidate.cell
+    base = PairRow(cell.path, cell.kernel, candidate.previous_hash, candidate.kernel_hash)
+    new_row = Recorded(candidate.new_module, candidate.new_ms) if new_spec is None else None
+    recorded = (Recorded(candidate.previous_module, candidate.previous_ms), new_row)
+    try:
+        previous = previous_spec(candidate, connection, scratch, restored, twins=new_spec is not None)
+        result = measure_pair(cell, cell.image or None, previous, precision, budget_s, backend, recorded,
+                              drift_tolerance(candidate, threshold), same_code_is_same=True, new_spec=new_spec)
+    except (VersionUnavailable, PairRefused) as why:
+        return replace(base, note=" ".join(str(why).split()))
+    return replace(base, ratio=result.ratio, low=result.low, high=result.high, rounds=result.rounds,
+                   previous_ms=result.previous_ms, new_ms=result.new_ms, stop=result.stop,
+                   clock_normalised="yes" if result.clock_normalised else "no",
+                   neighbours=result.neighbours, neighbour_names=result.neighbour_names)
+
+
+def run_pairs(config: dict[str, Any], backend_name: str, device: str, results: str | Path,
+              run_id: str) -> tuple[list[PairRow], float]:
+    """The pair step: each of the run's re-measured cells whose kernel files changed, measured side
+    by side with its previous version on the device, under its lock (none where pairs are off or
+    no run is named); and the seconds the candidates' own measurements took this run."""
+    paired, threshold, precision, budget_s = pair_settings(config)
+    if not (paired and run_id):
+        return [], 0.0
+    cells = build_cells(config, backend_name, device)
+    chosen, connection = candidates(results, cells, run_id)
+    own_s = sum(c.service_ms or 0.0 for c in chosen) / 1e3
+    if not chosen:
+        if connection is not None:
+            connection.close()
+        return [], own_s
+    backend = get_backend(backend_name)
+    try:
+        with tempfile.TemporaryDirectory(prefix="convlab-versions-") as scratch, exclusive_device(backend.device_key()):
+            restored: dict[str, KernelSpec] = {}
+            backend.compile_ahead(previous_modules(chosen, connection, Path(scratch), restored))
+            rows = [measured_pair(c, connection, Path(scratch), restored, precision, budget_s, backend, threshold)
+                    for c in chosen]
+    finally:
+        connection.close()
+    return rows, own_s
+
+
+def refusal_kind(note: str) -> str:
+    """A pair's refusal without its numbers, so that one line stands for every cell refused alike."""
+    number = r"(?:[0-9a-f]{8,}|x?[0-9][0-9.]*%?)"
+    return re.sub(rf"\({number}\)|\b{number}(?![\w.])", "…", note)

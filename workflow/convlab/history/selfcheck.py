@@ -1,0 +1,161 @@
+"""The A/A self-check behind `check-verdicts`: a sample of the last run's ok cells, each measured
+side by side with itself (a source kernel as a second module of its own files, as a pair's
+previous version is; any other kernel as itself), by the pair step's rounds, intervals and
+threshold (convlab.history.pairmeasure), on this machine now.
+
+Every FASTER or SLOWER is a false call; the intervals' half-widths say the smallest change a pair
+here would call. The host is quiet enough for `compare --fail-on slower` when no cell was falsely
+called and no other process used the GPU.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import sqlite3
+import statistics
+import tempfile
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from convlab.backends import get_backend
+from convlab.backends.devicelock import exclusive_device
+from convlab.codeversion import file_contents
+from convlab.history import store
+from convlab.history.kernelversions import copy_kernel_version
+from convlab.history.pairmeasure import pair_settings
+from convlab.history.record import RUN_CONFIG
+from convlab.history.verdictrule import verdict_of_interval
+from convlab.paths import REPO_ROOT
+from convlab.plan.cell import Cell
+from convlab.plan.config import read_config_file, validate_config
+from convlab.plan.registry import KernelSpec, get_kernel, read_kernel_folder
+from convlab.run.paired import PairRefused, measure_pair
+
+REFUSALS_SHOWN = 5
+
+
+def self_check_config(files: list[str], folder: Path) -> dict[str, Any]:
+    """With ``files`` (--configfile), the config as `snakemake` reads it (config/config.yaml, each
+    file on top); without, the config of the run that recorded last in ``folder``, else
+    config/config.yaml."""
+    recorded = folder / RUN_CONFIG
+    if not files and recorded.is_file():
+        try:
+            return validate_config(json.loads(recorded.read_text()), source=str(recorded))
+        except ValueError:
+            pass  # damaged: the config on disk is the next best guess
+    raw: dict = {}
+    for path in ["config/config.yaml", *files]:
+        raw.update(read_config_file(path))
+    return validate_config(raw, source=", ".join(["config/config.yaml", *files]))
+
+
+def last_run_ok_cells(connection: sqlite3.Connection) -> tuple[str, set[str]] | None:
+    """The last recorded run's id and the paths of the cells it measured ok (None: no run yet)."""
+    finished = store.runs(connection)
+    if not finished:
+        return None
+    run_id = finished[-1][0]
+    return run_id, {m.cell for m in store.measurements(connection, run_ids=[run_id]) if m.status == "ok"}
+
+
+def sample(cells: list[Cell], count: int, seed: int = 0) -> list[Cell]:
+    """Up to ``count`` cells, spread over the kernels (round robin), the same ones for the same input."""
+    by_kernel: dict[str, list[Cell]] = {}
+    for cell in sorted(cells, key=lambda c: c.path):
+        by_kernel.setdefault(cell.kernel, []).append(cell)
+    rng = random.Random(seed)
+    for group in by_kernel.values():
+        rng.shuffle(group)
+    chosen: list[Cell] = []
+    while len(chosen) < count and any(by_kernel.values()):
+        for kernel in sorted(by_kernel):
+            if by_kernel[kernel] and len(chosen) < count:
+                chosen.append(by_kernel[kernel].pop())
+    return chosen
+
+
+def itself(spec: KernelSpec, backend: str, scratch: Path) -> KernelSpec:
+    """The kernel's second self: a source kernel's files as a kernel of their own (a module of its
+    own, as a previous version is); any other kernel, itself."""
+    if backend != "cuda" or spec.source is None or spec.library:
+        return spec
+    folder = scratch / spec.name
+    name = copy_kernel_version(spec.name, "self", file_contents(spec.files(backend), root=REPO_ROOT), folder)
+    return read_kernel_folder(folder)[name]
+
+
+@dataclass
+class SelfCheck:
+    """What the cells measured side by side with themselves showed: each verdict's count, each
+    interval's half-width (in log space), the cells not measured and why, the GPU's other users,
+    and the device they ran on."""
+
+    threshold: float
+    calls: Counter = field(default_factory=Counter)
+    halves: list[float] = field(default_factory=list)
+    refused: list[str] = field(default_factory=list)
+    neighbours: set[str] = field(default_factory=set)
+    device: str = ""
+
+    @property
+    def timed(self) -> int:
+        return sum(self.calls.values())
+
+    @property
+    def false_calls(self) -> int:
+        return self.calls["FASTER"] + self.calls["SLOWER"]
+
+    def lines(self, device_label: str, run_id: str) -> list[str]:
+        """The check's figures: the calls, the intervals' half-widths, the cells not measured."""
+        timed, false_calls = self.timed, self.false_calls
+        lines = [f"self-check: {timed} cells of {device_label} (run {run_id}) measured side by side with themselves "
+                 f"on {self.device}: " + ", ".join(f"{n} {w}" for w, n in self.calls.most_common())
+                 + f"; false calls {false_calls} of {timed} ({false_calls / max(timed, 1):.0%})"]
+        if self.halves:
+            half = statistics.median(self.halves)
+            smallest = (1 + self.threshold) * math.exp(half) - 1
+            lines.append(f"  the interval's half-width: median ±{math.expm1(half):.2%}, widest "
+                         f"±{math.expm1(max(self.halves)):.2%}: a change of {smallest:.1%} or more is called "
+                         f"(threshold {self.threshold:.0%})")
+        lines += [f"  not measured: {why}" for why in self.refused[:REFUSALS_SHOWN]]
+        return lines
+
+    def too_noisy(self) -> list[str]:
+        """Why the host is too noisy for the gate (none: quiet enough)."""
+        reasons = []
+        if self.false_calls:
+            reasons.append(f"{self.false_calls} unchanged cells were called FASTER or SLOWER")
+        if self.neighbours:
+            reasons.append(f"other processes used the GPU ({', '.join(sorted(self.neighbours))})")
+        if not self.timed:
+            reasons.append("no cell could be measured side by side with itself")
+        return reasons
+
+
+def check_itself(chosen: list[Cell], config: dict[str, Any], backend_name: str) -> SelfCheck:
+    """Each cell of ``chosen`` measured side by side with itself on the device, under its lock."""
+    _, threshold, precision, budget_s = pair_settings(config)
+    backend = get_backend(backend_name)
+    check = SelfCheck(threshold)
+    with tempfile.TemporaryDirectory(prefix="convlab-self-") as scratch, exclusive_device(backend.device_key()):
+        copies: dict[str, KernelSpec] = {}
+        for cell in chosen:
+            if cell.kernel not in copies:
+                copies[cell.kernel] = itself(get_kernel(cell.kernel), backend_name, Path(scratch))
+            try:
+                result = measure_pair(cell, cell.image or None, copies[cell.kernel], precision, budget_s, backend)
+            except PairRefused as why:
+                check.refused.append(f"{cell.kernel}: {why}")
+                continue
+            check.calls[verdict_of_interval(result.low, result.high, threshold)] += 1
+            check.halves.append((math.log(result.high) - math.log(result.low)) / 2)
+            if result.neighbours:
+                check.neighbours.update(result.neighbour_names.split(";"))
+    device = backend.device_info()
+    check.device = device.get("gpu_uuid") or device["device"]
+    return check
