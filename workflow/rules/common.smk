@@ -19,6 +19,7 @@ from convlab.snakefile.api import (
     RUN_ID_ENV,
     SIZE_FIGURE_FAMILY,
     UserError,
+    WARM_SHAPES_ENV,
     benchmark_kernels,
     build_cells,
     check_results_database,
@@ -31,6 +32,7 @@ from convlab.snakefile.api import (
     follows_clean_run,
     forget_clean_run,
     gallery_size,
+    grid_shapes,
     image_sizes,
     library_identity,
     live_run_line,
@@ -51,8 +53,11 @@ from convlab.snakefile.api import (
     rows_of_other_settings,
     stale_summaries,
     row_format,
+    service_on,
+    shapes_text,
     source_disagrees,
     sources_edited_since_recorded,
+    start_service,
     unplaceable,
     validate_config,
 )
@@ -138,6 +143,8 @@ if workflow.is_main_process:
 export_service_settings(
     config["timing"]["cell_timeout_s"], config["service"]["idle_timeout_s"]
 )
+# The shapes of the grid's problems: a service this run starts warms its workers on those alone.
+os.environ[WARM_SHAPES_ENV] = shapes_text(grid_shapes(CELLS))
 # The commit the rows name, read once per run rather than by the service for every cell.
 os.environ[RUN_COMMIT_ENV] = read_git_commit()
 # The run's id: its jobs (on a cluster node too, where this file is read again) keep the one the
@@ -165,7 +172,7 @@ onstart:
     forget_clean_run()
     preflight()
     lift_local_rate_limit()
-    compile_ahead()
+    start_measuring()
 
 
 # On a cluster these run on the submitting host: they are quick and need no GPU.
@@ -296,16 +303,29 @@ def lift_local_rate_limit():
         workflow.scheduler.job_rate_limiter = None
 
 
-def compile_ahead():
-    """Before the first cell of a local cuda run that measures cells: every source module of the
-    grid compiled on all the host's cores, into the device worker that then measures the cells
-    and into CuPy's cache, so that no cell pays a cold compile (unchanged modules come from the
-    cache). Not a rule: the cells would have to depend on it, and its re-run after one kernel's
-    edit would re-measure every cell (with ancient() inputs Snakemake skips the cells' own checks
-    instead). On a cluster each group compiles as its cells ask."""
-    if BACKEND != "cuda" or workflow.executor_plugin.name != "local":
+def start_measuring():
+    """As a local run that measures cells starts, the measurement service starts, and on the cuda
+    backend the compile-ahead: neither is waited for (their workers warm up beside the first jobs).
+    """
+    if workflow.executor_plugin.name != "local":
         return
     if not any(job.rule.name == "cell" for job in workflow.dag.needrun_jobs()):
+        return
+    if service_on():
+        start_service(BACKEND)
+    compile_ahead()
+
+
+def compile_ahead():
+    """As a local cuda run that measures cells starts: every source module of the grid compiled on
+    all the host's cores, into the device worker that then measures the cells and into CuPy's
+    cache, so that no cell pays a cold compile (unchanged modules come from the cache). Not a
+    rule: the cells would have to depend on it, and its re-run after one kernel's edit would
+    re-measure every cell (with ancient() inputs Snakemake skips the cells' own checks instead).
+    Not waited for: it starts the service, whose worker warms up beside it, while the first jobs
+    start; the worker takes the cells, the copy bandwidth and the SGEMM ceiling only after both
+    (convlab.service.worker). On a cluster each group compiles as its cells ask."""
+    if BACKEND != "cuda":
         return
     grid = shlex.quote(json.dumps(config, sort_keys=True))
     for label in DEVICES:
@@ -314,12 +334,8 @@ def compile_ahead():
         out = COMPILED.format(device=label)
         command = f"{RUNNER} compile-kernels --config {grid} --device {label} --backend {BACKEND} --out {out}"
         with open(log, "w") as output:
-            subprocess.run(
-                command,
-                shell=True,
-                check=False,
-                stdout=output,
-                stderr=subprocess.STDOUT,
+            subprocess.Popen(
+                command, shell=True, stdout=output, stderr=subprocess.STDOUT
             )
 
 

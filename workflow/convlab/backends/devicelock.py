@@ -1,6 +1,7 @@
 """One measurement per device at a time, across processes and users: service workers, hand runs,
 the benchmark and the device-wide measurements all take the device's lock file around their
-timed work.
+timed work, exclusively; untimed work that would disturb them (a warm-up, the compile-ahead) takes
+it shared, beside each other.
 
 Within one measurement service, one cell at a time per GPU already holds; the lock also keeps a
 hand run, a benchmark or a second service (another checkout, another user) off a GPU that is
@@ -65,14 +66,29 @@ def open_lock(path: Path) -> int:
 
 
 @contextmanager
-def exclusive_device(device_key: str) -> Iterator[Path]:
+def _locked(device_key: str, mode: int) -> Iterator[Path]:
     path = lock_path(device_key)
     descriptor = open_lock(path)
     try:
-        fcntl.flock(descriptor, fcntl.LOCK_EX)
+        fcntl.flock(descriptor, mode)
         try:
             yield path
         finally:
             fcntl.flock(descriptor, fcntl.LOCK_UN)
     finally:
         os.close(descriptor)
+
+
+@contextmanager
+def exclusive_device(device_key: str) -> Iterator[Path]:
+    """The device for timed work: nothing else that holds its lock runs meanwhile."""
+    with _locked(device_key, fcntl.LOCK_EX) as path:
+        yield path
+
+
+@contextmanager
+def untimed_device(device_key: str) -> Iterator[Path]:
+    """The device for untimed work that would disturb timed work (a worker's warm-up, the
+    compile-ahead on every core): beside other untimed work, never beside timed work."""
+    with _locked(device_key, fcntl.LOCK_SH) as path:
+        yield path

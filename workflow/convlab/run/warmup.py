@@ -8,58 +8,102 @@ spent about 8.5 s there (place 3.7-3.9 s, verify 4.7 s) against under 0.2 s for 
 of that size. Paid at the worker's start, every GPU of a host pays it at once, before any cell,
 instead of in each worker's first cell.
 
-The pass runs on random operands of small problems of each shape a cell can have (a picture in
-both image layouts, a batch of them, a GEMM) in a cache of its own, which is emptied afterwards:
-no cell shares anything with it. It holds the device's lock like a cell's measurement, so that no
-timed work of another process on this GPU runs beside it.
+The pass runs on random operands of small problems of each shape the run's cells have (a picture
+in an image layout, a batch of them, a GEMM: the run names them, by WARM_SHAPES_ENV, and a worker
+with no such word warms every shape a cell can have) in a cache of its own, which is emptied
+afterwards: no cell shares anything with it. It holds the device's lock for untimed work, so that
+no timed work of another process on this GPU runs beside it, while other untimed work (the
+compile-ahead) may.
 """
 
 from __future__ import annotations
 
+import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from functools import partial
 
 import numpy as np
 
 from convlab.backends.base import Backend
-from convlab.backends.devicelock import exclusive_device
+from convlab.backends.devicelock import untimed_device
+from convlab.plan.cell import Cell
+from convlab.plan.families import family
 from convlab.plan.operands import ConvOperands, GemmOperands, Operands
 from convlab.plan.problemcache import ProblemCache
+from convlab.plan.registry import KernelSpec, get_kernel
 from convlab.problem.geometry import ConvProblem, GemmProblem
 from convlab.problem.verify import compare
 
 WARM_SIZE = 32
 # each pair of an image layout and its weights' and output's, as kernels declare them
-LAYOUTS = ({"input": "hwc", "weights": "ohwi", "output": "hwc"},
-           {"input": "chw", "weights": "oihw", "output": "chw"})
+LAYOUTS = {"hwc": {"input": "hwc", "weights": "ohwi", "output": "hwc"},
+           "chw": {"input": "chw", "weights": "oihw", "output": "chw"}}
+# The shapes a run's cells have, handed by the run to the service it starts (its workers inherit it).
+WARM_SHAPES_ENV = "CONVLAB_WARM_SHAPES"
+# A shape: a picture ("conv", its output layout) or a batch of them ("batch", layout), or "gemm".
+GEMM = "gemm"
+ALL_SHAPES = frozenset({("conv", "hwc"), ("conv", "chw"), ("batch", "hwc"), ("batch", "chw"), (GEMM, "")})
 
 
-def warm_problems() -> Iterator[tuple[Operands, dict[str, str]]]:
-    """Small operands of each kind of problem, random (never zeros), in each layout they come in."""
+def grid_shapes(cells: Iterable[Cell], kernel_of: Callable[[str], KernelSpec] = get_kernel) -> frozenset:
+    """The shapes of the problems ``cells`` measure, each as its warm-up problem names it."""
+    shapes = set()
+    # a problem's kind and batching follow from its family, kernel and batch: one problem of each
+    firsts = {(cell.experiment, cell.kernel, cell.batch): cell for cell in cells}
+    for cell in firsts.values():
+        problem = family(cell.experiment).problem(cell)
+        if isinstance(problem, GemmProblem):
+            shapes.add((GEMM, ""))
+        else:
+            output = kernel_of(cell.kernel).layout.get("output", "hwc")
+            shapes.add(("batch" if problem.batched else "conv", output if output in LAYOUTS else "hwc"))
+    return frozenset(shapes)
+
+
+def shapes_text(shapes: Collection[tuple[str, str]]) -> str:
+    """The shapes as WARM_SHAPES_ENV holds them: ``conv:hwc,batch:chw,gemm:``."""
+    return ",".join(sorted(f"{kind}:{layout}" for kind, layout in shapes))
+
+
+def shapes_from_environment() -> frozenset:
+    """The shapes the run named for this worker, or every shape where it named none."""
+    text = os.environ.get(WARM_SHAPES_ENV)
+    if text is None:
+        return ALL_SHAPES
+    named = {tuple(item.split(":", 1)) for item in text.split(",") if ":" in item}
+    return frozenset(named) & ALL_SHAPES
+
+
+def warm_problems(shapes: Collection[tuple[str, str]] = ALL_SHAPES) -> Iterator[tuple[Operands, dict[str, str]]]:
+    """Small operands of each of ``shapes``, random (never zeros), in the layout each comes in."""
     rng = np.random.default_rng(0)
 
     def random(*shape: int) -> np.ndarray:
         return rng.uniform(0.5, 1.0, shape).astype(np.float32)
 
-    for batch in (1, 2):
+    for kind, batch in (("conv", 1), ("batch", 2)):
+        layouts = [LAYOUTS[layout] for layout in LAYOUTS if (kind, layout) in shapes]
+        if not layouts:
+            continue
         problem = ConvProblem(height=WARM_SIZE, width=WARM_SIZE, in_channels=3, out_channels=4, filter_size=3,
                               stride=1, padding=1, batch=batch, batched=batch > 1)
         image = random(*((batch,) if batch > 1 else ()), WARM_SIZE, WARM_SIZE, 3)
         operands = ConvOperands(problem, image, random(4, 3, 3, 3))
-        for layout in LAYOUTS:
+        for layout in layouts:
             yield operands, layout
-    gemm = GemmProblem(WARM_SIZE, WARM_SIZE, WARM_SIZE)
-    yield GemmOperands(gemm, random(WARM_SIZE, WARM_SIZE), random(WARM_SIZE, WARM_SIZE)), {}
+    if (GEMM, "") in shapes:
+        gemm = GemmProblem(WARM_SIZE, WARM_SIZE, WARM_SIZE)
+        yield GemmOperands(gemm, random(WARM_SIZE, WARM_SIZE), random(WARM_SIZE, WARM_SIZE)), {}
 
 
-def warm_up(backend: Backend) -> float:
-    """Place, reference and compare each warm problem on ``backend`` (its context open), twice, as a
-    worker's cells of one problem do; the seconds it took. Leaves nothing kept."""
+def warm_up(backend: Backend, shapes: Collection[tuple[str, str]] = ALL_SHAPES) -> float:
+    """Place, reference and compare each warm problem of ``shapes`` on ``backend`` (its context
+    open), twice, as a worker's cells of one problem do; the seconds it took. Leaves nothing kept."""
     started = time.perf_counter()
     cache = ProblemCache(capacity=1)
-    with exclusive_device(backend.device_key()):
-        for number, (operands, layout) in enumerate(warm_problems()):
+    with untimed_device(backend.device_key()):
+        for number, (operands, layout) in enumerate(warm_problems(shapes)):
             shared = cache.problem(("warm-up", number))
             for _ in range(2):  # the second time takes a kept problem's path: copies and checksums
                 _, buffers = operands.place(backend, layout, shared)

@@ -8,6 +8,8 @@ Requests:
       -> any other command a rule runs (python -m convlab <argv>), in a warm worker:
          {"ok": true, "exit_code": int, "stdout": str, "stderr": str}
   {"op": "ping"}  -> who the service is, its workers
+  {"op": "start", "pool": "cuda"|"cpu"|"tools"}  -> the pool's workers start (and warm up) now, as a
+                     run that will measure begins; the answer does not wait for them
   {"op": "rest"}  -> the end of a run: its workers let go of what they keep for the next cell
                      (operands, pictures, pooled memory) and stay warm for the next run
   {"op": "stop"}  -> the service finishes the cells in flight and exits
@@ -36,11 +38,12 @@ REQUEST_FIELDS = {
              "timeout_s": (int, float), "client": dict, "git_commit": str, "run_id": str, "reply": str},
     "run": {"op": str, "argv": list, "cwd": str, "pool": str, "timeout_s": (int, float)},
     "ping": {"op": str},
+    "start": {"op": str, "pool": str},
     "rest": {"op": str},
     "stop": {"op": str},
 }
 REQUIRED = {"cell": {"op", "spec", "out", "client"}, "run": {"op", "argv", "cwd", "pool"}, "ping": {"op"},
-            "rest": {"op"}, "stop": {"op"}}
+            "start": {"op", "pool"}, "rest": {"op"}, "stop": {"op"}}
 POOLS = ("cuda", "cpu", "tools")
 REPLIES = ("json", "text")
 CLIENT_FIELDS = {"pid", "started_at", "startup_ms", "sent_at"}
@@ -98,11 +101,10 @@ def check_request(message: dict[str, Any]) -> dict[str, Any]:
     for name, kinds in fields.items():
         if name in message and not isinstance(message[name], kinds):
             raise ProtocolError(f"field {name} has the wrong type ({type(message[name]).__name__})")
-    if op == "run":
-        if not all(isinstance(arg, str) for arg in message["argv"]):
-            raise ProtocolError("argv holds strings only")
-        if message["pool"] not in POOLS:
-            raise ProtocolError(f"unknown pool {message['pool']!r} (known: {', '.join(POOLS)})")
+    if op == "run" and not all(isinstance(arg, str) for arg in message["argv"]):
+        raise ProtocolError("argv holds strings only")
+    if op in ("run", "start") and message["pool"] not in POOLS:
+        raise ProtocolError(f"unknown pool {message['pool']!r} (known: {', '.join(POOLS)})")
     if op == "cell":
         client = message["client"]
         if set(client) - CLIENT_FIELDS:

@@ -209,6 +209,11 @@ class MeasurementService:
         if op == "ping":
             return {"ok": True, "pid": os.getpid(), "identity": self.identity.describe(),
                     "workers": [w for pool in self.pools.values() for w in pool.describe()]}
+        if op == "start":
+            pool = self.pools[request["pool"]]
+            print(f"{now_utc()} a run begins: its {request['pool']} workers start", file=sys.stderr, flush=True)
+            threading.Thread(target=pool.ensure_started, name=f"start-{request['pool']}", daemon=True).start()
+            return {"ok": True, "pid": os.getpid()}
         if op == "rest":
             rested = sum(self.pools[name].rest() for name in ("cuda", "cpu"))
             return {"ok": True, "pid": os.getpid(), "rested": rested}

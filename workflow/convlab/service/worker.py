@@ -35,10 +35,11 @@ from typing import Any, TextIO
 from convlab.backends import get_backend
 from convlab.backends.base import Backend
 from convlab.codeversion import measurement_version
+from convlab.measure.provenance import now_utc
 from convlab.pictures import loading as pictures
 from convlab.plan import problemcache
 from convlab.run.celljob import CellJob, JobContext, measure_job, status_line
-from convlab.run.warmup import warm_up
+from convlab.run.warmup import shapes_from_environment, shapes_text, warm_up
 from convlab.status import ERROR, OOM, UserError
 
 PARENT_POLL_S = 0.2
@@ -152,15 +153,27 @@ def rest(backend: Backend | None) -> dict[str, Any]:
 
 def warm(backend: Backend, name: str) -> None:
     """The worker's first pass through a cell's device work (convlab.run.warmup), after its hello, so
-    that the service starts every GPU's worker at once and each warms beside the others; jobs wait
-    in the pipe meanwhile. A failure here changes nothing: the cells meet it again and report it."""
+    that the service starts every GPU's worker at once and each warms beside the others. A failure
+    here changes nothing: the cells meet it again and report it."""
+    shapes = shapes_from_environment()
+    print(f"{now_utc()} {name}: warming up on {shapes_text(shapes) or 'no shape'}", file=sys.stderr, flush=True)
     try:
-        seconds = warm_up(backend)
+        seconds = warm_up(backend, shapes)
     except Exception:  # the cells that follow say what is wrong in their rows
         traceback.print_exc()
         print(f"{name}: the warm-up failed (above); its cells will report what fails", file=sys.stderr, flush=True)
     else:
         print(f"{name}: warmed up in {seconds:.2f} s", file=sys.stderr, flush=True)
+
+
+# Commands that may run beside the warm-up: untimed work that holds the device's lock shared (as the
+# warm-up does) and no CuPy array work of its own, only its compiler process and module loads.
+BESIDE_WARM_UP = frozenset({"compile-kernels"})
+
+
+def runs_beside_warm_up(job: dict[str, Any]) -> bool:
+    argv = job.get("run", {}).get("argv") or [""]
+    return argv[0] in BESIDE_WARM_UP
 
 
 def serve_jobs(backend_name: str, gpu_index: int, jobs: TextIO, replies: TextIO, run_command: CommandRunner) -> int:
@@ -180,10 +193,18 @@ def serve_jobs(backend_name: str, gpu_index: int, jobs: TextIO, replies: TextIO,
         return 2
     _reply(replies, {"ok": True, "pid": os.getpid(), "device": info["device"], "uuid": info.get("gpu_uuid", ""),
                      "devices": devices})
+    warming = None
     if backend is not None:
-        warm(backend, f"{backend_name} worker {gpu_index}")
+        # on a thread: the run's compile-ahead (its own compiler process on every core) goes on
+        # beside the warm-up instead of after it; any other job waits for the warm-up to end
+        warming = threading.Thread(target=warm, args=(backend, f"{backend_name} worker {gpu_index}"),
+                                   name="warm-up", daemon=True)
+        warming.start()
     for line in jobs:
         job = json.loads(line)
+        if warming is not None and not runs_beside_warm_up(job):
+            warming.join()
+            warming = None
         if "rest" in job:
             _reply(replies, rest(backend))
         elif "run" in job:

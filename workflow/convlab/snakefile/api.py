@@ -41,8 +41,9 @@ from convlab.report.figuretable import BY_FILE as FIGURES_BY_FILE
 from convlab.report.figuretable import SIZE_FAMILY
 from convlab.report.figuretable import TABLE as FIGURE_TABLE
 from convlab.report.seeds import SEEDS, figure_names, figure_stem, figure_stems, report_labels, seed_figure, table_stem
-from convlab.service.client import end_of_run, export_service_settings
-from convlab.service.jobenv import RUN_COMMIT_ENV, RUN_ID_ENV
+from convlab.run.warmup import WARM_SHAPES_ENV, grid_shapes, shapes_text
+from convlab.service.client import end_of_run, export_service_settings, start_service
+from convlab.service.jobenv import RUN_COMMIT_ENV, RUN_ID_ENV, service_on
 from convlab.snakefile.clusternodes import node_offers
 from convlab.snakefile.damaged import move_damaged_rows, moved_lines
 from convlab.snakefile.database import check_results_database
@@ -64,6 +65,7 @@ from convlab.snakefile.runlock import (
 from convlab.status import UserError
 
 __all__ = [
+    "WARM_SHAPES_ENV", "grid_shapes", "service_on", "shapes_text", "start_service",
     "BENCH_FAMILY", "CELL_PATH", "DEFAULT_CONFIG_FILE", "FAMILIES", "FIGURES_BY_FILE", "FIGURE_BACKEND",
     "FIGURE_TABLE", "GALLERY_FAMILY", "LOG_PATH", "RUN_COMMIT_ENV", "RUN_ID_ENV", "SEEDS", "SIZE_FAMILY",
     "SIZE_FIGURE_FAMILY", "UserError", "benchmark_kernels", "build_cells", "check_config_files",

@@ -13,7 +13,7 @@ from typing import Any
 from convlab.atomicfile import write_text_atomically
 from convlab.backends import get_backend
 from convlab.backends.base import Backend
-from convlab.backends.devicelock import exclusive_device
+from convlab.backends.devicelock import exclusive_device, untimed_device
 from convlab.backends.sourcemodule import grid_modules
 from convlab.bench.floor import format_table, run_benchmark, write_results
 from convlab.bench.sgemm import format_gemm_table, run_gemm_benchmark
@@ -77,7 +77,8 @@ def compile_kernels(args: argparse.Namespace, console: Console) -> int:
     backend = get_backend(args.backend)
     cells = build_cells(json.loads(args.config), backend.name, args.device) if backend.compiles_sources else []
     modules = grid_modules(cells)
-    with exclusive_device(backend.device_key()):  # its threads take every core: no cell is timed meanwhile
+    # its threads take every core: no cell is timed meanwhile, but a worker's warm-up (untimed) may run
+    with untimed_device(backend.device_key()):
         report = backend.compile_ahead(modules)
     record = {"backend": backend.name, "cells": len(cells), **report.record()}
     write_text_atomically(args.out, json.dumps(record, indent=2) + "\n")
