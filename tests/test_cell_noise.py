@@ -63,10 +63,10 @@ def test_a_planted_slow_down_clear_of_a_quiet_cells_drift_is_slower(slow_down, p
         history = drifting_history(rng, 0.005, 9, ms=1.0)
         judged = judge(new(slow_down * math.exp(rng.gauss(0, 0.005))), history[-1], cell_noise(history))
         slower += judged.verdict == "SLOWER"
-        assert judged.low < judged.ratio < judged.high
+        assert judged.ratio.low < judged.ratio.value < judged.ratio.high
     assert slower / 500 >= power
     common = judge(new(1.05), kept(1.0, 0), None)
-    assert common.verdict == "SAME" and common.low is None
+    assert common.verdict == "SAME" and common.ratio.low is None
 
 
 def test_a_change_on_a_busy_host_is_unclear_and_the_run_says_why():

@@ -100,7 +100,7 @@ def test_a_planted_change_gets_its_verdict_against_the_previous_measurement(lab,
     folder, cells = lab
     second = recorded_twice(lab, factor)
     assert {v.verdict for v in second.verdicts} == {expected}
-    assert all(v.ratio == pytest.approx(factor) for v in second.verdicts)
+    assert all(v.ratio.value == pytest.approx(factor) for v in second.verdicts)
     assert second.lines[0].startswith(f"verdict: {len(cells)} cells of {DEVICE} re-measured")
     assert f"{len(cells)} {expected}" in second.lines[0]
     # the verdict is kept with the measurement and written to the run's CSV

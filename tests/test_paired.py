@@ -12,7 +12,7 @@ import pytest
 
 from convlab.history.pairfile import PairRow, read_pairs, write_pairs
 from convlab.history.store import Measurement
-from convlab.history.verdictrule import FASTER, SAME, SLOWER, UNCLEAR, verdict_of_interval
+from convlab.history.verdictrule import FASTER, SAME, SLOWER, UNCLEAR, Ratio, verdict_of_interval
 from convlab.history.verdicts import CSV_COLUMNS, CellVerdict, csv_records, judge, summary_lines
 from convlab.measure.interleave import MIN_ROUNDS, SYSTEMATIC, Side, bootstrap_interval, interleave
 
@@ -113,12 +113,12 @@ def new_measurement(kernel_hash: str = "new") -> dict:
 def test_a_paired_cell_is_judged_by_its_interval_even_on_a_busy_host(tmp_path):
     """The run-to-run ratio here is x1.30, on the cpu backend (whose FASTER/SLOWER is otherwise
     UNCLEAR); the pair says x1.031 [1.025, 1.037]."""
-    pair = PairRow("results/x/cells/c.csv", "direct", "old", "new", ratio=1.031, low=1.025, high=1.037, rounds=12)
+    pair = PairRow("results/x/cells/c.csv", "direct", "old", "new", ratio=Ratio(1.031, 1.025, 1.037, 12))
     write_pairs(tmp_path / "paired.csv", [pair, PairRow("other.csv", "fft", "a", "b", note="a library kernel")])
     pairs = read_pairs(tmp_path / "paired.csv")
     assert pairs["results/x/cells/c.csv"] == pair and not pairs["other.csv"].measured
     judged = judge(new_measurement(), previous_measurement(), None, pairs["results/x/cells/c.csv"], THRESHOLD)
-    assert (judged.verdict, judged.ratio, judged.low, judged.high, judged.paired_rounds) == (
+    assert (judged.verdict, judged.ratio.value, judged.ratio.low, judged.ratio.high, judged.ratio.rounds) == (
         SLOWER, 1.031, 1.025, 1.037, 12)
     assert judged.unconfirmed is None
     unpaired = judge(new_measurement(), previous_measurement(), None, None, THRESHOLD)
@@ -218,7 +218,7 @@ def history_page(folder: Path, judged: CellVerdict) -> str:
 
 
 def test_the_history_page_shows_a_paired_cells_interval_and_how_it_was_measured(tmp_path):
-    pair = PairRow("results/x/cells/c.csv", "direct", "old", "new", ratio=1.031, low=1.025, high=1.037, rounds=12)
+    pair = PairRow("results/x/cells/c.csv", "direct", "old", "new", ratio=Ratio(1.031, 1.025, 1.037, 12))
     judged = judge(new_measurement(), previous_measurement(), None, pair, THRESHOLD)
     folder = tmp_path / "h200"  # results/<device>: no database there yet
     folder.mkdir()
@@ -228,12 +228,11 @@ def test_the_history_page_shows_a_paired_cells_interval_and_how_it_was_measured(
 
 
 def test_a_pair_of_the_same_machine_code_is_same_without_rounds_and_says_so(tmp_path):
-    pair = PairRow("results/x/cells/c.csv", "direct", "old", "new", ratio=1.0, low=1.0, high=1.0, rounds=0,
-                   stop="same_code")
+    pair = PairRow("results/x/cells/c.csv", "direct", "old", "new", ratio=Ratio(1.0, 1.0, 1.0, 0), stop="same_code")
     write_pairs(tmp_path / "paired.csv", [pair])
     judged = judge(new_measurement(), previous_measurement(), None,
                    read_pairs(tmp_path / "paired.csv")["results/x/cells/c.csv"], THRESHOLD)
-    assert (judged.verdict, judged.ratio, judged.paired_rounds) == (SAME, 1.0, 0)
+    assert (judged.verdict, judged.ratio.value, judged.ratio.rounds) == (SAME, 1.0, 0)
     line = summary_lines([judged], "x", "r2", "details.csv")[1]
     assert "1 SAME; time x1.000 [1.000, 1.000] (geomean new/previous, 1 the same machine code)" in line
     assert ("the same machine code as the previous version, launched alike: not timed again"

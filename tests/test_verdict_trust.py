@@ -19,7 +19,7 @@ from convlab.backends.sourcemodule import SourceModule
 from convlab.history.compare import compare_sets
 from convlab.history.pairfile import PairRow
 from convlab.history.store import Measurement
-from convlab.history.verdictrule import NEIGHBOURED, SLOWER, UNCLEAR
+from convlab.history.verdictrule import NEIGHBOURED, SLOWER, UNCLEAR, Ratio
 from convlab.history.verdicts import judge, version_changes
 from convlab.measure.interleave import PairedResult
 from convlab.measure.telemetry import Neighbours
@@ -70,7 +70,7 @@ def test_a_change_measured_beside_another_process_is_unconfirmed():
 
 
 def test_a_paired_change_beside_another_process_stays_only_where_its_rounds_reached_their_precision():
-    pair = PairRow("c", "direct", "k0", "k", ratio=1.10, low=1.09, high=1.11, rounds=8, stop="precise", neighbours=1,
+    pair = PairRow("c", "direct", "k0", "k", ratio=Ratio(1.10, 1.09, 1.11, 8), stop="precise", neighbours=1,
                    neighbour_names="4242 sgemm")
     assert judge(new(1.1), measurement(1.0), pair=pair).verdict == SLOWER
     spent = judge(new(1.1), measurement(1.0), pair=PairRow(**{**pair.__dict__, "stop": "budget"}))

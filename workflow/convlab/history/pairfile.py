@@ -10,6 +10,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 
 from convlab.atomicfile import write_text_atomically
+from convlab.history.verdictrule import Ratio
 from convlab.measure.row import finite_number
 
 
@@ -21,10 +22,7 @@ class PairRow:
     kernel: str
     previous_hash: str
     kernel_hash: str
-    ratio: float | None = None
-    low: float | None = None
-    high: float | None = None
-    rounds: int | None = None
+    ratio: Ratio = Ratio()  # new / previous, its interval and its rounds (none where it has no measurement)
     previous_ms: float | None = None
     new_ms: float | None = None
     stop: str = ""
@@ -35,10 +33,22 @@ class PairRow:
 
     @property
     def measured(self) -> bool:
-        return self.ratio is not None and self.low is not None and self.high is not None
+        return self.ratio.bounded
+
+    def columns(self) -> dict[str, object]:
+        """The row by paired.csv's columns, in their order: its fields, its ratio as ratio, low, high and rounds."""
+        values: dict[str, object] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, Ratio):
+                values.update(ratio=value.value, low=value.low, high=value.high, rounds=value.rounds)
+            else:
+                values[f.name] = value
+        return values
 
 
-PAIR_COLUMNS = tuple(f.name for f in fields(PairRow))
+# PairRow's fields in order, its ratio spelled out in the columns PairRow.columns gives it.
+PAIR_COLUMNS = tuple(PairRow("", "", "", "").columns())
 
 
 def write_pairs(path: str | Path, rows: Iterable[PairRow]) -> None:
@@ -46,7 +56,7 @@ def write_pairs(path: str | Path, rows: Iterable[PairRow]) -> None:
     writer = csv.DictWriter(text, fieldnames=PAIR_COLUMNS, lineterminator="\n")
     writer.writeheader()
     for row in rows:
-        writer.writerow({name: ("" if getattr(row, name) is None else getattr(row, name)) for name in PAIR_COLUMNS})
+        writer.writerow({name: ("" if value is None else value) for name, value in row.columns().items()})
     write_text_atomically(path, text.getvalue())
 
 
@@ -60,9 +70,10 @@ def read_pairs(path: str | Path | None) -> dict[str, PairRow]:
             rounds, neighbours = finite_number(record.get("rounds")), finite_number(record.get("neighbours"))
             pairs[record["cell"]] = PairRow(
                 cell=record["cell"], kernel=record.get("kernel", ""), previous_hash=record.get("previous_hash", ""),
-                kernel_hash=record.get("kernel_hash", ""), ratio=finite_number(record.get("ratio")),
-                low=finite_number(record.get("low")), high=finite_number(record.get("high")),
-                rounds=int(rounds) if rounds is not None else None, previous_ms=finite_number(record.get("previous_ms")),
+                kernel_hash=record.get("kernel_hash", ""),
+                ratio=Ratio(finite_number(record.get("ratio")), finite_number(record.get("low")),
+                            finite_number(record.get("high")), int(rounds) if rounds is not None else None),
+                previous_ms=finite_number(record.get("previous_ms")),
                 new_ms=finite_number(record.get("new_ms")), stop=record.get("stop", ""),
                 clock_normalised=record.get("clock_normalised", ""), note=record.get("note", ""),
                 neighbours=int(neighbours) if neighbours is not None else None,

@@ -25,7 +25,7 @@ from convlab.history.kernelversions import VersionUnavailable
 from convlab.history.noise import MIN_FLOOR
 from convlab.history.pairfile import PairRow
 from convlab.history.pairing import Candidate, candidates, restore_previous
-from convlab.history.verdictrule import DEFAULT_THRESHOLD, LAUNCH_BOUND_MS, LAUNCH_BOUND_THRESHOLD
+from convlab.history.verdictrule import DEFAULT_THRESHOLD, LAUNCH_BOUND_MS, LAUNCH_BOUND_THRESHOLD, Ratio
 from convlab.plan.families import family
 from convlab.plan.grid import build_cells
 from convlab.plan.registry import KernelSpec, read_kernel_folder
@@ -95,7 +95,7 @@ def measured_pair(candidate: Candidate, connection: sqlite3.Connection | None, s
                               drift_tolerance(candidate, threshold), same_code_is_same=True, new_spec=new_spec)
     except (VersionUnavailable, PairRefused) as why:
         return replace(base, note=" ".join(str(why).split()))
-    return replace(base, ratio=result.ratio, low=result.low, high=result.high, rounds=result.rounds,
+    return replace(base, ratio=Ratio(result.ratio, result.low, result.high, result.rounds),
                    previous_ms=result.previous_ms, new_ms=result.new_ms, stop=result.stop,
                    clock_normalised="yes" if result.clock_normalised else "no",
                    neighbours=result.neighbours, neighbour_names=result.neighbour_names)

@@ -130,7 +130,7 @@ class Preview:
                    "input_hash": pictures(cell), **now}
             if previous is None:
                 self.verdicts.append(CellVerdict(cell.path, cell.experiment, cell.kernel, cell.variant, OK, None, None,
-                                                 None, None, None, NEW, ()))
+                                                 None, None, NEW, ()))
                 continue
             if previous.kernel_hash == saved.kernel_hash:
                 continue  # measured ok in these very files: nothing to tell them from
@@ -141,7 +141,7 @@ class Preview:
             if not pair.measured:
                 self.refused.append(pair)
                 continue
-            new_ms = pair.new_ms if pair.rounds else previous.kernel_ms
+            new_ms = pair.new_ms if pair.ratio.rounds else previous.kernel_ms
             self.verdicts.append(judge({**new, "kernel_ms": new_ms}, previous, pair=pair, threshold=self.threshold))
 
     # -- what it says -------------------------------------------------------------------------

@@ -242,7 +242,7 @@ def add_rows(results_dir: Path, cells: list[Cell], run_id: str, damage: str | No
                                      or pair.kernel_hash != measurement["kernel_hash"]):
                 pair = None  # measured against another version than the one this row follows
             judged = judge(measurement, previous, cell_noise(earlier, threshold), pair, threshold)
-            measurement.update(verdict=judged.verdict, ratio=judged.ratio, previous=judged.previous_check,
+            measurement.update(verdict=judged.verdict, ratio=judged.ratio.value, previous=judged.previous_check,
                                changed=";".join(judged.changed))
             if measurement["status"] == "ok" and measurement["kernel_ms"]:
                 # a cell measured by several runs none of which recorded: each against the one before

@@ -1,6 +1,8 @@
 """The verdict rule: when a change of a cell's time is SAME, FASTER, SLOWER or UNCLEAR. Both
 the comparison of two result sets (convlab.history.compare) and a run's own verdicts
-(convlab.history.verdicts, with a pair's interval: verdict_of_interval) judge by it.
+(convlab.history.verdicts, with a pair's interval: verdict_of_interval) judge by it. What they judge, the
+ratio with its interval and its paired rounds, is one record (Ratio) wherever it is kept: the pair file, the
+verdicts and latest.csv's reader.
 
 Each row records the median of its timed repeats and their interquartile range (IQR). Per cell:
 
@@ -37,6 +39,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 # Run-to-run drift of one kernel on one GPU is a few percent; 8 % sits above it with margin and
 # below asv's default 10 %, so a steady kernel's 10 % regression is still reported.
@@ -82,6 +85,30 @@ def verdict(a_ms: float, a_iqr: float, b_ms: float, b_iqr: float,
     if change <= CLEAR_FACTOR * noise:
         return UNCLEAR, ratio, floor, noise
     return (FASTER if ratio < 1 else SLOWER), ratio, floor, noise
+
+
+@dataclass(frozen=True)
+class Ratio:
+    """A cell's new / previous time as it is judged: the ratio, its interval where a pair's rounds or the cell's own
+    floor gave one, and the rounds where it was measured side by side with its previous version (0: the same machine
+    code, launched alike, so not timed; None: not measured side by side). None where there is no such number."""
+
+    value: float | None = None
+    low: float | None = None
+    high: float | None = None
+    rounds: int | None = None
+
+    @property
+    def bounded(self) -> bool:
+        """The ratio and both ends of its interval are known (verdict_of_interval can judge it)."""
+        return self.value is not None and self.low is not None and self.high is not None
+
+    @property
+    def half_width(self) -> float | None:
+        """The log half-width of the interval, where it has one."""
+        if self.value and self.low and self.high:
+            return (math.log(self.high) - math.log(self.low)) / 2
+        return None
 
 
 def geomean(values: Iterable[float]) -> float:

@@ -13,11 +13,13 @@ verdict needs no history and holds on a busy host.
 
 from __future__ import annotations
 
+import csv
 import json
 import math
 from collections import Counter, defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 from convlab.history.noise import MIN_FLOOR, CellNoise, busy_host
 from convlab.history.pairfile import PairRow
@@ -27,7 +29,9 @@ from convlab.history.verdictrule import (
     NEIGHBOURED,
     SAME,
     SLOWER,
+    TIMED_VERDICTS,
     UNCLEAR,
+    Ratio,
     geomean,
     verdict,
     verdict_of_interval,
@@ -51,24 +55,13 @@ class CellVerdict(MeasuredCell):
     previous_ms: float | None
     previous_run: str | None
     previous_check: str | None
-    ratio: float | None
     verdict: str
     changed: tuple[str, ...]
+    # new / previous: its interval by the cell's pair or its own floor, its rounds where it was paired
+    ratio: Ratio = Ratio()
     floor: float | None = None  # the cell's own floor, where its history gave one
-    low: float | None = None  # the ratio's interval, with the cell's own floor
-    high: float | None = None
     unconfirmed: str | None = None  # why a FASTER/SLOWER is UNCLEAR: its host was busy
-    # measured side by side with its previous version: the rounds (0: the same machine code as it,
-    # launched alike, so SAME without rounds)
-    paired_rounds: int | None = None
     neighbours: str = ""  # the other processes that used the GPU while it was timed ("pid name;...")
-
-    @property
-    def half_width(self) -> float | None:
-        """The log half-width of the ratio's interval, where it has one."""
-        if self.ratio and self.low and self.high:
-            return (math.log(self.high) - math.log(self.low)) / 2
-        return None
 
 
 
@@ -129,16 +122,15 @@ def judge(new: Mapping[str, object], previous: Measurement | None, noise: CellNo
     ± ``threshold`` where it was measured side by side with the previous measurement's kernel."""
     ms, iqr = finite_number(new.get("kernel_ms")), finite_number(new.get("kernel_ms_iqr"))
     status = str(new.get("status") or "")
-    ratio = low = high = None
+    ratio = Ratio()
     unconfirmed = None
-    rounds = None
     if status != "ok" or not ms or ms <= 0:
         word = status or "unknown"
     elif previous is None or not previous.kernel_ms:
         word = NEW
     elif pair is not None and pair.measured:
-        ratio, low, high, rounds = pair.ratio, pair.low, pair.high, pair.rounds
-        word = verdict_of_interval(low, high, threshold)
+        ratio = pair.ratio
+        word = verdict_of_interval(ratio.low, ratio.high, threshold)
         # interleaved rounds cancel a steady neighbour's share of the GPU; one that came and went
         # leaves the rounds short of their precision, and then the change is not confirmed
         if word in (FASTER, SLOWER) and (pair.neighbours or neighbours_of(new)) and pair.stop != "precise":
@@ -147,10 +139,11 @@ def judge(new: Mapping[str, object], previous: Measurement | None, noise: CellNo
         previous_iqr = previous.kernel_ms_iqr if previous.kernel_ms_iqr is not None else math.nan
         iqr = iqr if iqr is not None else math.nan
         if noise is None:
-            word, ratio, _, _ = verdict(previous.kernel_ms, previous_iqr, ms, iqr)
+            word, value, _, _ = verdict(previous.kernel_ms, previous_iqr, ms, iqr)
+            ratio = Ratio(value)
         else:
-            word, ratio, _, _ = verdict(previous.kernel_ms, previous_iqr, ms, iqr, noise.floor, own_floor=True)
-            low, high = noise.interval(ratio)
+            word, value, _, _ = verdict(previous.kernel_ms, previous_iqr, ms, iqr, noise.floor, own_floor=True)
+            ratio = Ratio(value, *noise.interval(value))
         if word in (FASTER, SLOWER):
             unconfirmed = busy_host(_row(new))
             if unconfirmed:
@@ -159,9 +152,9 @@ def judge(new: Mapping[str, object], previous: Measurement | None, noise: CellNo
         cell=str(new["cell"]), experiment=str(new.get("experiment") or ""), kernel=str(new.get("kernel") or ""),
         variant=str(new.get("variant") or ""), status=status, kernel_ms=ms,
         previous_ms=previous.kernel_ms if previous else None, previous_run=previous.run_id if previous else None,
-        previous_check=previous.row_check if previous else None, ratio=ratio, verdict=word,
-        changed=what_changed(new, previous) if previous else (), floor=noise.floor if noise and ratio and rounds is None else None,
-        low=low, high=high, unconfirmed=unconfirmed, paired_rounds=rounds,
+        previous_check=previous.row_check if previous else None, verdict=word,
+        changed=what_changed(new, previous) if previous else (), ratio=ratio,
+        floor=noise.floor if noise and ratio.value and ratio.rounds is None else None, unconfirmed=unconfirmed,
         neighbours=";".join(part for part in (neighbours_of(new), pair.neighbour_names if pair else "") if part))
 
 
@@ -187,12 +180,12 @@ def _kernel_line(kernel: str, verdicts: list[CellVerdict], width: int) -> str:
     counts = Counter(v.verdict for v in verdicts)
     words = [f"{counts[w]} {w}" for w in ORDER if counts[w]]
     words += [f"{n} {w}" for w, n in sorted(counts.items()) if w not in ORDER]
-    ratios = [v.ratio for v in verdicts if v.ratio]
+    ratios = [v.ratio.value for v in verdicts if v.ratio.value]
     line = f"  {kernel:<{width}}  {', '.join(words)}"
     if ratios:
-        digits = 3 if any(v.paired_rounds is not None for v in verdicts) else 2
-        paired = sum(1 for v in verdicts if v.paired_rounds)
-        same_code = sum(1 for v in verdicts if v.paired_rounds == 0)
+        digits = 3 if any(v.ratio.rounds is not None for v in verdicts) else 2
+        paired = sum(1 for v in verdicts if v.ratio.rounds)
+        same_code = sum(1 for v in verdicts if v.ratio.rounds == 0)
         basis = "".join(f", {count} {what}" for count, what in ((paired, "paired"), (same_code, "the same machine code"))
                         if count)
         line += f"; time x{geomean(ratios):.{digits}f}{_interval(verdicts)} (geomean new/previous{basis})"
@@ -207,10 +200,10 @@ def _interval(verdicts: list[CellVerdict]) -> str:
     """The geomean's interval, where every compared cell has one (its pair's, or its own floor's):
     the cells' errors taken as independent, the geomean's half-width is their root mean square
     over the square root of their number."""
-    halves = [v.half_width for v in verdicts if v.ratio]
+    halves = [v.ratio.half_width for v in verdicts if v.ratio.value]
     if not halves or any(half is None for half in halves):
         return ""
-    ratio = geomean(v.ratio for v in verdicts if v.ratio)
+    ratio = geomean(v.ratio.value for v in verdicts if v.ratio.value)
     half = math.sqrt(sum(h * h for h in halves) / len(halves)) / math.sqrt(len(halves))
     digits = 3 if half < 0.02 else 2
     return f" [{ratio * math.exp(-half):.{digits}f}, {ratio * math.exp(half):.{digits}f}]"
@@ -271,10 +264,42 @@ CSV_COLUMNS = ("cell", "experiment", "kernel", "variant", "status", "previous_ms
 
 
 def csv_records(verdicts: list[CellVerdict]) -> list[dict[str, object]]:
-    """The verdicts as rows of the verdict CSV."""
+    """The verdicts as rows of the verdict CSV (verdicts/<run>.csv and latest.csv: read_latest_verdicts reads them)."""
     return [{"cell": v.cell, "experiment": v.experiment, "kernel": v.kernel, "variant": v.variant,
-             "status": v.status, "previous_ms": v.previous_ms, "kernel_ms": v.kernel_ms, "ratio": v.ratio,
+             "status": v.status, "previous_ms": v.previous_ms, "kernel_ms": v.kernel_ms, "ratio": v.ratio.value,
              "verdict": v.verdict, "changed": ";".join(v.changed), "previous_run": v.previous_run or "",
-             "ratio_low": v.low, "ratio_high": v.high, "own_floor": v.floor, "unconfirmed": v.unconfirmed or "",
-             "paired_rounds": v.paired_rounds}
+             "ratio_low": v.ratio.low, "ratio_high": v.ratio.high, "own_floor": v.floor,
+             "unconfirmed": v.unconfirmed or "", "paired_rounds": v.ratio.rounds}
             for v in verdicts]
+
+
+@dataclass(frozen=True)
+class LatestVerdict:
+    """One timed row of verdicts/latest.csv, as the history page reads it: the latest run's verdict on a cell and
+    its ratio."""
+
+    verdict: str
+    ratio: Ratio
+
+
+def latest_rows(latest_csv: str | Path) -> list[dict[str, str]]:
+    """Every row of a verdict CSV, as its text."""
+    with open(latest_csv, newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+def read_latest_verdicts(latest_csv: str | Path) -> dict[str, LatestVerdict]:
+    """The timed verdicts of verdicts/latest.csv by cell (an absent file has none); a ratio or an end of its
+    interval that is not a positive number is none."""
+    path = Path(latest_csv)
+    if not path.exists():
+        return {}
+    return {row["cell"]: LatestVerdict(row["verdict"], Ratio(
+                _positive(row.get("ratio")), _positive(row.get("ratio_low")), _positive(row.get("ratio_high")),
+                int(row["paired_rounds"]) if row.get("paired_rounds") else None))
+            for row in latest_rows(path) if row.get("verdict") in TIMED_VERDICTS}
+
+
+def _positive(text: str | None) -> float | None:
+    number = finite_number(text)
+    return number if number is not None and number > 0 else None

@@ -4,12 +4,11 @@ page with the latest run's verdicts."""
 
 from __future__ import annotations
 
-import csv
 import html
 import math
 from collections import Counter, defaultdict
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from matplotlib.artist import Artist
@@ -21,8 +20,8 @@ from matplotlib.ticker import MaxNLocator
 
 from convlab.history import store
 from convlab.history.listing import short_cell
-from convlab.history.verdictrule import FASTER, SAME, SLOWER, TIMED_VERDICTS, UNCLEAR
-from convlab.history.verdicts import ORDER, geomean
+from convlab.history.verdictrule import FASTER, SAME, SLOWER, TIMED_VERDICTS, UNCLEAR, Ratio
+from convlab.history.verdicts import ORDER, LatestVerdict, geomean, latest_rows, read_latest_verdicts
 from convlab.report.pages import html_page, write_page
 from convlab.report.plotting import new_figure, note_figure, note_figure_object, panel_title, save_figure
 
@@ -47,76 +46,41 @@ FILES_CHANGED = "files-changed"
 
 
 @dataclass(frozen=True)
-class LatestVerdict:
-    """One row of verdicts/latest.csv: the latest run's verdict on a cell, with the ratio's interval where the
-    cell's pair or its own floor gave one, and the pair's rounds where it was paired."""
-
-    verdict: str
-    ratio: float | None
-    low: float | None
-    high: float | None
-    paired_rounds: int | None
-
-
-@dataclass(frozen=True)
 class JudgedStep:
-    """A cell's step from its previous ok measurement to a later one, as its verdict judged it. ``before``: the
+    """A cell's step from its previous ok measurement to a later one, as its verdict judged it: its ratio (the
+    measured one where the verdict gave none), with the interval and the rounds the verdict gave. ``before``: the
     previous measurement's time over the cell's first time, from which the verdict's ratio was judged."""
 
     kernel: str
     cell: str
     run: int
     verdict: str
-    ratio: float
+    ratio: Ratio
     before: float
-    low: float | None = None
-    high: float | None = None
-    paired_rounds: int | None = None
 
     @property
     def how(self) -> str:
-        if self.paired_rounds is None:
+        if self.ratio.rounds is None:
             return HISTORY_RULE
-        return SAME_CODE if self.paired_rounds == 0 else PAIRED
+        return SAME_CODE if self.ratio.rounds == 0 else PAIRED
 
     @property
     def at(self) -> float:
         """Where the step puts the cell: its previous time over its first, times the judged ratio (a pair's
         ratio where it was paired, 1 where both versions are the same machine code)."""
-        return self.before * self.ratio
+        return self.before * self.ratio.value
 
     @property
     def interval(self) -> tuple[float, float] | None:
-        if self.low is None or self.high is None:
+        if self.ratio.low is None or self.ratio.high is None:
             return None
-        return self.before * self.low, self.before * self.high
+        return self.before * self.ratio.low, self.before * self.ratio.high
 
     @property
     def marked(self) -> bool:
         """Drawn as a mark of its own: a change or an unclear one, and every paired cell (its interval is
         the pair's). A SAME cell judged by the history's rule is the kernel's line itself."""
-        return self.verdict != SAME or self.paired_rounds is not None
-
-
-def _number(text: str | None) -> float | None:
-    try:
-        value = float(text) if text not in (None, "") else None
-    except ValueError:
-        return None
-    return value if value is not None and math.isfinite(value) and value > 0 else None
-
-
-def read_latest_verdicts(latest_csv: str | Path) -> dict[str, LatestVerdict]:
-    """The timed verdicts of verdicts/latest.csv by cell (an absent file has none)."""
-    path = Path(latest_csv)
-    if not path.exists():
-        return {}
-    with open(path, newline="") as handle:
-        rows = list(csv.DictReader(handle))
-    return {row["cell"]: LatestVerdict(row["verdict"], _number(row.get("ratio")), _number(row.get("ratio_low")),
-                                       _number(row.get("ratio_high")),
-                                       int(row["paired_rounds"]) if row.get("paired_rounds") else None)
-            for row in rows if row.get("verdict") in TIMED_VERDICTS}
+        return self.verdict != SAME or self.ratio.rounds is not None
 
 
 def _step_ratio(verdict: str | None, judged: float | None, measured: float) -> float:
@@ -153,16 +117,15 @@ def history_levels(measurements: list[store.Measurement], latest: Mapping[str, L
         if m.status != "ok" or not m.kernel_ms:
             continue
         if m.cell in level:
-            verdict, judged, low, high, rounds = m.verdict, m.ratio, None, None, None
             told = latest.get(m.cell) if last_measurement[m.cell] is m else None
-            if told is not None:  # the latest run's own verdict on this step, with its interval
-                verdict, judged, low, high, rounds = told.verdict, told.ratio, told.low, told.high, told.paired_rounds
+            # the latest run's own verdict on this step, with its interval; else the one kept with the row
+            verdict, ratio = (told.verdict, told.ratio) if told is not None else (m.verdict, Ratio(m.ratio))
             measured = m.kernel_ms / previous_ms[m.cell]
             if verdict in TIMED_VERDICTS:
                 # from the previous measurement, whatever its verdict: the ratio was judged against it
-                steps.append(JudgedStep(m.kernel, m.cell, index + 1, verdict, judged or measured,
-                                        previous_ms[m.cell] / first_ms[m.cell], low, high, rounds))
-            level[m.cell] *= _step_ratio(verdict, judged, measured)
+                steps.append(JudgedStep(m.kernel, m.cell, index + 1, verdict, replace(ratio, value=ratio.value or measured),
+                                        previous_ms[m.cell] / first_ms[m.cell]))
+            level[m.cell] *= _step_ratio(verdict, ratio.value, measured)
         else:
             level[m.cell] = 1.0
             first_ms[m.cell] = m.kernel_ms
@@ -311,10 +274,8 @@ def history_figure(measurements: list[store.Measurement], device: str,
 
 
 def _verdict_rows(latest_csv: Path) -> list[dict[str, str]]:
-    with open(latest_csv, newline="") as handle:
-        rows = list(csv.DictReader(handle))
     rank = {word: i for i, word in enumerate(ORDER)}
-    return sorted(rows, key=lambda r: (rank.get(r["verdict"], -1), r["kernel"], r["cell"]))
+    return sorted(latest_rows(latest_csv), key=lambda r: (rank.get(r["verdict"], -1), r["kernel"], r["cell"]))
 
 
 def _ratio_text(row: dict[str, str]) -> str:
