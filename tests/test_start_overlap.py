@@ -44,12 +44,12 @@ def test_the_warm_up_covers_exactly_the_shapes_of_the_grids_problems():
     assert grid_shapes(cells_of(only_conv2d)) == {("conv", "hwc")}
     warmed = list(warm_problems(grid_shapes(cells_of(only_conv2d))))
     assert len(warmed) == 1 and isinstance(warmed[0][0], ConvOperands) and not warmed[0][0].problem.batched
-    # the tiny grid: batches of pictures (winograd_layers) and GEMMs as well, no more
+    # the tiny grid: batches of pictures (winograd_layers) and matrix products as well, no more
     tiny = yaml.safe_load((REPO / "config" / "tiny-cpu.yaml").read_text())
     shapes = grid_shapes(cells_of(tiny, "cpu"))
-    assert ("gemm", "") in shapes and any(kind == "batch" for kind, _ in shapes)
+    assert ("matrix", "") in shapes and any(kind == "batch" for kind, _ in shapes)
     kinds = {("batch" if isinstance(o, ConvOperands) and o.problem.batched else
-              "gemm" if isinstance(o, GemmOperands) else "conv") for o, _ in warm_problems(shapes)}
+              "matrix" if isinstance(o, GemmOperands) else "conv") for o, _ in warm_problems(shapes)}
     assert kinds == {kind for kind, _ in shapes}
     # the default grid leaves out a batch in hwc: one problem fewer than a worker that knows no grid
     default = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
@@ -59,8 +59,8 @@ def test_the_warm_up_covers_exactly_the_shapes_of_the_grids_problems():
 def test_a_worker_warms_the_shapes_its_run_named_and_every_shape_where_none_was_named(monkeypatch):
     monkeypatch.delenv(WARM_SHAPES_ENV, raising=False)
     assert shapes_from_environment() == ALL_SHAPES
-    monkeypatch.setenv(WARM_SHAPES_ENV, shapes_text({("conv", "chw"), ("gemm", "")}))
-    assert shapes_from_environment() == {("conv", "chw"), ("gemm", "")}
+    monkeypatch.setenv(WARM_SHAPES_ENV, shapes_text({("conv", "chw"), ("matrix", "")}))
+    assert shapes_from_environment() == {("conv", "chw"), ("matrix", "")}
     monkeypatch.setenv(WARM_SHAPES_ENV, "nonsense,conv:hwc")
     assert shapes_from_environment() == {("conv", "hwc")}
 

@@ -41,9 +41,10 @@ LAYOUTS = {"hwc": {"input": "hwc", "weights": "ohwi", "output": "hwc"},
            "chw": {"input": "chw", "weights": "oihw", "output": "chw"}}
 # The shapes a run's cells have, handed by the run to the service it starts (its workers inherit it).
 WARM_SHAPES_ENV = "CONVLAB_WARM_SHAPES"
-# A shape: a picture ("conv", its output layout) or a batch of them ("batch", layout), or "gemm".
-GEMM = "gemm"
-ALL_SHAPES = frozenset({("conv", "hwc"), ("conv", "chw"), ("batch", "hwc"), ("batch", "chw"), (GEMM, "")})
+# A shape: a picture ("conv", its output layout), a batch of them ("batch", layout), or a product of
+# two matrices ("matrix").
+MATRIX = "matrix"
+ALL_SHAPES = frozenset({("conv", "hwc"), ("conv", "chw"), ("batch", "hwc"), ("batch", "chw"), (MATRIX, "")})
 
 
 def grid_shapes(cells: Iterable[Cell], kernel_of: Callable[[str], KernelSpec] = get_kernel) -> frozenset:
@@ -54,7 +55,7 @@ def grid_shapes(cells: Iterable[Cell], kernel_of: Callable[[str], KernelSpec] = 
     for cell in firsts.values():
         problem = family(cell.experiment).problem(cell)
         if isinstance(problem, GemmProblem):
-            shapes.add((GEMM, ""))
+            shapes.add((MATRIX, ""))
         else:
             output = kernel_of(cell.kernel).layout.get("output", "hwc")
             shapes.add(("batch" if problem.batched else "conv", output if output in LAYOUTS else "hwc"))
@@ -62,7 +63,7 @@ def grid_shapes(cells: Iterable[Cell], kernel_of: Callable[[str], KernelSpec] = 
 
 
 def shapes_text(shapes: Collection[tuple[str, str]]) -> str:
-    """The shapes as WARM_SHAPES_ENV holds them: ``conv:hwc,batch:chw,gemm:``."""
+    """The shapes as WARM_SHAPES_ENV holds them: ``batch:chw,conv:hwc,matrix:``."""
     return ",".join(sorted(f"{kind}:{layout}" for kind, layout in shapes))
 
 
@@ -92,7 +93,7 @@ def warm_problems(shapes: Collection[tuple[str, str]] = ALL_SHAPES) -> Iterator[
         operands = ConvOperands(problem, image, random(4, 3, 3, 3))
         for layout in layouts:
             yield operands, layout
-    if (GEMM, "") in shapes:
+    if (MATRIX, "") in shapes:
         gemm = GemmProblem(WARM_SIZE, WARM_SIZE, WARM_SIZE)
         yield GemmOperands(gemm, random(WARM_SIZE, WARM_SIZE), random(WARM_SIZE, WARM_SIZE)), {}
 
