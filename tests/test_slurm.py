@@ -3,7 +3,8 @@
 The test runs the README's own command (read out of README.md's Slurm section, with the flags
 the README names for clusters without slurmdbd, and nothing else: no --cores), so the two
 cannot drift apart. The tiny cpu config is submitted with the project's profile
-(workflow/profiles/slurm), grouped 32 cells per sbatch. The summary must equal a local run's
+(workflow/profiles/slurm), grouped 32 cells per sbatch; the tests that count submissions per cell
+or per label run its conv2d cells alone. The summary must equal a local run's
 rows, times aside, and every submission must have asked for one cell's CPUs and memory, not
 the sum over its group's cells.
 """
@@ -94,6 +95,18 @@ def copy_repo(target: Path) -> Path:
     # README's command does not have.
     shutil.copyfile(target / TINY, target / "config" / "config.yaml")
     return target
+
+
+def conv2d_only(repo: Path) -> int:
+    """The tiny config narrowed to its conv2d family, for the tests that count submissions per cell
+    or per label rather than rows: each cell of a run is a Slurm job or a group's member, and a
+    few show what many would, in a fraction of the time. The number of cells."""
+    config = yaml.safe_load((repo / "config" / "config.yaml").read_text())
+    for family in ("tiling", "winograd_layers", "gemm"):
+        config[family] = {**config.get(family, {}), "enabled": False}
+    (repo / "config" / "config.yaml").write_text(yaml.safe_dump(config))
+    conv2d = config["conv2d"]
+    return len(conv2d["kernels"]) * len(conv2d["sizes"]) * len(conv2d["strides"])
 
 
 def minutes(limit: str) -> float:
@@ -246,10 +259,14 @@ def test_slurm_run_matches_a_local_run(slurm, tmp_path):
 def test_grouping_cuts_submissions(slurm, tmp_path):
     """The same workflow without grouping submits one sbatch job per cell."""
     repo = copy_repo(tmp_path / "ungrouped")
+    cells = conv2d_only(repo)
     started = time.monotonic()
     _, jobs = run_on_slurm(repo, "--group-components", "cells=1")
     print(f"\nSlurm run without grouping: {len(jobs.jobs)} sbatch submissions, {time.monotonic() - started:.0f} s")
-    assert len(jobs.jobs) >= 30 + 1  # a job per cell, plus the bandwidth and gallery jobs
+    assert len(rows_of(repo, LABEL)) == cells
+    cell_jobs = [job for job in jobs.jobs.values() if job.get("Comment", "").startswith("rule_cell")]
+    assert len(cell_jobs) == cells, [jobs.describe(job) for job in jobs.jobs.values()]  # a job per cell
+    assert len(jobs.jobs) >= cells + 1  # and the bandwidth and gallery jobs
 
 
 def rows_of(repo: Path, label: str) -> pd.DataFrame:
@@ -263,6 +280,7 @@ def test_two_labels_in_one_run_each_go_only_to_their_nodes(slurm, tmp_path):
     """config devices maps each label to a node feature (the cpu backend asks for no GPU, so its
     gpu_model would place nothing): every row of a label ran on that label's node."""
     repo = copy_repo(tmp_path / "two-labels")
+    cells = conv2d_only(repo)
     labels = {"ci-a": "h100", "ci-b": "h200"}
     mapping = ", ".join(f"{label}: {{constraint: {feature}}}" for label, feature in labels.items())
     output, jobs = run_on_slurm(repo, device=f"devices={{{mapping}}}")
@@ -271,14 +289,15 @@ def test_two_labels_in_one_run_each_go_only_to_their_nodes(slurm, tmp_path):
         summary = pd.read_csv(repo / f"results/{label}/summary.csv")
         hosts = summary["host"].value_counts().to_dict()
         print(f"results/{label}: {len(summary)} rows, by host {hosts}")
-        assert len(summary) > 30 and set(summary["status"]) <= {"ok", "unsupported"}
+        assert len(summary) == cells and set(summary["status"]) <= {"ok", "unsupported"}
         assert {host.rpartition("/")[2] for host in hosts} == {node_of[feature]}, hosts
         assert summary["service_ms"].notna().all()  # measured by the service of a job on that node
     groups = [job for job in jobs.jobs.values() if job.get("Comment", "").startswith("rule_cells")]
     for job in groups:
         assert job.get("Features") in labels.values(), jobs.describe(job)
-    # grouped per label (36 cells each: a group of 32 and one of 4), not a submission per cell
-    assert len(groups) == 4, [jobs.describe(job) for job in groups]
+    # grouped per label (each label's cells fit one group of 32), not a submission per cell
+    assert sorted(job.get("Features") for job in groups) == sorted(labels.values()), \
+        [jobs.describe(job) for job in groups]
     page = (repo / "results/gpus.html").read_text()
     assert all(label in page for label in labels)
 
