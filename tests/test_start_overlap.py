@@ -153,3 +153,27 @@ def test_a_run_starts_its_workers_and_they_warm_up_before_its_first_cell(sandbox
                                                             "cpu worker 0: warming up on conv:hwc",
                                                             "cpu worker 0: warmed up in"))
     assert begins < warming < warmed
+
+
+def test_a_backend_whose_first_use_compiles_warms_each_shape_in_a_helper_process_first(monkeypatch):
+    from convlab.backends import get_backend
+    from convlab.run import warmup
+
+    started: list[tuple[list[str], subprocess.Popen]] = []
+    real_popen = subprocess.Popen
+
+    def recording_popen(args, **options):
+        process = real_popen(args, **options, env={**os.environ, "PYTHONPATH": str(REPO / "workflow")})
+        started.append((args, process))
+        return process
+
+    monkeypatch.setattr(warmup.subprocess, "Popen", recording_popen)
+    backend = get_backend("cpu")
+    shapes = {("conv", "hwc"), ("matrix", "")}
+    assert warmup.warm_up_beside(backend, shapes) > 0
+    assert started == []  # the cpu compiles nothing on first use: no helper
+    monkeypatch.setattr(backend, "compiles_sources", True)
+    assert warmup.warm_up_beside(backend, shapes) > 0
+    assert sorted(args[-1] for args, _ in started) == ["conv:hwc", "matrix:"]
+    assert all(args[1:4] == ["-m", "convlab.run.warmup", "cpu"] for args, _ in started)
+    assert all(process.returncode == 0 for _, process in started)  # each warmed its shape and left

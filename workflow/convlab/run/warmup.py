@@ -14,17 +14,25 @@ with no such word warms every shape a cell can have) in a cache of its own, whic
 afterwards: no cell shares anything with it. It holds the device's lock for untimed work, so that
 no timed work of another process on this GPU runs beside it, while other untimed work (the
 compile-ahead) may.
+
+On a backend whose first use compiles (CuPy's kernels, on cuda), one process per shape first runs
+that shape's pass beside the others (``python -m convlab.run.warmup BACKEND SHAPE``): CuPy
+compiles one kernel after another within a process, and these fill its disk cache on the host's
+cores at once, so that the worker's own pass then loads what they compiled.
 """
 
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Collection, Iterable, Iterator
 from functools import partial
 
 import numpy as np
 
+from convlab.backends import get_backend
 from convlab.backends.base import Backend
 from convlab.backends.devicelock import untimed_device
 from convlab.plan.cell import Cell
@@ -115,3 +123,38 @@ def warm_up(backend: Backend, shapes: Collection[tuple[str, str]] = ALL_SHAPES) 
         cache.clear()
         backend.release_memory()
     return time.perf_counter() - started
+
+
+# A helper that has not warmed its shape by then is left: the worker's own pass compiles what is missing.
+HELPER_TIMEOUT_S = 180.0
+
+
+def warm_up_beside(backend: Backend, shapes: Collection[tuple[str, str]]) -> float:
+    """The worker's warm-up: on a backend whose first use compiles, a helper process per shape
+    first (beside each other), then the worker's own pass on every shape; the seconds it took."""
+    started = time.perf_counter()
+    if backend.compiles_sources and len(shapes) > 1:
+        helpers = [subprocess.Popen([sys.executable, "-m", "convlab.run.warmup", backend.name, shapes_text({shape})],
+                                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+                   for shape in sorted(shapes)]
+        for helper in helpers:
+            try:
+                helper.wait(timeout=max(1.0, HELPER_TIMEOUT_S - (time.perf_counter() - started)))
+            except subprocess.TimeoutExpired:
+                helper.kill()
+                helper.wait()
+    warm_up(backend, shapes)
+    return time.perf_counter() - started
+
+
+def warm_one_process(backend_name: str, shapes: str) -> int:
+    """A helper's pass: ``shapes`` (WARM_SHAPES_ENV's form) in a context of its own."""
+    os.environ[WARM_SHAPES_ENV] = shapes
+    backend = get_backend(backend_name)
+    backend.open_context()
+    warm_up(backend, shapes_from_environment())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(warm_one_process(sys.argv[1], sys.argv[2]))

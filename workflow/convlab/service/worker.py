@@ -39,7 +39,7 @@ from convlab.measure.provenance import now_utc
 from convlab.pictures import loading as pictures
 from convlab.plan import problemcache
 from convlab.run.celljob import CellJob, JobContext, measure_job, status_line
-from convlab.run.warmup import shapes_from_environment, shapes_text, warm_up
+from convlab.run.warmup import shapes_from_environment, shapes_text, warm_up_beside
 from convlab.status import ERROR, OOM, UserError
 
 PARENT_POLL_S = 0.2
@@ -158,7 +158,7 @@ def warm(backend: Backend, name: str) -> None:
     shapes = shapes_from_environment()
     print(f"{now_utc()} {name}: warming up on {shapes_text(shapes) or 'no shape'}", file=sys.stderr, flush=True)
     try:
-        seconds = warm_up(backend, shapes)
+        seconds = warm_up_beside(backend, shapes)
     except Exception:  # the cells that follow say what is wrong in their rows
         traceback.print_exc()
         print(f"{name}: the warm-up failed (above); its cells will report what fails", file=sys.stderr, flush=True)
