@@ -26,7 +26,8 @@ from service_helpers import (
 )
 from workflow_helpers import convlab
 
-from convlab.service.identity import Identity, code_fingerprint
+from convlab.service import client, identity, pool
+from convlab.service.identity import Identity, code_fingerprint, current_identity
 from convlab.service.pool import mixed_models
 
 
@@ -344,3 +345,13 @@ def test_a_spec_that_is_no_cell_is_the_same_one_line_in_the_service_and_in_proce
     assert served.stderr == alone.stderr
     assert served.stderr.startswith("error: not a valid cell: TypeError: ") and len(served.stderr.splitlines()) == 1
     assert not (tmp_path / "row.csv").exists()
+
+
+def test_the_service_runs_this_checkouts_package_and_names_this_checkout():
+    """The folders the service's start and identity are computed from, whatever room holds them:
+    a service started by the run itself (not by a job, whose PYTHONPATH names workflow/) must
+    import this checkout's package, not one installed elsewhere."""
+    workflow = REPO / "workflow"
+    assert Path(client.PACKAGE_PARENT) == workflow and pool.PACKAGE_PARENT == workflow
+    assert Path(identity.PACKAGE_DIR) == workflow / "convlab"
+    assert current_identity().repo == str(REPO)

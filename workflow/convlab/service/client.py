@@ -48,7 +48,8 @@ if TYPE_CHECKING:
 
 DEFAULT_IDLE_TIMEOUT_S = 60.0
 START_TIMEOUT_S = 60.0
-PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__file__)))))
+# workflow/, so that the service it starts runs this checkout's package (convlab/service/client.py)
+PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__file__))))
 
 
 class ServiceUnavailable(RuntimeError):

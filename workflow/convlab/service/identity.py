@@ -19,7 +19,7 @@ from convlab.service.runsocket import IDENTITY_ENV, RUN_CODE_ENV
 
 # Plain paths, not pathlib's, in this module and the client: every cell job reads its identity,
 # and importing pathlib is a good part of a job's start.
-PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__file__))))  # workflow/convlab
+PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))  # workflow/convlab
 
 
 class RuntimeDirError(RuntimeError):

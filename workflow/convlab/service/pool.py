@@ -19,7 +19,7 @@ from typing import Any
 
 from convlab.service.handout import FreeWorkers
 
-PACKAGE_PARENT = Path(__file__).resolve().parents[3]  # workflow/, so `-m convlab...` finds this checkout
+PACKAGE_PARENT = Path(__file__).resolve().parents[2]  # workflow/, so `-m convlab...` finds this checkout
 HELLO_TIMEOUT_S = 300.0  # a cold CUDA context and cuDNN load take seconds, not minutes
 REST_TIMEOUT_S = 30.0  # dropping kept arrays and freeing pools
 
