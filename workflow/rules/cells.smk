@@ -14,16 +14,16 @@ onerror:
     end_of_run(failed=True)
 
 
-# The cells and the copy bandwidth they read run ahead of the device figures the report alone
-# needs (the SGEMM ceiling): the first cell starts as soon as its inputs allow. The ceiling runs
-# next, ahead of the gallery's device jobs, so that the roofline and the findings, which read it,
-# are not left waiting for the gallery.
+# The copy bandwidth, which every cell reads, runs first and the first cell as soon as its inputs
+# allow. The device figures the report alone needs (the SGEMM ceiling, then the gallery's device
+# jobs) run midway through the cells (MIDWAY, common.smk): after the last cell the report stage
+# waits for nothing but the cells.
 rule copy_bandwidth:
     output:
         BANDWIDTH,
     log:
         f"{RESULTS}/logs/device/{BACKEND}_copy_bandwidth.log",
-    priority: 10
+    priority: 11
     conda:
         "../../envs/convlab.yaml"
     resources:
@@ -42,7 +42,9 @@ rule sgemm_ceiling:
         CEILING,
     log:
         f"{RESULTS}/logs/device/{BACKEND}_sgemm_ceiling.log",
-    priority: 5
+    # ahead of the gallery's device jobs, so that the roofline and the findings are not left
+    # waiting for the gallery
+    priority: MIDWAY + 0.01
     conda:
         "../../envs/convlab.yaml"
     resources:
@@ -65,7 +67,7 @@ rule cell:
         row=CELL_PATH,
     log:
         LOG_PATH,
-    priority: 10
+    priority: cell_priority
     group:
         CELL_GROUP
     conda:

@@ -34,6 +34,7 @@ from convlab.snakefile.api import (
     gallery_size,
     grid_shapes,
     image_sizes,
+    problem_ranks,
     library_identity,
     live_run_line,
     load_registry,
@@ -159,6 +160,11 @@ ROW_FORMAT = row_format()
 CODE = code_versions(BACKEND)
 
 CELLS_BY_PATH = {cell.path: cell for cell in CELLS}
+# The order cells run in: a problem's cells one after another (its operands and reference are
+# made once in the worker), in (10, 11), above the ceiling's and the gallery's device jobs, which
+# run midway (MIDWAY) instead of after the last cell, where the report stage waits for them.
+CELL_PRIORITY = {path: 10 + rank for path, rank in problem_ranks(CELLS).items()}
+MIDWAY = 10.5
 SIZES = image_sizes(CELLS)
 GALLERY_SIZE = gallery_size(config, CELLS)
 BANDWIDTH = f"{RESULTS}/device/{BACKEND}_copy_bandwidth.json"
@@ -210,6 +216,10 @@ def cell_of(wildcards):
     if path not in CELLS_BY_PATH:
         raise ValueError(f"{path} is not a cell of the configured grid")
     return CELLS_BY_PATH[path]
+
+
+def cell_priority(wildcards):
+    return CELL_PRIORITY[cell_of(wildcards).path]
 
 
 def cell_spec(wildcards):

@@ -66,6 +66,7 @@ rule gallery_input:
         ),
     log:
         f"{RESULTS}/logs/gallery/input_{{size}}.log",
+    priority: MIDWAY
     conda:
         "../../envs/convlab.yaml"
     shell:
@@ -87,6 +88,7 @@ rule gallery:
         ),
     log:
         f"{RESULTS}/logs/gallery/{{kernel}}_{{size}}.log",
+    priority: MIDWAY
     conda:
         "../../envs/convlab.yaml"
     resources:

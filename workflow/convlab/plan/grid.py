@@ -13,6 +13,7 @@ from convlab.plan.cell import UNLABELLED, Cell
 from convlab.plan.config import ConfigError
 from convlab.plan.families import FAMILIES
 from convlab.plan.overrides import as_int, kernel_options
+from convlab.plan.problemcache import problem_fields
 from convlab.plan.registry import KernelSpec, RegistryError, load_registry
 
 
@@ -135,3 +136,16 @@ def gallery_size(config: dict, cells: list[Cell]) -> int | None:
         return None
     below = [s for s in sizes if s <= config["gallery"]["size"]]
     return max(below) if below else min(sizes)
+
+
+def problem_ranks(cells: list[Cell]) -> dict[str, float]:
+    """Each cell's place in the measuring order, in (0, 1): the cells of one problem share one value,
+    the problems in the grid's order from near 1 down. Scheduled by it, a run measures a problem's
+    cells one after another, so that a measurement worker makes the problem's operands, device
+    inputs and reference once (convlab.plan.problemcache) instead of each time another problem
+    came between them. The same problem under each device label has the same rank."""
+    ranks: dict[tuple, int] = {}
+    for cell in cells:
+        ranks.setdefault((cell.image, *problem_fields(cell)), len(ranks))
+    count = len(ranks)
+    return {cell.path: (count - ranks[(cell.image, *problem_fields(cell))]) / (count + 1) for cell in cells}

@@ -42,6 +42,13 @@ ProblemKey = tuple[Hashable, ...]
 KEPT_BYTES = 8 << 30
 
 
+def problem_fields(cell: Cell) -> ProblemKey:
+    """What a cell's problem is, the picture aside: the cells that share these share their operands
+    wherever they read the same picture."""
+    return (cell.experiment, cell.size, cell.width, cell.stride, cell.filter_size, cell.filter, cell.padding,
+            cell.in_channels, cell.out_channels, cell.batch, cell.verify.get("seed"))
+
+
 def problem_key(cell: Cell, image_path: str | Path | None) -> ProblemKey | None:
     """Everything a cell's operands are made from: cells with the same key share them. None where
     the picture cannot be looked at: the cell then loads it alone, and says why it cannot."""
@@ -53,8 +60,7 @@ def problem_key(cell: Cell, image_path: str | Path | None) -> ProblemKey | None:
         except OSError:
             return None
         picture = (str(path), info.st_size, info.st_mtime_ns)
-    return (cell.experiment, cell.size, cell.width, cell.stride, cell.filter_size, cell.filter, cell.padding,
-            cell.in_channels, cell.out_channels, cell.batch, picture, cell.verify.get("seed"))
+    return (*problem_fields(cell), picture)
 
 
 def checksum(xp: Any, array: Any) -> int:

@@ -33,7 +33,7 @@ from convlab.plan.configfile import DEFAULT_CONFIG_FILE, check_config_files, che
 from convlab.plan.cpusources import cpu_source_note, sources_edited_since_recorded
 from convlab.plan.devicelabel import choose_devices, unplaceable
 from convlab.plan.families import FAMILIES, GALLERY_FAMILY, SIZE_FIGURE_FAMILY, seed_family
-from convlab.plan.grid import build_cells, gallery_size, image_sizes
+from convlab.plan.grid import build_cells, gallery_size, image_sizes, problem_ranks
 from convlab.plan.libraryversions import identity as library_identity
 from convlab.plan.registry import load_registry, relative
 from convlab.report.figuretable import BACKEND as FIGURE_BACKEND
@@ -71,7 +71,7 @@ __all__ = [
     "SIZE_FIGURE_FAMILY", "UserError", "benchmark_kernels", "build_cells", "check_config_files",
     "check_results_database", "check_source_image", "check_working_directory", "choose_backend", "choose_devices", "code_versions", "cpu_name", "cpu_source_note",
     "end_of_run", "export_service_settings", "figure_names", "figure_stem", "figure_stems", "follows_clean_run",
-    "forget_clean_run", "gallery_size", "image_sizes", "library_identity", "live_run_line", "load_registry", "logged",
+    "forget_clean_run", "gallery_size", "image_sizes", "problem_ranks", "library_identity", "live_run_line", "load_registry", "logged",
     "mark_report_stage", "move_damaged_rows", "moved_lines", "new_run_id", "node_offers", "note_clean_run", "read_git_commit",
     "refuse_local_cuda_without_gpu", "relative", "release_stale_lock", "report_labels", "row_format", "seed_family",
     "seed_figure", "source_disagrees", "sources_edited_since_recorded", "stale_summaries", "remove_stale", "rows_of_other_settings", "remove_rows_of_other_settings", "table_stem", "unplaceable", "validate_config",
