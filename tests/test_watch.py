@@ -8,6 +8,7 @@ edited cells, and a live watch through saves, a crashing twin, a save mid-previe
 
 from __future__ import annotations
 
+import csv
 import os
 import signal
 import subprocess
@@ -35,6 +36,7 @@ from convlab.codeversion import file_contents
 from convlab.history.kernelversions import VersionUnavailable, copy_kernel_version
 from convlab.history.previewplan import narrowed
 from convlab.history.verdictrule import verdict_of_interval
+from convlab.history.verdicts import CSV_COLUMNS
 from convlab.measure.row import read_row_file
 from convlab.paths import REPO_ROOT
 from convlab.plan.registry import get_kernel, read_kernel_folder
@@ -135,6 +137,9 @@ def test_a_save_is_told_by_content_not_by_time(tmp_path):
     (("--kernels", "nope"), "error: --kernels nope: not in the configured grid (it has "),
     (("--sizes", "12345"), "error: --sizes 12345: not in the configured grid (it has 9, 12, 48, 64, 96, 320)"),
     (("--configfile", "missing.yaml"), "error: --configfile missing.yaml: no such file"),
+    (("--details", "results/preview.csv"), "error: --details results/preview.csv: under results/, which a watch "
+     "leaves as it is; name a file elsewhere\n"),
+    (("--details", "no/such/folder.csv"), "error: --details no/such/folder.csv: no folder no/such\n"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args, expected):
     result = convlab("watch", "--once", *(("--configfile", TINY) if args[0] != "--configfile" else ()), *args)
@@ -195,9 +200,17 @@ def test_once_exits_1_on_slower_with_fail_on_and_0_when_nothing_differs(finished
     assert unchanged.returncode == 0, unchanged.stdout + unchanged.stderr
     assert unchanged.stdout == "preview: every kernel's files are as last recorded: nothing to preview\n"
     plant(finished, slowed)
-    slower = watch_once(finished, *NARROW, "--fail-on", "slower", service="off")
+    details = finished.parent / "preview.csv"
+    slower = watch_once(finished, *NARROW, "--fail-on", "slower", "--details", str(details), service="off")
     assert slower.returncode == 1, slower.stdout + slower.stderr
     assert "  direct  3 SLOWER" in slower.stdout
+    assert f"  details: {details} (the verdict per cell); nothing written;" in slower.stdout
+    # the verdict per cell, as a run's verdicts/<run>.csv has it
+    with open(details, newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    assert list(rows[0]) == list(CSV_COLUMNS)
+    assert [(row["kernel"], row["verdict"]) for row in rows] == [("direct", "SLOWER")] * 3
+    assert all(float(row["ratio_low"]) > 1 for row in rows)
 
 
 @pytest.mark.pipeline

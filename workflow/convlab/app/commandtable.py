@@ -241,6 +241,8 @@ TABLE: tuple[Command, ...] = (
         arg("--fail-on", choices=["slower"], help="with --once: exit 1 when a cell is SLOWER, or its kernel does not "
             "compile or verify"),
         arg("--results", path=True, default="results", help="the folder of device folders (default: results)"),
+        arg("--details", path=True, metavar="FILE", help="also write each preview's verdict per cell to FILE (a "
+            "CSV with the columns of a run's verdicts/<run>.csv; not under --results)"),
     ), description="Exit status of --once: 0 when previewed (whatever the verdicts), 1 with --fail-on slower when a "
                    "cell is SLOWER or its kernel does not compile or verify, 2 for input that cannot be previewed "
                    "(one error: line), 130 when Ctrl-C stopped it. Without --once it watches until Ctrl-C, and "
@@ -253,6 +255,7 @@ TABLE: tuple[Command, ...] = (
         arg("--strides", type=int, nargs="+"),
         arg("--differing", action="store_true", help="only those of the kernels whose files differ from their last "
             "recorded version"),
+        arg("--details", path=True, metavar="FILE", help="where the verdicts per cell go (a CSV)"),
         arg("--fail-on", choices=["slower"]),
         # the watch that asked: the preview stops once it has gone
         arg("--watcher", type=int, help=argparse.SUPPRESS),

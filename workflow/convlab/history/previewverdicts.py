@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from convlab.atomicfile import write_text_atomically
 from convlab.backends import get_backend
 from convlab.backends.base import Backend
 from convlab.backends.devicelock import exclusive_device
@@ -37,7 +38,7 @@ from convlab.history.pairmeasure import measured_pair, pair_settings, previous_m
 from convlab.history.previewplan import Recorded, candidate_of, differing, edited, read_saved, recorded_versions
 from convlab.history.record import InputHashes, config_hash
 from convlab.history.verdictrule import SLOWER
-from convlab.history.verdicts import NEW, CellVerdict, judge, summary_lines
+from convlab.history.verdicts import NEW, CellVerdict, csv_text, judge, summary_lines
 from convlab.paths import REPO_ROOT
 from convlab.plan.cell import Cell
 from convlab.plan.registry import KernelSpec, shown
@@ -66,6 +67,7 @@ class PreviewRequest:
     kernels: list[str]
     differing: bool = False
     watcher: int | None = None
+    details: Path | None = None  # where the verdicts per cell go, if anywhere (never under results/)
 
 
 class Preview:
@@ -152,7 +154,11 @@ class Preview:
 
     def say_verdicts(self) -> None:
         if self.verdicts:
-            lines = summary_lines(self.verdicts, self.request.device, PREVIEW_RUN, NOTHING_WRITTEN)
+            details = NOTHING_WRITTEN
+            if self.request.details:
+                write_text_atomically(self.request.details, csv_text(self.verdicts))
+                details = f"{self.request.details} (the verdict per cell); {NOTHING_WRITTEN}"
+            lines = summary_lines(self.verdicts, self.request.device, PREVIEW_RUN, details)
             for line in ["preview " + lines[0], *lines[1:]]:
                 self.say(line)
         for note, count in sorted(Counter(refusal_kind(row.note) for row in self.refused).items()):

@@ -14,9 +14,7 @@ unrecorded/, whatever happens to their cells' files, and the next run that recor
 
 from __future__ import annotations
 
-import csv
 import hashlib
-import io
 import json
 import socket
 from collections.abc import Mapping
@@ -30,7 +28,7 @@ from convlab.history import store
 from convlab.history.noise import MIN_FLOOR, cell_noise
 from convlab.history.pairfile import PairRow
 from convlab.history.rebuild import Rebuilt, database_damage, rebuild
-from convlab.history.verdicts import CSV_COLUMNS, CellVerdict, csv_records, judge, summary_lines
+from convlab.history.verdicts import CellVerdict, csv_text, judge, summary_lines
 from convlab.history.waiting import clear_reason, note_reason
 from convlab.measure.row import COLUMNS, DamagedRow, OtherFormat, read_row_file
 from convlab.measure.rowjournal import FOLDER, UnrecordedRow, forget, new_run_id, unrecorded_rows
@@ -323,11 +321,8 @@ def other_rows_lines(fresh: list[Found], run_id: str, lead: str = "  also record
 def write_verdicts(results_dir: Path, run_id: str, verdicts: list[CellVerdict]) -> str:
     """verdicts/<run>.csv (when there are any) and verdicts/latest.csv; returns the path to read."""
     folder = results_dir / VERDICTS_DIR
-    text = io.StringIO()
-    writer = csv.DictWriter(text, fieldnames=CSV_COLUMNS, lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(csv_records(verdicts))
+    text = csv_text(verdicts)
     if verdicts:
-        write_text_atomically(folder / f"{run_id}.csv", text.getvalue())
-    write_text_atomically(folder / "latest.csv", text.getvalue())
+        write_text_atomically(folder / f"{run_id}.csv", text)
+    write_text_atomically(folder / "latest.csv", text)
     return str(folder / f"{run_id}.csv") if verdicts else str(folder / "latest.csv")

@@ -14,6 +14,7 @@ verdict needs no history and holds on a busy host.
 from __future__ import annotations
 
 import csv
+import io
 import json
 import math
 from collections import Counter, defaultdict
@@ -271,6 +272,15 @@ def csv_records(verdicts: list[CellVerdict]) -> list[dict[str, object]]:
              "ratio_low": v.ratio.low, "ratio_high": v.ratio.high, "own_floor": v.floor,
              "unconfirmed": v.unconfirmed or "", "paired_rounds": v.ratio.rounds}
             for v in verdicts]
+
+
+def csv_text(verdicts: list[CellVerdict]) -> str:
+    """The verdict CSV's whole text: its header and a row per verdict."""
+    text = io.StringIO()
+    writer = csv.DictWriter(text, fieldnames=CSV_COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(csv_records(verdicts))
+    return text.getvalue()
 
 
 @dataclass(frozen=True)

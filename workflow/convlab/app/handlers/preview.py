@@ -34,7 +34,7 @@ def preview(args: argparse.Namespace, console: Console) -> int:
         return 1 if args.fail_on else 0
     cells = narrowed(build_cells(config, args.backend, args.device), args.kernels, args.sizes, args.strides)
     request = PreviewRequest(config, args.backend, args.device, Path(args.results), args.kernels, args.differing,
-                             args.watcher)
+                             args.watcher, Path(args.details) if args.details else None)
     try:
         failed = preview_kernels(request, registry, cells, console.say, started)
     except Superseded:

@@ -31,6 +31,7 @@ from convlab.savedfiles import SavedFiles
 from convlab.service.client import ask, service_paths
 from convlab.service.jobenv import service_on
 from convlab.service.runsocket import RUN_CODE_ENV
+from convlab.status import UserError
 
 POLL_S = 0.2
 INTERRUPTED = 130  # the shell's status of a command ended by SIGINT
@@ -45,6 +46,17 @@ def preview_code() -> str:
     return "watch-" + fingerprint([path for path in PACKAGE_DIR.rglob("*.py") if not path.is_relative_to(CPU_TWINS_DIR)])
 
 
+def details_file(given: str, results: str) -> Path:
+    """Where --details writes, as an absolute path (the preview runs in the service's worker): a file
+    in a folder that exists, outside the results a watch leaves as they are."""
+    path = Path(given).resolve()
+    if path.is_relative_to(Path(results).resolve()):
+        raise UserError(f"--details {given}: under {results}/, which a watch leaves as it is; name a file elsewhere")
+    if not path.parent.is_dir():
+        raise UserError(f"--details {given}: no folder {shown(path.parent)}")
+    return path
+
+
 class Watch:
     """What a watch previews, and how it asks for a preview."""
 
@@ -55,6 +67,8 @@ class Watch:
                      for option in (flag, *map(str, values))]
         self.argv = ["preview", "--config", json.dumps(plan.config), "--backend", plan.backend, "--device", plan.device,
                      "--results", str(Path(args.results) / plan.device), *narrowing, "--watcher", str(os.getpid())]
+        if args.details:
+            self.argv += ["--details", str(details_file(args.details, args.results))]
         self.fail_on = args.fail_on
         if args.fail_on:
             self.argv += ["--fail-on", args.fail_on]
