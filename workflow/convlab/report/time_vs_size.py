@@ -11,26 +11,8 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.transforms import blended_transform_factory
 
+from convlab.report import plotting as plot
 from convlab.report.codelabels import TWIN_BACKENDS, ran_labels, short_implementation
-from convlab.report.plotting import (
-    NO_ROWS,
-    NO_TIMED_CELLS,
-    SIZE_LABEL,
-    TIME_LABEL,
-    best_variants,
-    figure_title,
-    hide_y_ticks,
-    legend_handles,
-    log_y_axis,
-    natural_key,
-    natural_order,
-    new_figure,
-    note_figure_object,
-    note_on_axes,
-    panel_title,
-    size_axis,
-    with_filter,
-)
 from convlab.report.roofline import KERNEL_GROUPS, kernel_group
 from convlab.status import WRONG
 
@@ -88,7 +70,7 @@ def pack_panels(lines: pd.DataFrame) -> list[list[str]]:
     counts = lines.groupby("group").size()
     panels: list[list[str]] = []
     filled = 0
-    for group in sorted(counts.index, key=lambda name: (rank[name], natural_key(name))):
+    for group in sorted(counts.index, key=lambda name: (rank[name], plot.natural_key(name))):
         if not panels or filled + counts[group] > MAX_LINES_PER_PANEL:
             panels.append([])
             filled = 0
@@ -180,15 +162,15 @@ def _draw_lines(ax: Axes, rows: pd.DataFrame, names: list[str],
 
 def _no_timed_cells_figure(frame: pd.DataFrame, what: str, strides: list, sizes: list) -> Figure:
     """One empty panel per stride that says why, as the other figures do when every cell failed."""
-    figure, axes = new_figure(1, max(1, len(strides)))
+    figure, axes = plot.new_figure(1, max(1, len(strides)))
     for ax, stride in zip(axes[0], strides):
-        note_on_axes(ax, NO_TIMED_CELLS)
-        size_axis(ax, sizes)
-        panel_title(ax, f"stride {int(stride)}")
-        ax.set_xlabel(SIZE_LABEL)
-    axes[0][0].set_ylabel(TIME_LABEL)
-    hide_y_ticks(axes[0])
-    figure.suptitle(figure_title(frame, what))
+        plot.note_on_axes(ax, plot.NO_TIMED_CELLS)
+        plot.size_axis(ax, sizes)
+        plot.panel_title(ax, f"stride {int(stride)}")
+        ax.set_xlabel(plot.SIZE_LABEL)
+    axes[0][0].set_ylabel(plot.TIME_LABEL)
+    plot.hide_y_ticks(axes[0])
+    figure.suptitle(plot.figure_title(frame, what))
     return figure
 
 
@@ -200,14 +182,14 @@ def time_vs_size_figure(frame: pd.DataFrame) -> Figure:
     chooses."""
     what = "Kernel time vs image size"
     if frame.empty:
-        return note_figure_object(what, NO_ROWS)
+        return plot.note_figure_object(what, plot.NO_ROWS)
     strides = sorted(frame["stride"].dropna().unique())
     sizes = sorted(frame["H"].dropna().unique())
-    best = best_variants(frame)
+    best = plot.best_variants(frame)
     best = best[best["kernel_ms"] > 0].copy()  # a log axis has no place for a zero time
     if best.empty:
         return _no_timed_cells_figure(frame, what, strides, sizes)
-    best["line"] = with_filter(best, ran_labels(best))
+    best["line"] = plot.with_filter(best, ran_labels(best))
     best["group"] = panel_group(best)
     lines = best.drop_duplicates("line")[["line", "group", "kernel"]]  # a line's first group is its only one
     panels = pack_panels(lines)
@@ -216,40 +198,40 @@ def time_vs_size_figure(frame: pd.DataFrame) -> Figure:
     texts = [label_text(line).split("\n") for line in lines["line"]]
     label_width = max(len(part) for text in texts for part in text) * LABEL_FONT_SIZE * 0.6 / 72 + 0.5  # inches
     label_rows = max(len(text) for text in texts)
-    figure, axes = new_figure(len(panels), len(strides), width=4.2 + label_width, height=3.0)
+    figure, axes = plot.new_figure(len(panels), len(strides), width=4.2 + label_width, height=3.0)
     figure.set_figheight(3.0 * len(panels) + 1.0)  # 3 in a row of panels, 1 in for the three lines of title
     labelled = []  # (panel, its lines' ends, their styles), labelled once the layout is known
     for row, groups in zip(axes, panels):
-        names = natural_order(lines.loc[lines["group"].isin(groups), "line"])
+        names = plot.natural_order(lines.loc[lines["group"].isin(groups), "line"])
         styles = line_styles(names)
         # On a twin backend the labels name the twin that ran; the GPU groups are worth a title.
         heading = "" if twin_backend else ", ".join(groups) + " · "
         for ax, stride in zip(row, strides):
             ends = _draw_lines(ax, best[best["stride"] == stride], names, styles)
             if not ends:
-                note_on_axes(ax, "no timed cell of these kernels\nat this stride")
+                plot.note_on_axes(ax, "no timed cell of these kernels\nat this stride")
             labelled.append((ax, ends, styles))
-            panel_title(ax, f"{heading}stride {int(stride)}", fontsize=10.5)
+            plot.panel_title(ax, f"{heading}stride {int(stride)}", fontsize=10.5)
             ax.set_yscale("log")
-            size_axis(ax, sizes)
+            plot.size_axis(ax, sizes)
         # Each row's time axis spans its own lines only (the grey ones may leave it), so that the close lines of
         # one group are drawn as far apart as they can be.
         times = best.loc[best["line"].isin(names), "kernel_ms"]
         row[0].set_ylim(float(times.min()) / 1.6, float(times.max()) * 1.6)
-        row[0].set_ylabel(TIME_LABEL)
+        row[0].set_ylabel(plot.TIME_LABEL)
         for ax in row:
-            log_y_axis(ax)
+            plot.log_y_axis(ax)
     for ax in axes[-1]:
-        ax.set_xlabel(SIZE_LABEL)
+        ax.set_xlabel(plot.SIZE_LABEL)
 
     how = []
     if frame.groupby("kernel")["variant"].nunique().gt(1).any():
         how.append("each line is a kernel's fastest correct variant at each size")
     if len(panels) > 1:
         how.append("grey: the other rows' kernels; each row has its own time axis")
-    figure.suptitle("\n".join([figure_title(frame, what), "; ".join(how)] if how else [figure_title(frame, what)]))
+    figure.suptitle("\n".join([plot.figure_title(frame, what), "; ".join(how)] if how else [plot.figure_title(frame, what)]))
     if (best["status"] == WRONG).any():
-        figure.legend(handles=legend_handles({}, True), loc="upper center", bbox_to_anchor=(0.5, 0.0),
+        figure.legend(handles=plot.legend_handles({}, True), loc="upper center", bbox_to_anchor=(0.5, 0.0),
                       frameon=False)
 
     figure.tight_layout()  # the panels' final height decides how many decades a label's height spans
