@@ -2,9 +2,10 @@
 
 The test runs the README's own command (read out of README.md's Slurm section, with the flags
 the README names for clusters without slurmdbd, and nothing else: no --cores), so the two
-cannot drift apart. The tiny cpu config is submitted with the project's profile
-(workflow/profiles/slurm), grouped 32 cells per sbatch; the tests that count submissions per cell
-or per label run its conv2d cells alone. The summary must equal a local run's
+cannot drift apart; Snakemake's Slurm plugin checks its jobs at a steady interval (POLLING). The
+tiny cpu config is submitted with the project's profile (workflow/profiles/slurm), grouped 32
+cells per sbatch; the tests that count submissions per cell or per label, and the node-death
+test, run its conv2d cells alone. The summary must equal a local run's
 rows, times aside, and every submission must have asked for one cell's CPUs and memory, not
 the sum over its group's cells.
 """
