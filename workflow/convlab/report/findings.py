@@ -53,41 +53,55 @@ def fastest(summary: pd.DataFrame, experiment: str, precision: str = STRICT) -> 
     rows = rows.assign(size=problem_sizes(rows, experiment))
     rows = rows.assign(_code=code_identity(rows))
     labels = code_labels(rows)  # over the whole experiment: a code reads the same in every problem
+    # One pass over plain lists: pandas' per-group indexing cost most of the page on a large grid.
+    grouped = rows.groupby(keys, sort=True)
+    problems = list(grouped.size().index)
+    members: list[list[int]] = [[] for _ in problems]
+    for position, number in enumerate(grouped.ngroup().tolist()):
+        if number >= 0:  # a row with no problem key is in no group (NaN)
+            members[int(number)].append(position)
+    kernels, variants = rows["kernel"].tolist(), rows["variant"].tolist()
+    times, codes = rows["kernel_ms"].tolist(), rows["_code"].tolist()
     out = []
-    for problem, part in rows.groupby(keys, sort=True):
-        best = part.sort_values("kernel_ms").drop_duplicates("_code")  # one row per code that ran
-        first = best.iloc[0]
+    for problem, part in zip(problems, members):
+        # one position per code that ran, at its best time (a stable sort keeps the summary's order on ties)
+        best: list[int] = []
+        for position in sorted(part, key=times.__getitem__):
+            if all(codes[position] != codes[kept] for kept in best):
+                best.append(position)
+        first = best[0]
         record = dict(zip(keys, problem if isinstance(problem, tuple) else (problem,)))
-        record.update(fastest=labels[first["_code"]], variant=first["variant"], fastest_ms=first["kernel_ms"],
-                      runner_up=labels[best.iloc[1]["_code"]] if len(best) > 1 else "",
-                      runner_up_ms=best.iloc[1]["kernel_ms"] if len(best) > 1 else float("nan"),
+        record.update(fastest=labels[codes[first]], variant=variants[first], fastest_ms=times[first],
+                      runner_up=labels[codes[best[1]]] if len(best) > 1 else "",
+                      runner_up_ms=times[best[1]] if len(best) > 1 else float("nan"),
                       library="", library_ms=float("nan"), best_non_library="",
                       best_non_library_ms=float("nan"))
         for library in libraries:
-            hit = part[part["kernel"] == library]
-            if hit.empty:
+            hit = [position for position in part if kernels[position] == library]
+            if not hit:
                 continue
-            code = hit.iloc[0]["_code"]
+            code = codes[hit[0]]
             # the library's code at its best time, so that one label never shows two times
-            record.update(library=labels[code], library_ms=best[best["_code"] == code].iloc[0]["kernel_ms"])
-            others = best[best["_code"] != code]
-            if not others.empty:
-                record.update(best_non_library=labels[others.iloc[0]["_code"]],
-                              best_non_library_ms=others.iloc[0]["kernel_ms"])
+            record.update(library=labels[code],
+                          library_ms=times[next(position for position in best if codes[position] == code)])
+            others = [position for position in best if codes[position] != code]
+            if others:
+                record.update(best_non_library=labels[codes[others[0]]], best_non_library_ms=times[others[0]])
             break
         record["speedup_over_library"] = record["library_ms"] / record["best_non_library_ms"]
         out.append(record)
     return pd.DataFrame(out)
 
 
-def reduced_precision_fastest(summary: pd.DataFrame, experiment: str) -> pd.DataFrame:
+def reduced_precision_fastest(summary: pd.DataFrame, experiment: str,
+                              strict: pd.DataFrame | None = None) -> pd.DataFrame:
     """Per precision other than strict fp32 (TF32) and per problem: the fastest code of that precision, named
     with the precision, and the fastest strict fp32 code of the same problem. ``speedup_over_fp32`` is strict
     fp32 ms / reduced-precision ms (above 1: the reduced precision is faster). Empty where no kernel of a
-    reduced precision ran ok."""
+    reduced precision ran ok. ``strict``: fastest(summary, experiment), where the caller has it already."""
     keys = list(FAMILIES[experiment].problem_columns)
     rows = summary[(summary["experiment"] == experiment) & (summary["status"] == OK) & summary["kernel_ms"].notna()]
-    strict = fastest(summary, experiment)
+    strict = fastest(summary, experiment) if strict is None else strict
     if not strict.empty:
         strict = strict[keys + ["fastest", "fastest_ms"]].rename(
             columns={"fastest": "fastest_fp32", "fastest_ms": "fastest_fp32_ms"})
@@ -263,7 +277,7 @@ def findings_html(summary: pd.DataFrame, comparison: pd.DataFrame, bandwidth: di
         parts.append(f"<p><strong>Warning:</strong> {html.escape(throttled)}.</p>")
     for experiment, title in TITLES.items():
         table = fastest(summary, experiment)
-        reduced = reduced_precision_fastest(summary, experiment)
+        reduced = reduced_precision_fastest(summary, experiment, table)
         parts.append(f"<h3>Fastest kernel: {html.escape(title)}</h3>")
         if table.empty and reduced.empty:
             parts.append("<p>Not run in this configuration (no ok cell).</p>")
