@@ -5,7 +5,7 @@
 2. A config mistake is an error naming the key before the DAG runs (more cases in
    tests/test_config_grid.py).
 4. A cell killed with SIGKILL leaves no partial row; the next run makes only what is missing,
-   and its summary equals an uninterrupted run's (times aside).
+   and its summary equals an uninterrupted run's rows of the same cells (times aside).
 5. Under --cores 4 the cells' measurement intervals never overlap.
 """
 
@@ -313,16 +313,19 @@ def test_cells_never_overlap_with_four_cores(uninterrupted):
         assert start >= end  # each measurement began after the previous one ended
 
 
-# The tiny grid, but each cell times for its whole budget (min_reps is never reached before the
-# budget ends), so a cell can be caught while it measures. The same settings are used before
-# and after the kill.
+# The tiny grid's conv2d cells, each timing for its whole budget (min_reps is never reached before
+# the budget ends), so a cell can be caught while it measures; the other families would only
+# lengthen the rerun. The same settings are used before and after the kill.
 SLOW = "config/tiny-slow.yaml"
+SLOW_FAMILY = "conv2d"
 
 
 def write_slow_config(repo: Path) -> None:
     config = yaml.safe_load((repo / TINY).read_text())
     config["cpu"]["budget_s"] = 0.5
     config["timing"].update(min_reps=10**8, max_reps=10**9)
+    for family in ("tiling", "winograd_layers", "gemm"):
+        config[family] = {**config.get(family, {}), "enabled": False}
     (repo / SLOW).write_text(yaml.safe_dump(config))
 
 
@@ -391,7 +394,8 @@ def test_a_killed_cell_loses_nothing_and_the_rerun_makes_only_what_is_missing(tm
     assert all(p.name.startswith(".") and p.name.endswith(".tmp") for p in strays), strays
 
     # the next run plans exactly the missing cells (--rerun-incomplete only if snakemake asks)
-    every_cell = set(cell_rows(uninterrupted[0]))
+    every_cell = {name for name in cell_rows(uninterrupted[0]) if f"/{SLOW_FAMILY}/" in name}
+    assert len(every_cell) == 8
     plan = snakemake(repo, 1, "--dry-run", configfile=SLOW, check=False)
     flags = ["--rerun-incomplete"] if "--rerun-incomplete" in plan.stdout + plan.stderr else []
     if flags:
@@ -406,8 +410,12 @@ def test_a_killed_cell_loses_nothing_and_the_rerun_makes_only_what_is_missing(tm
     assert {name: (path.read_bytes(), path.stat().st_mtime_ns) for name, path in present.items()} == before
     assert "Nothing to be done" in snakemake(repo, 1, "--dry-run", configfile=SLOW).stdout
 
-    # the summary equals the uninterrupted run's, times and provenance aside; the errors against
-    # float64 are equal too, as the cpu twins are deterministic on the same image
+    # the summary equals the uninterrupted run's rows of its family, times and provenance aside; the
+    # errors against float64 are equal too, as the cpu twins are deterministic on the same image
     # (the killed run's timing settings are slower ones, so the hash of its cells' settings differs)
+    # (the whole grid's other families leave gaps in columns such as batch, so that pandas reads
+    # them as floats there: the values are compared, not their dtypes)
+    whole = comparable(uninterrupted[0] / f"{RESULTS}/summary.csv")
     pd.testing.assert_frame_equal(comparable(repo / f"{RESULTS}/summary.csv").drop(columns=["spec_hash"]),
-                                  comparable(uninterrupted[0] / f"{RESULTS}/summary.csv").drop(columns=["spec_hash"]))
+                                  whole[whole["experiment"] == SLOW_FAMILY].reset_index(drop=True)
+                                  .drop(columns=["spec_hash"]), check_dtype=False)
