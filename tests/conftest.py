@@ -1,3 +1,6 @@
+import os
+import shutil
+import sqlite3
 import sys
 from pathlib import Path
 
@@ -9,12 +12,25 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "workflow"))
 
 from cpu_helpers import SIZE  # noqa: E402
-from workflow_helpers import FinishedRun, copy_finished_run, copy_repo, snakemake  # noqa: E402
+from workflow_helpers import (  # noqa: E402
+    INSTALL,
+    RESULTS,
+    TINY,
+    FinishedRun,
+    copy_finished_run,
+    copy_repo,
+    shell,
+    snakemake,
+    snakemake_env,
+)
 
 from convlab.backends import get_backend, gpu_visible  # noqa: E402
 from convlab.plan.problemcache import PROBLEMS  # noqa: E402
 
 HAS_GPU = gpu_visible()
+# Device folders the docs' compare names (tests/test_documented_commands.py): fresh_runs copies its
+# first run's summary into the first, its second run's into the second.
+EXAMPLE_DEVICES = ("h100-80gb-hbm3", "h200")
 
 
 def pytest_collection_modifyitems(config, items):
@@ -51,6 +67,48 @@ def tiny_report(tiny_run: FinishedRun, tmp_path_factory) -> Path:
     repo = copy_finished_run(tiny_run.repo, tmp_path_factory.mktemp("tiny-report") / "repo")
     snakemake(repo, 1, "--report", "results/report.html", timeout=900)
     return repo
+
+
+@pytest.fixture(scope="session")
+def fresh_install(tmp_path_factory) -> tuple[Path, dict[str, str]]:
+    """A copy of the checkout, set up with the README's install line in a venv of its own, and the
+    environment of a shell in which that venv is activated: no PYTHONPATH, nothing of the venv
+    that runs the tests on PATH. Once for the session: the documented commands and the quick
+    start's report use it."""
+    repo = copy_repo(tmp_path_factory.mktemp("documented") / "repo")
+    env = snakemake_env(repo)
+    env.pop("PYTHONPATH", None)
+    env.pop("VIRTUAL_ENV", None)
+    env["PATH"] = os.pathsep.join(entry for entry in env["PATH"].split(os.pathsep)
+                                  if Path(entry or ".").resolve() != Path(sys.executable).parent.resolve())
+    assert INSTALL in (REPO / "README.md").read_text(encoding="utf-8")
+    installed = shell(INSTALL, repo, env, timeout=1800)
+    assert installed.returncode == 0, installed.stdout[-3000:] + installed.stderr[-3000:]
+    venv = repo / ".venv"
+    env["VIRTUAL_ENV"] = str(venv)
+    env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env['PATH']}"
+    return repo, env
+
+
+@pytest.fixture(scope="session")
+def fresh_runs(fresh_install) -> tuple[Path, dict[str, str], str]:
+    """Two runs of the tiny cpu grid by the fresh venv's snakemake in fresh_install's checkout (the
+    second re-measures one kernel's cells, so that the history holds @previous, and the two
+    summaries differ); the first run's id."""
+    repo, env = fresh_install
+    run = f"snakemake --cores 2 --configfile {TINY}"
+    for label, edit in zip(EXAMPLE_DEVICES, (False, True)):
+        if edit:
+            # its launch description: the cpu backend runs a kernel's twin, never its .cu
+            with open(repo / "kernels" / "direct.yaml", "a") as description:
+                description.write("# an edit that changes no launch\n")
+        done = shell(run, repo, env)
+        assert done.returncode == 0, done.stderr[-4000:]
+        (repo / "results" / label).mkdir()
+        shutil.copy(repo / RESULTS / "summary.csv", repo / "results" / label / "summary.csv")
+    with sqlite3.connect(repo / RESULTS / "history.sqlite") as database:
+        (first_run,) = database.execute("SELECT run_id FROM runs WHERE rows_added > 0 ORDER BY rowid").fetchone()
+    return repo, env, first_run
 
 
 @pytest.fixture

@@ -7,22 +7,17 @@ subcommand exists in the installed command line)."""
 
 from __future__ import annotations
 
-import os
 import re
 import shlex
 import shutil
-import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from workflow_helpers import REPO, RESULTS, TINY, copy_repo, snakemake_env
+from workflow_helpers import REPO, shell
 
 pytestmark = pytest.mark.pipeline
 
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md")), REPO / "kernels" / "README.md"]
-INSTALL = "python3 -m venv .venv && . .venv/bin/activate && pip install -r envs/requirements.txt"
 FENCE = re.compile(r"^```[^\n]*\n(.*?)^```", re.S | re.M)
 SPAN = re.compile(r"`([^`]+)`")
 COMMAND = re.compile(r"^(?:convlab|python3? -m convlab)(?:\s|$)")
@@ -44,6 +39,9 @@ AS_HELP = {
                               "tests/test_bench_pipeline.py runs it on the tiny grid",
     "convlab bench-pipeline --configfile config/tiny-cpu.yaml --cores 1":
         "tests/test_bench_pipeline.py runs it (minutes: three runs of the pipeline)",
+    "convlab bench-pipeline --configfile config/pipeline-bench.yaml --cores 1":
+        "three runs of the benchmark's grid (a minute per spelling on the cpu backend); "
+        "tests/test_bench_pipeline.py runs the command on the tiny grid",
     "convlab bench-pipeline --checkout ../old --out old.json -- --scheduler greedy":
         "needs a second checkout at ../old; tests/test_bench_pipeline.py runs the command",
     "convlab serve": "runs the measurement service in the foreground until it idles out",
@@ -54,9 +52,6 @@ AS_HELP = {
 }
 # The run id of the docs' example, which no run here has: the first run's id stands for it.
 EXAMPLE_RUN = "20261124T143012-3fa9"
-# Device folders the docs' compare names: the first run's summary is copied into the first, the
-# second run's into the second.
-EXAMPLE_DEVICES = ("h100-80gb-hbm3", "h200")
 # Exit statuses a command may end with: `--fail-on slower` exits 1 when a cell is SLOWER, which
 # noise between two cpu runs can make one (docs/history.md, "Exit codes of compare").
 FAIL_ON = {0, 1}
@@ -105,60 +100,13 @@ def other_spelling(command: str) -> str:
     return re.sub(r"^python3? -m convlab", "convlab", command)
 
 
-@pytest.fixture(scope="module")
-def fresh(tmp_path_factory) -> tuple[Path, dict[str, str]]:
-    """A copy of the checkout, set up with the README's install line in a venv of its own, and the
-    environment of a shell in which that venv is activated: no PYTHONPATH, nothing of the venv
-    that runs the tests on PATH."""
-    repo = copy_repo(tmp_path_factory.mktemp("documented") / "repo")
-    env = snakemake_env(repo)
-    env.pop("PYTHONPATH", None)
-    env.pop("VIRTUAL_ENV", None)
-    env["PATH"] = os.pathsep.join(entry for entry in env["PATH"].split(os.pathsep)
-                                  if Path(entry or ".").resolve() != Path(sys.executable).parent.resolve())
-    assert INSTALL in (REPO / "README.md").read_text(encoding="utf-8")
-    installed = subprocess.run(["bash", "-c", INSTALL], cwd=repo, env=env, capture_output=True, text=True,
-                               timeout=1800)
-    assert installed.returncode == 0, installed.stdout[-3000:] + installed.stderr[-3000:]
-    venv = repo / ".venv"
-    env["VIRTUAL_ENV"] = str(venv)
-    env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env['PATH']}"
-    return repo, env
-
-
-def shell(command: str, repo: Path, env: dict[str, str], timeout: float = 900) -> subprocess.CompletedProcess:
-    return subprocess.run(["bash", "-c", command], cwd=repo, env=env, capture_output=True, text=True,
-                          timeout=timeout)
-
-
-@pytest.fixture(scope="module")
-def results(fresh) -> tuple[Path, dict[str, str], str]:
-    """Two runs of the tiny cpu grid by the fresh venv's snakemake (the second re-measures one
-    kernel's cells, so that the history holds @previous, and the two summaries differ); the first
-    run's id."""
-    repo, env = fresh
-    run = f"snakemake --cores 2 --configfile {TINY}"
-    for label, edit in zip(EXAMPLE_DEVICES, (False, True)):
-        if edit:
-            # its launch description: the cpu backend runs a kernel's twin, never its .cu
-            with open(repo / "kernels" / "direct.yaml", "a") as description:
-                description.write("# an edit that changes no launch\n")
-        done = shell(run, repo, env)
-        assert done.returncode == 0, done.stderr[-4000:]
-        (repo / "results" / label).mkdir()
-        shutil.copy(repo / RESULTS / "summary.csv", repo / "results" / label / "summary.csv")
-    with sqlite3.connect(repo / RESULTS / "history.sqlite") as database:
-        (first_run,) = database.execute("SELECT run_id FROM runs WHERE rows_added > 0 ORDER BY rowid").fetchone()
-    return repo, env, first_run
-
-
 def test_the_pages_show_commands_and_every_exception_is_one_of_them():
     assert "convlab history" in DOCUMENTED and "convlab compare @previous @latest" in DOCUMENTED
     assert sorted(set(AS_HELP) - set(DOCUMENTED)) == []
 
 
-def test_the_install_gives_this_checkouts_package_without_pythonpath(fresh):
-    repo, env = fresh
+def test_the_install_gives_this_checkouts_package_without_pythonpath(fresh_install):
+    repo, env = fresh_install
     for where in ("import convlab; print(convlab.__file__)", "import convlab.paths as p; print(p.REPO_ROOT)"):
         result = shell(f"python -c {shlex.quote(where)}", repo, env)
         assert result.returncode == 0, result.stderr
@@ -167,8 +115,8 @@ def test_the_install_gives_this_checkouts_package_without_pythonpath(fresh):
 
 
 @pytest.mark.parametrize("command", sorted(DOCUMENTED))
-def test_a_documented_command_runs_from_the_fresh_venv(results, command):
-    repo, env, first_run = results
+def test_a_documented_command_runs_from_the_fresh_venv(fresh_runs, command):
+    repo, env, first_run = fresh_runs
     runs, why = how_run(command.replace(EXAMPLE_RUN, first_run))
     for spelling in (runs, other_spelling(runs)):
         result = shell(spelling, repo, env)

@@ -35,6 +35,8 @@ IGNORED = (".git", ".snakemake", "results", "data", "__pycache__", ".pytest_cach
 # What Snakemake prints before the Snakefile is read, and the project's backend line after it.
 SNAKEMAKE_PREAMBLE = ("Using workflow specific profile ", "Config file ")
 BACKEND_LINE = "backend cpu: "
+# The README's install line, which conftest's fresh_install runs in a copy of the checkout.
+INSTALL = "python3 -m venv .venv && . .venv/bin/activate && pip install -r envs/requirements.txt"
 # What a failed job adds after the command's own line: none of it may appear for bad input.
 JOB_REPORT = ("Traceback", "CalledProcessError", "RuleException", "WorkflowError", "Failed source_image")
 
@@ -71,6 +73,12 @@ def convlab(*args: str, cwd: Path = REPO, service: str | None = "off", timeout: 
         environment["CONVLAB_SERVICE"] = service
     return subprocess.run([sys.executable, "-m", "convlab", *args], cwd=cwd, env=environment,
                           capture_output=True, text=True, timeout=timeout)
+
+
+def shell(command: str, repo: Path, env: dict[str, str], timeout: float = 900) -> subprocess.CompletedProcess:
+    """``command`` run by bash in ``repo`` with ``env`` (fresh_install's: its venv activated)."""
+    return subprocess.run(["bash", "-c", command], cwd=repo, env=env, capture_output=True, text=True,
+                          timeout=timeout)
 
 
 def snakemake_env(repo: Path) -> dict[str, str]:
