@@ -2,6 +2,7 @@ import os
 import shutil
 import sqlite3
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import cv2
@@ -69,13 +70,9 @@ def tiny_report(tiny_run: FinishedRun, tmp_path_factory) -> Path:
     return repo
 
 
-@pytest.fixture(scope="session")
-def fresh_install(tmp_path_factory) -> tuple[Path, dict[str, str]]:
-    """A copy of the checkout, set up with the README's install line in a venv of its own, and the
-    environment of a shell in which that venv is activated: no PYTHONPATH, nothing of the venv
-    that runs the tests on PATH. Once for the session: the documented commands and the quick
-    start's report use it."""
-    repo = copy_repo(tmp_path_factory.mktemp("documented") / "repo")
+def install_fresh(repo: Path) -> tuple[Path, dict[str, str]]:
+    """fresh_install's work: ``repo`` a copy of the checkout, set up with the README's install line."""
+    copy_repo(repo)
     env = snakemake_env(repo)
     env.pop("PYTHONPATH", None)
     env.pop("VIRTUAL_ENV", None)
@@ -88,6 +85,28 @@ def fresh_install(tmp_path_factory) -> tuple[Path, dict[str, str]]:
     env["VIRTUAL_ENV"] = str(venv)
     env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env['PATH']}"
     return repo, env
+
+
+@pytest.fixture(scope="session", autouse=True)
+def install_ahead(request, tmp_path_factory):
+    """fresh_install's install started on a thread as the session begins, where a selected test needs
+    it: pip keeps about one core busy for most of a minute, which the tests before it leave free."""
+    if not any("fresh_install" in item.fixturenames for item in request.session.items):
+        yield None
+        return
+    with ThreadPoolExecutor(1) as pool:
+        yield pool.submit(install_fresh, tmp_path_factory.mktemp("documented") / "repo")
+
+
+@pytest.fixture(scope="session")
+def fresh_install(install_ahead, tmp_path_factory) -> tuple[Path, dict[str, str]]:
+    """A copy of the checkout, set up with the README's install line in a venv of its own, and the
+    environment of a shell in which that venv is activated: no PYTHONPATH, nothing of the venv
+    that runs the tests on PATH. Once for the session: the documented commands and the quick
+    start's report use it."""
+    if install_ahead is None:
+        return install_fresh(tmp_path_factory.mktemp("documented") / "repo")
+    return install_ahead.result()
 
 
 @pytest.fixture(scope="session")
