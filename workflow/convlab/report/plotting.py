@@ -102,7 +102,8 @@ def save_figure(figure: Figure, path: Path) -> Path:
     figure.set_layout_engine(None)
     crop = figure.get_tightbbox(figure.canvas.get_renderer()).padded(mpl.rcParams["savefig.pad_inches"])
     buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", dpi=DPI, bbox_inches=crop)
+    # zlib's fastest level: the same pixels, a tenth larger, the encoding in half the time
+    figure.savefig(buffer, format="png", dpi=DPI, bbox_inches=crop, pil_kwargs={"compress_level": 1})
     write_bytes_atomically(path, buffer.getvalue())
     return Path(path)
 
