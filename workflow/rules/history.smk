@@ -1,10 +1,12 @@
 # The cells this run re-measured because their kernel files changed, each measured side by side
 # with its previous version (kept in the database) on the device: read by the record step below.
+# Both steps follow the families' slices (SLICES, aggregate.smk), which read and check every row,
+# not the summary joined from them: that join runs beside them instead of before the verdict.
 
 
 rule pair:
     input:
-        summary=f"{RESULTS}/summary.csv",
+        slices=SLICES,
     output:
         pairs=f"{RESULTS}/verdicts/paired.csv",
     log:
@@ -18,7 +20,7 @@ rule pair:
     params:
         code=CODE["measurement"],
         runner=RUNNER,
-        results=lambda wildcards, input: os.path.dirname(input.summary),
+        results=lambda wildcards: f"results/{wildcards.device}",
         backend=BACKEND,
         device=lambda wildcards: wildcards.device,
         grid=json.dumps(config, sort_keys=True),
@@ -38,9 +40,9 @@ rule pair:
 
 rule history:
     input:
-        # after the summary: a refused (damaged) row stops the run before anything is recorded
-        summary=f"{RESULTS}/summary.csv",
-        cells=lambda wildcards: CELL_PATHS[wildcards.device],
+        # after the slices, made from every row: a refused (damaged) row stops the run before
+        # anything is recorded, and a new row makes its slice and so the record again
+        slices=SLICES,
         pairs=f"{RESULTS}/verdicts/paired.csv",
     output:
         verdicts=f"{RESULTS}/verdicts/latest.txt",
@@ -53,8 +55,7 @@ rule history:
     params:
         code=CODE["history"],
         runner=RUNNER,
-        # results/<device>: the folder of the summary
-        results=lambda wildcards, input: os.path.dirname(input.summary),
+        results=lambda wildcards: f"results/{wildcards.device}",
         backend=BACKEND,
         device=lambda wildcards: wildcards.device,
         # the grid the rows belong to: each row's kernel files and settings are hashed from it
