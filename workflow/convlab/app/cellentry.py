@@ -14,9 +14,11 @@ finds the service by its identity, starts one, sends a cell the service dropped 
 writes the error row, as it always has: no socket named for this process, none answering there,
 the service going away or not answering, a refusal in JSON.
 
-`python -m convlab` starts here too (convlab.__main__). Any other line (another command, --help, a
-line the rule never writes) and CONVLAB_SERVICE=off go to the whole command line
-(convlab.app.cli), which parses them with the command table as always.
+`python -m convlab` starts here too (convlab.__main__): a report or data job's line (a command that
+a tools worker runs) goes straight to the service the run named as well, as its command line and
+directory, and what the worker said comes back. Any other line (another command, --help), any such
+line where no service was named for this process or it did not answer, and CONVLAB_SERVICE=off go
+to the whole command line (convlab.app.cli), which parses them with the command table as always.
 """
 
 from __future__ import annotations
@@ -40,6 +42,13 @@ from convlab.service.runsocket import run_socket
 # them (a test holds both): each flag, and whether a cell line must give it.
 COMMAND = "cell"
 OPTIONS = {"--spec": True, "--image": False, "--bandwidth": False, "--out": True}
+# The commands the service's tools workers run, as the command table marks them (a test holds both):
+# a run's report and data jobs, sent as their line, without the command table, argparse and the full
+# client, whose imports took a small report job longer than its own work.
+TOOLS_POOL = "tools"
+TOOLS_COMMANDS = frozenset({"aggregate", "counters-report", "downscale", "figures", "findings", "gpus", "history-page",
+                            "record", "roofline", "seed-compare", "seed-figure", "seed-table", "source"})
+HELP = frozenset({"-h", "--help"})
 # JSON's escapes for a string: the quote, the backslash and the control characters
 JSON_ESCAPES = {**{code: f"\\u{code:04x}" for code in range(0x20)}, ord('"'): '\\"', ord("\\"): "\\\\"}
 
@@ -78,7 +87,7 @@ def json_text(value: object) -> str:
     raise ValueError(f"{type(value).__name__} is not written here")
 
 
-def _exchange(path: str, body: bytes, timeout_s: float) -> bytes | OSError | None:
+def _exchange(path: str, body: bytes, timeout_s: float | None) -> bytes | OSError | None:
     """The service's answer to ``body``; None where no service answers at ``path`` (nothing was
     sent); the error met once the request was on its way."""
     sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
@@ -148,13 +157,49 @@ def full_client(options: dict[str, str], failed: OSError | None = None, refusal:
                                    options.get("--bandwidth"), Console(), failed)
 
 
-def main(argv: list[str]) -> int | None:
-    """Send the cell line ``argv`` to the measurement service: the job's exit status. None where
-    the whole command line runs ``argv`` instead: any other line, or CONVLAB_SERVICE=off."""
-    options = parse(argv)
-    if options is None or not service_on():
+def send_to_tools(argv: list[str]) -> int | None:
+    """A tools worker's command line ``argv`` sent to the service the run named, for this directory,
+    and what the worker said relayed: the job's exit status. None where the whole command line runs
+    it instead (which finds the service, starts one, or sends the line once more): no service named
+    for this process, none answering there, or the service going away before it answered."""
+    path = run_socket(sys.executable)
+    if path is None:
         return None
-    return send_to_run_service(options)
+    try:
+        words = ",".join(json_text(word) for word in argv)
+        body = (f'{{"op":"run","argv":[{words}],"cwd":{json_text(os.getcwd())},'
+                f'"pool":{json_text(TOOLS_POOL)}}}').encode()
+    except UnicodeEncodeError:  # a line the full client's encoder escapes instead
+        return None
+    answer = _exchange(path, body, None)  # a command takes as long as it takes, as in the full client
+    if answer is None or isinstance(answer, OSError):
+        return None
+    import json  # here, not at the top: a cell job reads a text answer
+
+    try:
+        reply = json.loads(answer)
+    except ValueError:
+        return None
+    if not reply.get("ok"):
+        sys.stderr.write(f"error: {reply.get('error')}\n")
+        return 2
+    sys.stdout.write(reply.get("stdout", ""))
+    sys.stderr.write(reply.get("stderr", ""))
+    return int(reply.get("exit_code", 1))
+
+
+def main(argv: list[str]) -> int | None:
+    """Send the cell line ``argv`` (or a tools worker's line) to the measurement service: the job's
+    exit status. None where the whole command line runs ``argv`` instead: any other line, a tools
+    line the service the run named did not answer, or CONVLAB_SERVICE=off."""
+    if not service_on():
+        return None
+    options = parse(argv)
+    if options is not None:
+        return send_to_run_service(options)
+    if argv[:1] and argv[0] in TOOLS_COMMANDS and not HELP.intersection(argv):
+        return send_to_tools(argv)
+    return None
 
 
 def run() -> None:
