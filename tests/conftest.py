@@ -2,7 +2,7 @@ import os
 import shutil
 import sqlite3
 import sys
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import cv2
@@ -87,34 +87,8 @@ def install_fresh(repo: Path) -> tuple[Path, dict[str, str]]:
     return repo, env
 
 
-@pytest.fixture(scope="session", autouse=True)
-def install_ahead(request, tmp_path_factory):
-    """fresh_install's install started on a thread as the session begins, where a selected test needs
-    it: pip keeps about one core busy for most of a minute, which the tests before it leave free."""
-    if not any("fresh_install" in item.fixturenames for item in request.session.items):
-        yield None
-        return
-    with ThreadPoolExecutor(1) as pool:
-        yield pool.submit(install_fresh, tmp_path_factory.mktemp("documented") / "repo")
-
-
-@pytest.fixture(scope="session")
-def fresh_install(install_ahead, tmp_path_factory) -> tuple[Path, dict[str, str]]:
-    """A copy of the checkout, set up with the README's install line in a venv of its own, and the
-    environment of a shell in which that venv is activated: no PYTHONPATH, nothing of the venv
-    that runs the tests on PATH. Once for the session: the documented commands and the quick
-    start's report use it."""
-    if install_ahead is None:
-        return install_fresh(tmp_path_factory.mktemp("documented") / "repo")
-    return install_ahead.result()
-
-
-@pytest.fixture(scope="session")
-def fresh_runs(fresh_install) -> tuple[Path, dict[str, str], str]:
-    """Two runs of the tiny cpu grid by the fresh venv's snakemake in fresh_install's checkout (the
-    second re-measures one kernel's cells, so that the history holds @previous, and the two
-    summaries differ); the first run's id."""
-    repo, env = fresh_install
+def run_twice(repo: Path, env: dict[str, str]) -> str:
+    """fresh_runs' work in fresh_install's checkout; the first run's id."""
     run = f"snakemake --cores 2 --configfile {TINY}"
     for label, edit in zip(EXAMPLE_DEVICES, (False, True)):
         if edit:
@@ -127,7 +101,46 @@ def fresh_runs(fresh_install) -> tuple[Path, dict[str, str], str]:
         shutil.copy(repo / RESULTS / "summary.csv", repo / "results" / label / "summary.csv")
     with sqlite3.connect(repo / RESULTS / "history.sqlite") as database:
         (first_run,) = database.execute("SELECT run_id FROM runs WHERE rows_added > 0 ORDER BY rowid").fetchone()
-    return repo, env, first_run
+    return first_run
+
+
+@pytest.fixture(scope="session", autouse=True)
+def fresh_ahead(request, tmp_path_factory) -> dict[str, Future]:
+    """fresh_install's install, then fresh_runs' two runs where a selected test needs them, started on
+    a thread as the session begins: they keep about one core busy, which the tests before theirs
+    leave free (a run of the workflow at --cores 1 uses about one of the two)."""
+    needed = {name for item in request.session.items for name in ("fresh_install", "fresh_runs")
+              if name in item.fixturenames}
+    if not needed:
+        yield {}
+        return
+    with ThreadPoolExecutor(1) as pool:
+        ahead = {"fresh_install": pool.submit(install_fresh, tmp_path_factory.mktemp("documented") / "repo")}
+        if "fresh_runs" in needed:
+            ahead["fresh_runs"] = pool.submit(lambda: run_twice(*ahead["fresh_install"].result()))
+        yield ahead
+
+
+@pytest.fixture(scope="session")
+def fresh_install(fresh_ahead, tmp_path_factory) -> tuple[Path, dict[str, str]]:
+    """A copy of the checkout, set up with the README's install line in a venv of its own, and the
+    environment of a shell in which that venv is activated: no PYTHONPATH, nothing of the venv
+    that runs the tests on PATH. Once for the session: the documented commands and the quick
+    start's report use it."""
+    if "fresh_install" in fresh_ahead:
+        return fresh_ahead["fresh_install"].result()
+    return install_fresh(tmp_path_factory.mktemp("documented") / "repo")
+
+
+@pytest.fixture(scope="session")
+def fresh_runs(fresh_install, fresh_ahead) -> tuple[Path, dict[str, str], str]:
+    """Two runs of the tiny cpu grid by the fresh venv's snakemake in fresh_install's checkout (the
+    second re-measures one kernel's cells, so that the history holds @previous, and the two
+    summaries differ); the first run's id."""
+    repo, env = fresh_install
+    if "fresh_runs" in fresh_ahead:
+        return repo, env, fresh_ahead["fresh_runs"].result()
+    return repo, env, run_twice(repo, env)
 
 
 @pytest.fixture
