@@ -170,15 +170,16 @@ def test_the_report_stage_runs_side_by_side_at_one_core_and_no_wider_than_its_li
     assert most <= limit and (most >= 2 or limit < 2), (most, limit)
 
 
-def test_at_one_core_the_report_stage_starts_beside_the_gallerys_jobs_not_after_them(tmp_path):
+def test_at_one_core_the_report_stage_waits_for_the_cells_alone_not_for_the_gallerys_jobs(tmp_path):
     """A run from nothing at --cores 1: the report stage's reset (a touch, which every slice waits for)
-    runs before the cells, so that the slices start as soon as the last cell ends, while the gallery's
-    jobs (one core each) are still to run."""
+    runs before the cells, and the gallery's jobs (one core each) run among the cells, so that the
+    slices start as soon as the last cell ends, with no gallery job left to run."""
     repo = copy_repo(tmp_path / "repo")
     events = job_events(run_snakemake(repo, 1, timeout=900))
     assert events.index(("end", "report_stage_reset")) < events.index(("start", "cell")), events
     last_gallery = max(index for index, event in enumerate(events) if event == ("end", "gallery"))
-    assert events.index(("start", "aggregate_family")) < last_gallery, events
+    last_cell = max(index for index, event in enumerate(events) if event == ("end", "cell"))
+    assert last_gallery < last_cell < events.index(("start", "aggregate_family")), events
 
 
 def test_changing_one_kernels_settings_reruns_exactly_its_cells(built):
