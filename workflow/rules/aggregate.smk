@@ -18,9 +18,6 @@ FAMILY_CELL_PATHS = {
     for label in DEVICES
 }
 
-# stamped once every cell of the device is measured (cells_measured, below)
-CELLS_MEASURED = f"{RESULTS}/cells/.measured"
-
 # A slice or a summary that no longer holds the rows it stands for (put back from a copy, edited)
 # is removed, with the summary made from it: both are targets (final_outputs), so this run makes
 # them again. Snakemake trusts their times and its own records.
@@ -50,41 +47,27 @@ rule report_stage_reset:
         logged("touch {output}")
 
 
-# Every cell of a device measured: a touch that each slice waits for, so that no report job draws
-# while a cell is timed. One job with every row as its input, not each slice with every row:
-# Snakemake's work to start and finish a job grows with its inputs (with the square of their jobs'
-# number, to start it), and the slices lie on the way to the verdict.
-rule cells_measured:
-    input:
-        lambda wildcards: CELL_PATHS[wildcards.device],
-    output:
-        CELLS_MEASURED,
-    log:
-        f"{RESULTS}/logs/cells_measured.log",
-    conda:
-        "../../envs/convlab.yaml"
-    threads: 0
-    shell:
-        logged("touch {output}")
-
-
 rule aggregate_family:
     input:
         cells=lambda wildcards: FAMILY_CELL_PATHS[wildcards.device][
             wildcards.experiment
         ],
-        # Only to wait for every cell of the device: ancient, so that a new row of another family
-        # re-runs nothing of this one.
-        after=ancient(CELLS_MEASURED),
+        # Only to wait for every cell of the device, so that no report job draws while a cell is
+        # timed: ancient, so that a new row of another family re-runs nothing of this one.
+        after=lambda wildcards: ancient(
+            [
+                path
+                for name, paths in FAMILY_CELL_PATHS[wildcards.device].items()
+                if name != wildcards.experiment
+                for path in paths
+            ]
+        ),
         # made again after a run that may have left the report stage stale (common.smk)
         redrawn=REDRAWN,
     output:
         summary=f"{RESULTS}/summary/{{experiment}}.csv",
     log:
         f"{RESULTS}/logs/summary/{{experiment}}.log",
-    # the slices are on the way to the verdict (pair and history, history.smk): ahead of the seed
-    # comparisons that become ready with them
-    priority: 50
     conda:
         "../../envs/convlab.yaml"
     threads: 0
@@ -97,18 +80,13 @@ rule aggregate_family:
         logged("{params.runner} aggregate --slice --out {output.summary} {input.cells}")
 
 
-# Every family's slice of a device's summary: the summary is joined from them, and the history
-# steps wait for them (history.smk).
-SLICES = expand(
-    f"{RESULTS}/summary/{{experiment}}.csv",
-    experiment=FAMILIES,
-    allow_missing=True,
-)
-
-
 rule aggregate:
     input:
-        families=SLICES,
+        families=expand(
+            f"{RESULTS}/summary/{{experiment}}.csv",
+            experiment=FAMILIES,
+            allow_missing=True,
+        ),
     output:
         summary=report(
             f"{RESULTS}/summary.csv",
@@ -133,5 +111,4 @@ rule aggregate:
 
 
 localrules:
-    cells_measured,
     aggregate_family,

@@ -1,12 +1,10 @@
 # The cells this run re-measured because their kernel files changed, each measured side by side
 # with its previous version (kept in the database) on the device: read by the record step below.
-# Both steps follow the families' slices (SLICES, aggregate.smk), which read and check every row,
-# not the summary joined from them: that join runs beside them instead of before the verdict.
 
 
 rule pair:
     input:
-        slices=SLICES,
+        summary=f"{RESULTS}/summary.csv",
     output:
         pairs=f"{RESULTS}/verdicts/paired.csv",
     log:
@@ -20,7 +18,7 @@ rule pair:
     params:
         code=CODE["measurement"],
         runner=RUNNER,
-        results=lambda wildcards: f"results/{wildcards.device}",
+        results=lambda wildcards, input: os.path.dirname(input.summary),
         backend=BACKEND,
         device=lambda wildcards: wildcards.device,
         grid=json.dumps(config, sort_keys=True),
@@ -40,9 +38,9 @@ rule pair:
 
 rule history:
     input:
-        # after the slices, made from every row: a refused (damaged) row stops the run before
-        # anything is recorded, and a new row makes its slice and so the record again
-        slices=SLICES,
+        # after the summary: a refused (damaged) row stops the run before anything is recorded
+        summary=f"{RESULTS}/summary.csv",
+        cells=lambda wildcards: CELL_PATHS[wildcards.device],
         pairs=f"{RESULTS}/verdicts/paired.csv",
     output:
         verdicts=f"{RESULTS}/verdicts/latest.txt",
@@ -55,7 +53,8 @@ rule history:
     params:
         code=CODE["history"],
         runner=RUNNER,
-        results=lambda wildcards: f"results/{wildcards.device}",
+        # results/<device>: the folder of the summary
+        results=lambda wildcards, input: os.path.dirname(input.summary),
         backend=BACKEND,
         device=lambda wildcards: wildcards.device,
         # the grid the rows belong to: each row's kernel files and settings are hashed from it
