@@ -53,19 +53,12 @@ def backend():
     return get_backend("cuda")
 
 
-def run_tiny(repo: Path) -> FinishedRun:
-    """tiny_run's work: ``repo`` a copy of the checkout, the tiny grid run in it."""
-    copy_repo(repo)
-    return FinishedRun(repo, snakemake(repo, 2, timeout=900))
-
-
 @pytest.fixture(scope="session")
-def tiny_run(ahead, tmp_path_factory) -> FinishedRun:
+def tiny_run(tmp_path_factory) -> FinishedRun:
     """The tiny cpu grid run from nothing with --cores 2, once for the whole session: the slow tier's
     tests read it, and each test that changes a checkout works on a copy (copy_finished_run)."""
-    if "tiny_run" in ahead:
-        return ahead["tiny_run"].result()
-    return run_tiny(tmp_path_factory.mktemp("tiny-run") / "repo")
+    repo = copy_repo(tmp_path_factory.mktemp("tiny-run") / "repo")
+    return FinishedRun(repo, snakemake(repo, 2, timeout=900))
 
 
 @pytest.fixture(scope="session")
@@ -112,48 +105,41 @@ def run_twice(repo: Path, env: dict[str, str]) -> str:
 
 
 @pytest.fixture(scope="session", autouse=True)
-def ahead(request, tmp_path_factory) -> dict[str, Future]:
-    """The work of tiny_run, fresh_install and fresh_runs, where a selected test needs it, started on
-    one thread as the session begins, in that order: the slow tier's first tests run the workflow on
-    about one of the machine's two cores, and this work keeps the other busy meanwhile."""
-    needed = {name for item in request.session.items for name in ("tiny_run", "fresh_install", "fresh_runs")
+def fresh_ahead(request, tmp_path_factory) -> dict[str, Future]:
+    """fresh_install's install, then fresh_runs' two runs where a selected test needs them, started on
+    a thread as the session begins: they keep about one core busy, which the tests before theirs
+    leave free (a run of the workflow at --cores 1 uses about one of the two)."""
+    needed = {name for item in request.session.items for name in ("fresh_install", "fresh_runs")
               if name in item.fixturenames}
     if not needed:
         yield {}
         return
-    pool = ThreadPoolExecutor(1)
-    futures = {}
-    if "tiny_run" in needed:
-        futures["tiny_run"] = pool.submit(run_tiny, tmp_path_factory.mktemp("tiny-run") / "repo")
-    if "fresh_install" in needed:
-        futures["fresh_install"] = pool.submit(install_fresh, tmp_path_factory.mktemp("documented") / "repo")
-    if "fresh_runs" in needed:
-        futures["fresh_runs"] = pool.submit(lambda: run_twice(*futures["fresh_install"].result()))
-    try:
-        yield futures
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)  # a session cut short waits for no work still queued
+    with ThreadPoolExecutor(1) as pool:
+        ahead = {"fresh_install": pool.submit(install_fresh, tmp_path_factory.mktemp("documented") / "repo")}
+        if "fresh_runs" in needed:
+            ahead["fresh_runs"] = pool.submit(lambda: run_twice(*ahead["fresh_install"].result()))
+        yield ahead
 
 
 @pytest.fixture(scope="session")
-def fresh_install(ahead, tmp_path_factory) -> tuple[Path, dict[str, str]]:
+def fresh_install(fresh_ahead, tmp_path_factory) -> tuple[Path, dict[str, str]]:
     """A copy of the checkout, set up with the README's install line in a venv of its own, and the
     environment of a shell in which that venv is activated: no PYTHONPATH, nothing of the venv
     that runs the tests on PATH. Once for the session: the documented commands and the quick
     start's report use it."""
-    if "fresh_install" in ahead:
-        return ahead["fresh_install"].result()
+    if "fresh_install" in fresh_ahead:
+        return fresh_ahead["fresh_install"].result()
     return install_fresh(tmp_path_factory.mktemp("documented") / "repo")
 
 
 @pytest.fixture(scope="session")
-def fresh_runs(fresh_install, ahead) -> tuple[Path, dict[str, str], str]:
+def fresh_runs(fresh_install, fresh_ahead) -> tuple[Path, dict[str, str], str]:
     """Two runs of the tiny cpu grid by the fresh venv's snakemake in fresh_install's checkout (the
     second re-measures one kernel's cells, so that the history holds @previous, and the two
     summaries differ); the first run's id."""
     repo, env = fresh_install
-    if "fresh_runs" in ahead:
-        return repo, env, ahead["fresh_runs"].result()
+    if "fresh_runs" in fresh_ahead:
+        return repo, env, fresh_ahead["fresh_runs"].result()
     return repo, env, run_twice(repo, env)
 
 
