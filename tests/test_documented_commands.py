@@ -37,8 +37,6 @@ AS_HELP = {
     "convlab run --kernel cudnn --size 4096 --plan best --out /tmp/row.csv": f"cuDNN's plans ({GPU})",
     "convlab bench-pipeline": "two full runs of the default grid and a bare Snakemake's (long on the cpu backend); "
                               "tests/test_bench_pipeline.py runs it on the tiny grid",
-    "convlab bench-pipeline --cores 1": "the bare command's (--cores 1 is its default): two full runs of the "
-                                        "default grid and a bare Snakemake's",
     "convlab bench-pipeline --configfile config/tiny-cpu.yaml --cores 1":
         "tests/test_bench_pipeline.py runs it (minutes: three runs of the pipeline)",
     "convlab bench-pipeline --configfile config/pipeline-bench.yaml --cores 1":
