@@ -2,6 +2,7 @@ import os
 import shutil
 import sqlite3
 import sys
+from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
@@ -13,6 +14,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "workflow"))
 
 from cpu_helpers import SIZE  # noqa: E402
+from service_helpers import ServiceSandbox  # noqa: E402
 from workflow_helpers import (  # noqa: E402
     INSTALL,
     RESULTS,
@@ -169,3 +171,10 @@ def kept():
     yield PROBLEMS
     PROBLEMS.clear()
     PROBLEMS.capacity = 0
+
+
+@pytest.fixture
+def sandbox(tmp_path: Path) -> Iterator[ServiceSandbox]:
+    box = ServiceSandbox(tmp_path, "cpu")
+    yield box
+    box.close()

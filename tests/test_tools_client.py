@@ -9,12 +9,12 @@ import socket
 from pathlib import Path
 
 import pytest
-from test_cell_client import FakeService, fake_service, imported, job, named_by_the_run, sandbox  # noqa: F401
+from fakeservice_helpers import FakeService, fake_service, imported, job, named_by_the_run
 
 from convlab.app import cellentry
 from convlab.app.command import TOOLS
 from convlab.app.commandtable import TABLE
-from convlab.service.protocol import check_request, receive_message, send_message
+from convlab.service.protocol import check_request, send_message
 from convlab.service.runsocket import RUN_CODE_ENV
 
 LINE = ["seed-table", "--seed", "000", "--comparison", "results/x/seeds/comparison/conv2d.csv",
@@ -27,18 +27,11 @@ class HangsUpOnce(FakeService):
     """A service that goes away during the first request it gets (a killed one, replaced) and answers
     the next with ``reply``."""
 
-    def _serve(self) -> None:
-        while True:
-            try:
-                connection, _ = self.listener.accept()
-            except OSError:
-                return
-            request = receive_message(connection)
-            self.requests.append(request)
-            if len(self.requests) > 1:
-                send_message(connection, self.reply)
-            connection.shutdown(socket.SHUT_RDWR)
-            connection.close()
+    def answer(self, connection: socket.socket, request: dict) -> None:
+        if len(self.requests) > 1:
+            send_message(connection, self.reply)
+        connection.shutdown(socket.SHUT_RDWR)
+        connection.close()
 
 
 def test_the_thin_entry_knows_the_tools_commands_as_the_table_has_them():
