@@ -11,6 +11,8 @@ started without the planted file."""
 from __future__ import annotations
 
 import csv
+import os
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -136,8 +138,14 @@ def test_a_run_beside_a_live_one_stops_with_one_line_naming_it(built):
         deadline = time.monotonic() + 120
         while not list((built / ".snakemake" / "locks").glob("*.lock")) and time.monotonic() < deadline:
             time.sleep(0.2)
+        # Held (stopped, alive) while the second run starts: the tiny grid's run may otherwise end
+        # before a second run on a loaded machine has read the Snakefile.
+        os.kill(first.pid, signal.SIGSTOP)
         assert first.poll() is None, "the first run ended before the second started"
-        second = snakemake(built, 1, check=False)
+        try:
+            second = snakemake(built, 1, check=False)
+        finally:
+            os.kill(first.pid, signal.SIGCONT)
         ours = [line for line in second.stderr.splitlines() if not line.startswith("Using workflow specific profile")]
         assert second.returncode != 0
         assert len(ours) == 1 and ours[0].startswith(f"error: another run is working in this folder (pid {first.pid}, "
