@@ -61,6 +61,13 @@ def quiet_about_progress(quiet: object) -> bool:
 class LogHandler(LogHandlerBase):
     """What Snakemake instantiates for `--logger convlab`; the Reporter decides what to show."""
 
+    # Snakemake's questions to every log handler, whose answers never change: plain class
+    # attributes stand for the base's abstract properties
+    writes_to_file = False
+    has_filter = True
+    has_formatter = True
+    needs_rulegraph = False
+
     def __post_init__(self) -> None:
         settings = self.common_settings
         self.passive = bool(getattr(settings, "dryrun", False))
@@ -94,20 +101,4 @@ class LogHandler(LogHandlerBase):
     @property
     def writes_to_stream(self) -> bool:
         return not self.passive
-
-    @property
-    def writes_to_file(self) -> bool:
-        return False
-
-    @property
-    def has_filter(self) -> bool:
-        return True
-
-    @property
-    def has_formatter(self) -> bool:
-        return True
-
-    @property
-    def needs_rulegraph(self) -> bool:
-        return False
 
