@@ -11,8 +11,9 @@ import random
 import pytest
 
 from convlab.history import store
-from convlab.history.noise import MIN_PAIRS, busy_host, cell_noise, quiet_log_ratios
+from convlab.history.noise import MIN_PAIRS, cell_noise, quiet_log_ratios
 from convlab.history.verdicts import judge, summary_lines
+from convlab.history.vouching import why_unvouched
 
 BASE = {"kernel_hash": "k1", "code_version": "v1", "config_hash": "c1", "gpu_uuid": "GPU-a", "input_hash": "i1"}
 
@@ -75,8 +76,8 @@ def test_a_change_on_a_busy_host_is_unclear_and_the_run_says_why():
     beside_another = judge(new(1.5, lock_wait=250.0), history[-1])
     quiet = judge(new(1.5), history[-1])
     assert (on_cpu.verdict, beside_another.verdict, quiet.verdict) == ("UNCLEAR", "UNCLEAR", "SLOWER")
-    assert on_cpu.unconfirmed == "the cpu backend shares its host"
-    assert beside_another.unconfirmed == "another process measured on this GPU"
+    assert on_cpu.unconfirmed == "measured while the cpu backend shares its host"
+    assert beside_another.unconfirmed == "measured while another process measured on this GPU"
     assert judge(new(1.001, backend="cpu"), history[-1]).verdict == "SAME"
     lines = summary_lines([on_cpu, beside_another, quiet], "dev", "run9", "details.csv")
     assert "  unconfirmed: 1 FASTER/SLOWER called UNCLEAR, measured while the cpu backend shares its host: " \
@@ -95,5 +96,5 @@ def test_the_threshold_is_the_least_floor_a_quiet_cell_gets():
 
 
 def test_a_throttled_gpu_is_a_host_that_cannot_be_trusted_to_be_quiet():
-    assert "throttled" in busy_host({"backend": "cuda", "throttled": "yes", "phase_ms": "lock_wait=0.1"})
-    assert busy_host({"backend": "cuda", "throttled": "no", "phase_ms": "lock_wait=0.1"}) is None
+    assert "throttled" in why_unvouched({"backend": "cuda", "throttled": "yes", "phase_ms": "lock_wait=0.1"})
+    assert why_unvouched({"backend": "cuda", "throttled": "no", "phase_ms": "lock_wait=0.1"}) is None

@@ -261,7 +261,16 @@ def test_a_change_between_two_cpu_sets_is_unconfirmed_and_a_gpu_one_is_not():
     # a GPU that throttled while it measured one side is no quiet host either
     throttled = compare_sets(_summary(_cells()), _summary([{**_scaled(r, 1.5), "throttled": "yes"} for r in _cells()]))
     assert set(throttled["verdict"]) == {"UNCLEAR"}
-    assert set(throttled["note"]) == {"unconfirmed SLOWER: the GPU throttled while it measured"}
+    assert set(throttled["note"]) == {"unconfirmed SLOWER: B measured while the GPU throttled (its clock or a "
+                                      "slowdown reason, in the row's telemetry)"}
+    # so is the baseline: a slow-down of the baseline is not a speed-up of B
+    disturbed = compare_sets(_summary([{**_scaled(r, 2.0), "gpu_neighbours": 1} for r in _cells()]),
+                             _summary(_cells()), labels=("run1", "run2"))
+    assert set(disturbed["verdict"]) == {"UNCLEAR"}
+    assert set(disturbed["note"]) == {"unconfirmed FASTER: run1 measured while other processes used the GPU"}
+    waited = compare_sets(_summary([{**_scaled(r, 2.0), "phase_ms": "lock_wait=250.0;place=1.0"} for r in _cells()]),
+                          _summary(_cells()))
+    assert set(waited["note"]) == {"unconfirmed FASTER: A measured while another process measured on this GPU"}
 
 
 def test_the_gate_passes_a_slow_down_measured_beside_another_process_with_its_warning(tmp_path):

@@ -5,6 +5,8 @@ the current one FASTER; a previous version that does not compile is refused with
 
 from __future__ import annotations
 
+import math
+
 import pytest
 from gpu_helpers import gpu_cells, write_image
 
@@ -14,7 +16,8 @@ from convlab.history.kernelversions import restore_kernel_version
 from convlab.history.verdictrule import verdict_of_interval
 from convlab.paths import REPO_ROOT
 from convlab.plan.registry import get_kernel, read_kernel_folder
-from convlab.run.paired import PairRefused, measure_pair
+from convlab.run.paired import GRAPH_BELOW_MS, PairRefused, measure_pair
+from convlab.run.runner import run_cell
 
 THRESHOLD = 0.02
 
@@ -75,3 +78,26 @@ def test_a_previous_version_that_does_not_compile_is_refused_with_its_reason(tmp
     previous = kept_version(tmp_path, get_kernel("direct").source.read_text().replace("acc[k] = 0.0f;", "acc[k] = ;"))
     with pytest.raises(PairRefused, match="error"):
         measure_pair(cell, image, previous, THRESHOLD / 4, 2.0, backend)
+
+
+@pytest.mark.gpu
+def test_cells_near_the_graph_line_are_sampled_alike_on_both_sides_and_same_with_themselves(tmp_path, backend):
+    """fft at 256² runs 0.045–0.05 ms a launch on an H200, across the pair's graph line (0.05 ms):
+    sampled each its own way, it was x0.655 against itself. And the `direct` cell whose launch
+    lies nearest the line, as a kept copy of its own files against itself."""
+    (fft,) = gpu_cells("fft", 256, [1])
+    image = write_image(tmp_path / "input_256.png", 256, 256)
+    near = []
+    for size in (512, 1024, 2048):
+        (cell,) = gpu_cells("direct", size, [1], extra={"direct": {"block": [16]}})
+        row = run_cell(cell, write_image(tmp_path / f"input_{size}.png", size, size), backend=backend)
+        near.append((abs(math.log(row["kernel_ms"] / GRAPH_BELOW_MS)), cell, tmp_path / f"input_{size}.png"))
+    _, direct, direct_image = min(near, key=lambda entry: entry[0])
+    copy = kept_version(tmp_path, get_kernel("direct").source.read_text())
+    for cell, picture, previous in [(fft, image, get_kernel("fft"))] * 4 + [(direct, direct_image, copy)] * 3:
+        result = measure_pair(cell, picture, previous, THRESHOLD / 4, 1.0, backend)
+        print(f"{cell.kernel} {cell.size}: x{result.ratio:.4f} [{result.low:.4f}, {result.high:.4f}], sampled "
+              f"{result.sampling}, {result.previous_ms:.4f} / {result.new_ms:.4f} ms")
+        assert result.sampling.startswith("graph of ") or result.sampling == "per launch"
+        assert abs(result.previous_ms / result.new_ms - 1) < 0.1, "the two sides were sampled apart"
+        assert verdict_of_interval(result.low, result.high, THRESHOLD) == "SAME"

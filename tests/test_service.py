@@ -68,6 +68,8 @@ def test_a_cell_goes_through_the_service_and_records_its_phases(sandbox, tmp_pat
     assert 0 < float(row["service_ms"]) < float(row["job_ms"])
     worker = sandbox.status()["workers"]
     assert [(w["backend"], w["alive"]) for w in worker] == [("cpu", True)]
+    # the cpu worker measures on one thread, whatever the machine's cores, and the row says so
+    assert row["host_threads"] == "1"
 
 
 def test_the_cell_job_imports_neither_numpy_nor_cupy(sandbox, tmp_path):
@@ -282,6 +284,28 @@ def test_the_identity_separates_jobs_users_gpus_and_code(tmp_path):
     before = code_fingerprint(package)
     (package / "measure" / "timing.py").write_text("X = 1\n#\n")
     assert code_fingerprint(package) != before
+
+
+def test_the_thread_pools_variables_name_another_service_and_the_cpu_worker_limits_its_pools(monkeypatch):
+    """A service started under OPENBLAS_NUM_THREADS=2 is not the one a job with 1 finds; and
+    whatever the variables say, the cpu backend's pools run one thread each (threadpoolctl reports
+    it) and OpenCV's too."""
+    keys = set()
+    for threads in ("1", "2", None):
+        if threads is None:
+            monkeypatch.delenv("OPENBLAS_NUM_THREADS", raising=False)
+        else:
+            monkeypatch.setenv("OPENBLAS_NUM_THREADS", threads)
+        keys.add(current_identity().key)
+    assert len(keys) == 3
+    probe = ("import json, cv2, threadpoolctl; from convlab.backends.cpu import CpuBackend; b = CpuBackend(); "
+             "print(json.dumps([[p['internal_api'], p['num_threads']] for p in threadpoolctl.threadpool_info()] "
+             "+ [['opencv', cv2.getNumThreads()], ['row', b.device_info()['host_threads']]]))")
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "2", "OMP_NUM_THREADS": "2"}
+    seen = json.loads(subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env,
+                                     check=True).stdout)
+    assert any(name == "openblas" for name, _ in seen), seen  # NumPy's BLAS is among them
+    assert all(threads == 1 for _, threads in seen), seen
 
 
 def test_gpus_of_different_models_are_one_line_asking_to_choose():

@@ -225,6 +225,7 @@ TABLE: tuple[Command, ...] = (
         arg("--configfile", action="append", default=[], help="a config laid over config/config.yaml, as "
             "snakemake's --configfile (repeatable); default: the config of the run that recorded last"),
         arg("--cells", type=int, default=24, help="how many cells to check (default 24, spread over the kernels)"),
+        arg("--details", path=True, help="also write each cell's verdict, ratio, interval and sampling to this CSV"),
         arg("--results", path=True, default="results"),
         arg("--device", help="default: the only device with a results database"),
     ), description="Exit status: 0 when no cell was called FASTER or SLOWER and no other process used the GPU, 1 "

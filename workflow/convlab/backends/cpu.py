@@ -13,6 +13,7 @@ from types import ModuleType
 from typing import Any
 
 import numpy as np
+from threadpoolctl import threadpool_info, threadpool_limits
 
 from convlab.backends.base import Backend, KernelBuffers, PreparedKernel
 from convlab.measure.hostinfo import cpu_name
@@ -23,6 +24,20 @@ from convlab.status import DeviceOutOfMemory, UnsupportedCell
 
 TWIN_LAYOUT = {"input": "hwc", "weights": "oihw", "output": "hwc"}
 FLUSH_BYTES = 64 << 20  # larger than any CPU's last-level cache we expect
+# The twins are measured on one thread. With BLAS's, OpenMP's and OpenCV's pools left at the
+# machine's cores, they fought the measurement worker and the run's other jobs on a 2-core host: a
+# twin's time then jumped to multiples of the scheduler's slice (8 ms for a 0.25 ms cell).
+CPU_THREADS = 1
+
+
+def limit_threads(threads: int) -> int:
+    """Limit every BLAS and OpenMP pool this process loaded (threadpoolctl) and OpenCV's own to
+    ``threads``; the most threads any pool reports it may use afterwards."""
+    import cv2  # here: OpenCV's pool exists once it is loaded, and only the cpu backend needs it
+
+    threadpool_limits(limits=threads)
+    cv2.setNumThreads(threads)
+    return max([pool["num_threads"] for pool in threadpool_info()] + [max(cv2.getNumThreads(), 1)])
 
 
 def load_twin(spec: KernelSpec) -> ModuleType:
@@ -46,12 +61,14 @@ class CpuBackend(Backend):
 
     def __init__(self) -> None:
         self._flush_buffer = None
+        self.threads = limit_threads(CPU_THREADS)
 
     def device_info(self) -> dict[str, Any]:
         import cv2
 
         return {
             "device": f"{cpu_name()} ({os.cpu_count()} cores)",
+            "host_threads": self.threads,
             "compute_capability": "",
             "driver_version": "",
             "runtime_version": f"numpy {np.__version__}, opencv {cv2.__version__}",

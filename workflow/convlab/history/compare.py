@@ -27,7 +27,6 @@ from convlab.history.verdictrule import (
     LAUNCH_BOUND_MS,
     LAUNCH_BOUND_THRESHOLD,
     MISSING,
-    NEIGHBOURED,
     SAME,
     SLOWER,
     TIMED_VERDICTS,
@@ -36,6 +35,7 @@ from convlab.history.verdictrule import (
     number,
     verdict,
 )
+from convlab.history.vouching import why_unvouched
 from convlab.status import UserError
 
 # The columns that say which cell a row measured, whatever the backend that measured it.
@@ -128,6 +128,22 @@ def _neighboured(row: pd.Series) -> bool:
     return any(number(row[f"gpu_neighbours_{side}"]) > 0 for side in ("a", "b"))
 
 
+# The columns of a side that say whether the lab can vouch for its time (convlab.history.vouching).
+VOUCH_COLUMNS = ("backend", "throttled", "gpu_neighbours", "phase_ms")
+
+
+def unconfirmed_note(row: pd.Series, word: str, labels: tuple[str, str]) -> str:
+    """Why a FASTER or SLOWER between the two sides cannot be confirmed ('' where both are vouched
+    for): the reason, with the side it holds for where only one does."""
+    reasons = [why_unvouched({column: row[f"{column}_{side}"] for column in VOUCH_COLUMNS}) for side in ("a", "b")]
+    if not any(reasons):
+        return ""
+    if reasons[0] == reasons[1]:
+        return f"unconfirmed {word}: {reasons[0]}"
+    label, reason = next((label, reason) for label, reason in zip(labels, reasons) if reason)
+    return f"unconfirmed {word}: {label} measured while {reason}"
+
+
 def _timed(row: pd.Series, side: str) -> bool:
     ms = number(row[f"kernel_ms_{side}"])
     return row[f"status_{side}"] == "ok" and math.isfinite(ms) and ms > 0
@@ -140,7 +156,7 @@ def compare_sets(a: pd.DataFrame, b: pd.DataFrame, threshold: float = DEFAULT_TH
     if not 0 < threshold < 1:
         raise CompareError(f"--threshold {threshold:g}: give a fraction between 0 and 1 (e.g. 0.08 for 8 %)")
     keys = [k for k in KEY_COLUMNS if k in a.columns and k in b.columns]  # an older summary may lack some
-    values = ["status", "kernel_ms", "kernel_ms_iqr", "reps", "backend", "throttled", "gpu_neighbours"]
+    values = ["status", "kernel_ms", "kernel_ms_iqr", "reps", *VOUCH_COLUMNS]
     sides = []
     for rows, label in ((a, labels[0]), (b, labels[1])):
         keyed = _keyed(rows, keys, label)
@@ -159,14 +175,9 @@ def compare_sets(a: pd.DataFrame, b: pd.DataFrame, threshold: float = DEFAULT_TH
         elif _timed(row, "a") and _timed(row, "b"):
             word, ratio, floor, noise = verdict(number(row["kernel_ms_a"]), number(row["kernel_ms_iqr_a"]),
                                                 number(row["kernel_ms_b"]), number(row["kernel_ms_iqr_b"]), threshold)
-            note = ""
-            if word in (FASTER, SLOWER) and row["backend_a"] == row["backend_b"] == "cpu":
-                # a shared host: only a paired re-measurement would confirm it (convlab.history.noise)
-                word, note = UNCLEAR, f"unconfirmed {word}: the cpu backend shares its host"
-            elif word in (FASTER, SLOWER) and "yes" in (row["throttled_a"], row["throttled_b"]):
-                word, note = UNCLEAR, f"unconfirmed {word}: the GPU throttled while it measured"
-            elif word in (FASTER, SLOWER) and _neighboured(row):
-                word, note = UNCLEAR, f"unconfirmed {word}: {NEIGHBOURED}"
+            note = unconfirmed_note(row, word, labels) if word in (FASTER, SLOWER) else ""
+            if note:
+                word = UNCLEAR
             results.append((word, ratio, floor, noise, note))
         else:
             statuses = [str(row[f"status_{s}"]) if _timed(row, s) or row[f"status_{s}"] != "ok" else "ok without a time"

@@ -1,5 +1,4 @@
-"""Each cell's own run-to-run noise, learned from its history, and the hosts whose verdicts cannot
-be trusted without a paired re-measurement.
+"""Each cell's own run-to-run noise, learned from its history.
 
 Two runs of a cell drift more than each run's own spread (clocks, temperature, the host's other
 work), so a verdict against the previous run needs a floor. One floor for every cell (8 %, 15 %
@@ -14,21 +13,18 @@ MIN_FLOOR), and the interval a verdict line gives is
 the ratio × exp(± t × spread). A cell with fewer than MIN_PAIRS such pairs keeps the common floor.
 One disturbed run in a cell's history widens its floor: it costs detections, never false calls.
 
-A host that others use while it measures (the cpu backend, always; a GPU whose lock another
-process held during the cell), or a GPU that throttled while it measured, moves times by more
-than any history shows: a FASTER or SLOWER there is UNCLEAR, as only a paired re-measurement
-(both versions in one process, interleaved) could confirm it.
+A row the lab cannot vouch for (convlab.history.vouching: measured beside another process, while
+the GPU throttled, or on the cpu backend) moves by more than any history shows: its FASTER or
+SLOWER is UNCLEAR, whichever side of the change it is.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from convlab.history.store import Measurement
-from convlab.history.verdictrule import NEIGHBOURED
-from convlab.measure.row import finite_number
 
 MIN_PAIRS = 5
 MIN_FLOOR = 0.02
@@ -38,8 +34,6 @@ T_QUANTILES = ((5, 4.77), (6, 4.32), (7, 4.03), (8, 3.83), (9, 3.69), (10, 3.58)
                (20, 3.15), (30, 3.03), (60, 2.91), (120, 2.86))
 # what a measurement records of what shaped it: a change in any of them is not drift
 SHAPING = ("kernel_hash", "code_version", "config_hash", "gpu_uuid", "input_hash")
-# a cell that waited this long for its device's lock was measured beside another process
-BUSY_LOCK_WAIT_MS = 1.0
 
 
 def t_quantile(pairs: int) -> float:
@@ -85,24 +79,3 @@ def cell_noise(history: Iterable[Measurement], threshold: float = MIN_FLOOR) -> 
     if len(ratios) < MIN_PAIRS:
         return None
     return CellNoise(math.sqrt(sum(r * r for r in ratios) / len(ratios)), len(ratios), threshold)
-
-
-def busy_host(row: Mapping[str, object]) -> str | None:
-    """Why a new measurement's host could not be trusted to be quiet, or None: the cpu backend, or
-    a GPU whose lock another process held while the cell waited for it."""
-    if (finite_number(str(row.get("gpu_neighbours") or "")) or 0) > 0:
-        return NEIGHBOURED
-    if row.get("backend") == "cpu":
-        return "the cpu backend shares its host"
-    if row.get("throttled") == "yes":
-        return "the GPU throttled (its clock or a slowdown reason, in the row's telemetry)"
-    for part in str(row.get("phase_ms") or "").split(";"):
-        name, _, value = part.partition("=")
-        if name == "lock_wait":
-            try:
-                waited = float(value)
-            except ValueError:
-                return None
-            if waited > BUSY_LOCK_WAIT_MS:
-                return "another process measured on this GPU"
-    return None

@@ -30,6 +30,8 @@ class PairRow:
     note: str = ""
     neighbours: int | None = None  # other processes that used the GPU during the rounds (None: not known)
     neighbour_names: str = ""
+    sampling: str = ""  # how both versions were sampled, alike ("graph of 33 launches", "per launch")
+    unproved: str = ""  # why the pair's times were not checked against the rows' ('' where they were)
 
     @property
     def measured(self) -> bool:
@@ -77,5 +79,6 @@ def read_pairs(path: str | Path | None) -> dict[str, PairRow]:
                 new_ms=finite_number(record.get("new_ms")), stop=record.get("stop", ""),
                 clock_normalised=record.get("clock_normalised", ""), note=record.get("note", ""),
                 neighbours=int(neighbours) if neighbours is not None else None,
-                neighbour_names=record.get("neighbour_names", ""))
+                neighbour_names=record.get("neighbour_names", ""), sampling=record.get("sampling", ""),
+                unproved=record.get("unproved", ""))
     return pairs

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from convlab.history import store
@@ -35,6 +36,8 @@ class Candidate:
     previous_module: str = ""  # the machine code each row says it ran (empty: none recorded)
     new_module: str = ""
     new_ms: float | None = None
+    previous_row: Mapping[str, object] = field(default_factory=dict)  # each side's whole row, as recorded
+    new_row: Mapping[str, object] = field(default_factory=dict)
 
 
 def candidates(results_dir: str | Path, cells: list[Cell], run_id: str) -> tuple[list[Candidate], sqlite3.Connection | None]:
@@ -58,18 +61,21 @@ def candidates(results_dir: str | Path, cells: list[Cell], run_id: str) -> tuple
         previous = earlier[-1]
         current = hashes(entry.cell.kernel, entry.cell.backend)
         if previous.kernel_hash and current and previous.kernel_hash != current:
+            previous_row = recorded_row(previous.row_json)
             chosen.append(Candidate(entry.cell, current, previous.kernel_hash, previous.kernel_ms,
-                                    finite_number(entry.row.get("service_ms")), recorded_module(previous.row_json),
-                                    entry.row.get("module_hash") or "", finite_number(entry.row.get("kernel_ms"))))
+                                    finite_number(entry.row.get("service_ms")),
+                                    str(previous_row.get("module_hash") or ""), entry.row.get("module_hash") or "",
+                                    finite_number(entry.row.get("kernel_ms")), previous_row, dict(entry.row)))
     return chosen, connection
 
 
-def recorded_module(row_json: str | None) -> str:
-    """The machine code a kept row says it ran ('' for a row that names none)."""
+def recorded_row(row_json: str | None) -> dict[str, object]:
+    """A kept row's columns (none where its JSON cannot be read)."""
     try:
-        return str(json.loads(row_json or "{}").get("module_hash") or "")
-    except (ValueError, AttributeError):
-        return ""
+        row = json.loads(row_json or "{}")
+    except ValueError:
+        return {}
+    return row if isinstance(row, dict) else {}
 
 
 def restore_previous(connection: sqlite3.Connection, candidate: Candidate, versions_dir: Path,

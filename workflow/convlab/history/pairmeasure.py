@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 import sqlite3
 import tempfile
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ from convlab.history.noise import MIN_FLOOR
 from convlab.history.pairfile import PairRow
 from convlab.history.pairing import Candidate, candidates, restore_previous
 from convlab.history.verdictrule import DEFAULT_THRESHOLD, LAUNCH_BOUND_MS, LAUNCH_BOUND_THRESHOLD, Ratio
+from convlab.history.vouching import why_unvouched
 from convlab.plan.families import family
 from convlab.plan.grid import build_cells
 from convlab.plan.registry import KernelSpec, read_kernel_folder
@@ -87,8 +89,9 @@ def measured_pair(candidate: Candidate, connection: sqlite3.Connection | None, s
     files, so a cpu twin's previous version is paired too."""
     cell = candidate.cell
     base = PairRow(cell.path, cell.kernel, candidate.previous_hash, candidate.kernel_hash)
-    new_row = Recorded(candidate.new_module, candidate.new_ms) if new_spec is None else None
-    recorded = (Recorded(candidate.previous_module, candidate.previous_ms), new_row)
+    new_row = (recorded_side(candidate.new_module, candidate.new_ms, candidate.new_row)
+               if new_spec is None else None)
+    recorded = (recorded_side(candidate.previous_module, candidate.previous_ms, candidate.previous_row), new_row)
     try:
         previous = previous_spec(candidate, connection, scratch, restored, twins=new_spec is not None)
         result = measure_pair(cell, cell.image or None, previous, precision, budget_s, backend, recorded,
@@ -98,7 +101,14 @@ def measured_pair(candidate: Candidate, connection: sqlite3.Connection | None, s
     return replace(base, ratio=Ratio(result.ratio, result.low, result.high, result.rounds),
                    previous_ms=result.previous_ms, new_ms=result.new_ms, stop=result.stop,
                    clock_normalised="yes" if result.clock_normalised else "no",
-                   neighbours=result.neighbours, neighbour_names=result.neighbour_names)
+                   neighbours=result.neighbours, neighbour_names=result.neighbour_names, sampling=result.sampling,
+                   unproved=result.unproved)
+
+
+def recorded_side(module_hash: str, kernel_ms: float | None, row: Mapping[str, object]) -> Recorded:
+    """What one version's row says it ran, how it was timed and whether the lab vouches for its time."""
+    return Recorded(module_hash, kernel_ms, str(row.get("timing_applied") or row.get("timing_mode") or ""),
+                    why_unvouched(row) or "")
 
 
 def run_pairs(config: dict[str, Any], backend_name: str, device: str, results: str | Path,

@@ -13,7 +13,7 @@ from convlab.backends.choice import choose_backend
 from convlab.codeversion import file_contents, fingerprint_contents
 from convlab.history import store
 from convlab.history.kernelversions import VersionUnavailable, copy_kernel_version
-from convlab.history.pairing import Candidate, recorded_module
+from convlab.history.pairing import Candidate, recorded_row
 from convlab.paths import REPO_ROOT
 from convlab.plan.cell import Cell
 from convlab.plan.devicelabel import choose_devices
@@ -129,8 +129,9 @@ def recorded_versions(connection, cells: list[Cell]) -> dict[str, Recorded]:
 def candidate_of(cell: Cell, saved: Saved, previous: store.Measurement) -> Candidate:
     """The cell as the pair step takes it: its saved version against the recorded one, whose row
     names its machine code and time (the saved version has no row)."""
+    row = recorded_row(previous.row_json)
     return Candidate(cell, saved.kernel_hash, previous.kernel_hash, previous.kernel_ms, None,
-                     recorded_module(previous.row_json))
+                     str(row.get("module_hash") or ""), previous_row=row)
 
 
 def edited(cells: list[Cell], saved: dict[str, Saved], recorded: dict[str, Recorded]) -> list[Cell]:

@@ -29,10 +29,10 @@ The min and max of the repeats are not used: one repeat preempted by the host se
 (summaries show maxima 30 times the median), so overlapping ranges would call almost any
 change UNCLEAR.
 
-Two sets measured by the cpu backend shared their host with whatever else ran there: a FASTER or
-SLOWER between them is UNCLEAR ("unconfirmed" in its note), so that ``--fail-on slower`` fails
-only on a change the host cannot have made; so is one whose GPU throttled, or shared its time with
-another process's work (the row's ``gpu_neighbours``) while either side was timed.
+A FASTER or SLOWER where either side's row cannot be vouched for (convlab.history.vouching: the cpu
+backend's shared host, a GPU that throttled or that another process's work shared while it was
+timed) is UNCLEAR ("unconfirmed" in its note), so that ``--fail-on slower`` fails only on a change
+the host cannot have made.
 """
 
 from __future__ import annotations
@@ -48,8 +48,6 @@ DEFAULT_THRESHOLD = 0.08
 LAUNCH_BOUND_MS = 0.02
 # ...and move by up to about 13 % between runs of the same code.
 LAUNCH_BOUND_THRESHOLD = 0.15
-# why a change is unconfirmed when another process used the GPU meanwhile
-NEIGHBOURED = "other processes used the GPU while it measured"
 # A combined spread wider than this cannot show that a change beyond the floor is noise.
 WIDE_NOISE = 0.20
 # A change must clear the noise by this factor to be called FASTER or SLOWER.

@@ -5,8 +5,9 @@ A cell's verdict is compare's rule (convlab.history.compare.verdict: SAME, FASTE
 by the relative change against a floor and the two measurements' spreads) applied to its latest
 earlier ``ok`` measurement on the same device label; "new" where there is none, and the cell's
 status where the new measurement is not ``ok``. The floor is the cell's own where its history
-holds enough reruns with nothing changed (convlab.history.noise), and a FASTER or SLOWER measured
-on a busy host is UNCLEAR (``unconfirmed`` says why). A cell measured side by side with its
+holds enough reruns with nothing changed (convlab.history.noise), and a FASTER or SLOWER where
+either measurement cannot be vouched for (convlab.history.vouching: a busy host, the new one or
+the baseline) is UNCLEAR (``unconfirmed`` says why). A cell measured side by side with its
 previous kernel version (convlab.history.pairing) is judged by that pair's interval instead: its
 verdict needs no history and holds on a busy host.
 """
@@ -22,12 +23,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from convlab.history.noise import MIN_FLOOR, CellNoise, busy_host
+from convlab.history.noise import MIN_FLOOR, CellNoise
 from convlab.history.pairfile import PairRow
 from convlab.history.store import MeasuredCell, Measurement
 from convlab.history.verdictrule import (
     FASTER,
-    NEIGHBOURED,
     SAME,
     SLOWER,
     TIMED_VERDICTS,
@@ -37,6 +37,7 @@ from convlab.history.verdictrule import (
     verdict,
     verdict_of_interval,
 )
+from convlab.history.vouching import NEIGHBOURED, doubt
 from convlab.measure.row import finite_number
 
 NEW = "new"
@@ -61,7 +62,7 @@ class CellVerdict(MeasuredCell):
     # new / previous: its interval by the cell's pair or its own floor, its rounds where it was paired
     ratio: Ratio = Ratio()
     floor: float | None = None  # the cell's own floor, where its history gave one
-    unconfirmed: str | None = None  # why a FASTER/SLOWER is UNCLEAR: its host was busy
+    unconfirmed: str | None = None  # why a FASTER/SLOWER is UNCLEAR: a side the lab cannot vouch for
     neighbours: str = ""  # the other processes that used the GPU while it was timed ("pid name;...")
 
 
@@ -135,7 +136,7 @@ def judge(new: Mapping[str, object], previous: Measurement | None, noise: CellNo
         # interleaved rounds cancel a steady neighbour's share of the GPU; one that came and went
         # leaves the rounds short of their precision, and then the change is not confirmed
         if word in (FASTER, SLOWER) and (pair.neighbours or neighbours_of(new)) and pair.stop != "precise":
-            word, unconfirmed = UNCLEAR, NEIGHBOURED
+            word, unconfirmed = UNCLEAR, f"measured while {NEIGHBOURED}"
     else:
         previous_iqr = previous.kernel_ms_iqr if previous.kernel_ms_iqr is not None else math.nan
         iqr = iqr if iqr is not None else math.nan
@@ -146,7 +147,7 @@ def judge(new: Mapping[str, object], previous: Measurement | None, noise: CellNo
             word, value, _, _ = verdict(previous.kernel_ms, previous_iqr, ms, iqr, noise.floor, own_floor=True)
             ratio = Ratio(value, *noise.interval(value))
         if word in (FASTER, SLOWER):
-            unconfirmed = busy_host(_row(new))
+            unconfirmed = doubt(_row(new), _row({"row_json": previous.row_json}), previous.run_id)
             if unconfirmed:
                 word = UNCLEAR
     return CellVerdict(
@@ -248,8 +249,8 @@ def summary_lines(verdicts: list[CellVerdict], device: str, run_id: str, details
         lines.append(f"  ... and {len(hidden)} more kernels: "
                      + ", ".join(f"{n} {w}" for w, n in hidden_counts.most_common()))
     busy = Counter(v.unconfirmed for v in verdicts if v.unconfirmed)
-    lines += [f"  unconfirmed: {n} FASTER/SLOWER called UNCLEAR, measured while {why}: a paired re-measurement "
-              "would tell" for why, n in busy.most_common()]
+    lines += [f"  unconfirmed: {n} FASTER/SLOWER called UNCLEAR, {why}: a paired re-measurement would tell"
+              for why, n in busy.most_common()]
     beside = [v for v in verdicts if v.neighbours]
     if beside:
         names = sorted({name for v in beside for name in v.neighbours.split(";") if name})

@@ -74,6 +74,8 @@ class PairedResult:
     batch: int  # samples of each version per round
     neighbours: int | None = None  # other processes that used the GPU during the rounds (None: not known)
     neighbour_names: str = ""
+    sampling: str = ""  # how both versions were sampled, alike: "graph of N launches", "per launch"
+    unproved: str = ""  # why the pair's times were not checked against the rows' ('' where they were)
 
 
 def bootstrap_interval(logs: Sequence[float], confidence: float = CONFIDENCE, resamples: int = RESAMPLES,

@@ -84,6 +84,9 @@ TYPES: dict[str, tuple[type, ...]] = {
     **_typed(WHOLE, "gpu_neighbours"), **_typed(TEXT, "gpu_neighbour_names"),
     # provenance
     **_typed(TEXT, "device"), **_typed(WHOLE, "gpu_index"), **_typed(TEXT, "gpu_uuid", "compute_capability"),
+    # the threads the host's computation could use (the cpu backend's BLAS, OpenMP and OpenCV pools, as
+    # threadpoolctl reports them; empty where the device computes)
+    **_typed(WHOLE, "host_threads"),
     **_typed(VERSION, "driver_version", "runtime_version"),
     **_typed(TEXT, "cupy_version", "cudnn_version", "cublas_version", "cufft_version", "compiler", "git_commit", "convlab_version", "code_version", "host",
              "started_at", "finished_at"),

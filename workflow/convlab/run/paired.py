@@ -4,9 +4,12 @@ same operands, the same GPU and process, interleaved (convlab.measure.interleave
 Both versions go through the cell's own steps up to the launch (place, set up, launch), on one
 placement of the operands; the earlier version is verified too, as a version whose output is
 wrong here times something else.
-Then the rounds. A launch-bound kernel (a run under GRAPH_BELOW_MS) is sampled as replays of a
-CUDA graph, where an event pair around one launch would time the events as much as the kernel;
-a cell timed cold is sampled cold.
+
+Then the rounds. Both versions are sampled the same way, chosen once for the pair: a launch-bound
+pair (the faster version under GRAPH_BELOW_MS a run) as replays of CUDA graphs of as many launches
+each, where an event pair around one launch would time the events as much as the kernel; any other
+pair per launch; a cell timed cold, cold. Sampled each its own way, two copies of one kernel near
+the line differed by a third (one per launch, one per replay).
 
 A ratio is only trusted between the two versions as their rows measured them, so the pair proves
 that first and refuses where it cannot (PairRefused, with why):
@@ -14,7 +17,11 @@ that first and refuses where it cannot (PairRefused, with why):
   again, must give the code it was measured with;
 - after the rounds, the previous version's time here, scaled by how the new version's time here
   differs from its own row's (the pair's sampling and this moment's clocks), must agree with the
-  previous row's time within the run-to-run tolerance the caller gives.
+  previous row's time within the run-to-run tolerance the caller gives. That scaling cancels the
+  pair's sampling only where the two rows were timed alike (the same applied mode), and a row the
+  lab cannot vouch for (convlab.history.vouching: timed beside another process, say) is no
+  measure of its version's speed: then nothing is checked, the pair measured now stands on its own,
+  and its result says why it was not checked (``unproved``).
 The GPU's other users during the rounds are watched too (convlab.measure.telemetry.Neighbours).
 
 Two versions that load the same machine code and launch it the same way (an edit of comments or
@@ -27,6 +34,8 @@ does not exist.
 from __future__ import annotations
 
 import math
+import statistics
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -40,6 +49,7 @@ from convlab.run.steps import CellInputs, Placed, Prepared, launch, load_inputs,
 from convlab.status import CellFailure
 
 GRAPH_BELOW_MS = 0.05
+PER_RUN_SAMPLES = 3  # runs of each version, untimed warm-up, whose median decides how the pair is sampled
 SAME_CODE = "same_code"  # a pair's stop when both versions run the same machine code the same way
 # What a kernel's description says of how its code is launched; the source file's name and text
 # are left out, as the module's hash stands for what the compiler made of them.
@@ -54,10 +64,13 @@ class PairRefused(Exception):
 @dataclass(frozen=True)
 class Recorded:
     """What a version's row says it ran: the hash of its machine code ('' for a kernel that
-    compiles none) and its time."""
+    compiles none), its time, the mode that timed it (its ``timing_applied``: warm, cold, graph) and
+    why the lab cannot vouch for that time ('' where it can)."""
 
     module_hash: str | None
     kernel_ms: float | None
+    timing: str = ""
+    unvouched: str = ""
 
 
 def prove_same_code(prepared: Prepared, recorded: Recorded, which: str) -> None:
@@ -73,17 +86,35 @@ def prove_same_code(prepared: Prepared, recorded: Recorded, which: str) -> None:
                           f"({recorded.module_hash})")
 
 
-def prove_same_speed(result: PairedResult, previous: Recorded, new: Recorded | None, tolerance: float) -> None:
+def unproved(previous: Recorded, new: Recorded | None) -> str:
+    """Why the pair's times cannot be checked against the rows ('' where they can): a side without
+    a row (a preview), a row the lab cannot vouch for, or two rows timed in different modes."""
+    if new is None:
+        return "the new version has no row yet"
+    if not (previous.kernel_ms and new.kernel_ms):
+        return "a row has no time"
+    if previous.unvouched:
+        return f"the previous row was measured while {previous.unvouched}"
+    if new.unvouched:
+        return f"the new row was measured while {new.unvouched}"
+    if previous.timing and new.timing and previous.timing != new.timing:
+        return f"the rows were timed in different modes ({previous.timing}, {new.timing})"
+    return ""
+
+
+def prove_same_speed(result: PairedResult, previous: Recorded, new: Recorded | None, tolerance: float) -> str:
     """PairRefused unless the previous version ran here as its row measured it, once the new
-    version's own difference from its row (sampling, clocks) is taken out. A new version without a
-    row (a preview) leaves nothing to take it out with: nothing is proved."""
-    if new is None or not (previous.kernel_ms and new.kernel_ms and result.previous_ms > 0 and result.new_ms > 0):
-        return
+    version's own difference from its row (sampling, clocks) is taken out; where the rows cannot
+    tell (unproved()), nothing is checked and that reason is returned ('' where it was proved)."""
+    why = unproved(previous, new)
+    if why or not (result.previous_ms > 0 and result.new_ms > 0):
+        return why or "the pair has no time"
     drift = result.new_ms / new.kernel_ms
     off = result.previous_ms / (previous.kernel_ms * drift)
     if abs(math.log(off)) > math.log1p(tolerance):
         raise PairRefused(f"the previous version ran x{off:.3f} its recorded time here (tolerance "
                           f"{tolerance:.0%}): not as it was measured")
+    return ""
 
 
 def same_code(previous: Prepared, previous_spec: KernelSpec, new: Prepared, new_spec: KernelSpec) -> bool:
@@ -115,24 +146,34 @@ def prepared_version(backend: Backend, inputs: CellInputs, placements: dict[tupl
     return prepared
 
 
-def side(backend: Backend, prepared: Prepared, cold: bool) -> Side:
-    """How the rounds sample one version: per launch, or per replay of a graph of launches; each
-    batch with the SM clock read as it ends."""
-    run = prepared.kernel.run
+def clocked(backend: Backend, sample: Callable[[int], list[float]]) -> Callable[[int], tuple[list[float], float | None]]:
+    """A sampler whose every batch comes with the SM clock read as it ends."""
+    def taken(n: int) -> tuple[list[float], float | None]:
+        return sample(n), backend.sm_clock_mhz()
+    return taken
 
-    def clocked(sample):
-        def taken(n: int) -> tuple[list[float], float | None]:
-            return sample(n), backend.sm_clock_mhz()
-        return taken
 
-    per_run_ms = backend.time_batch(run, 1, cold)[0]
-    if not cold and per_run_ms < GRAPH_BELOW_MS:
+def sides(backend: Backend, previous: Prepared, new: Prepared, cold: bool) -> tuple[Side, Side, str]:
+    """Both versions' samplers, chosen once for the pair so that the two are sampled alike, and
+    how ("graph of N launches", "per launch", "per launch, cold"): graph replays of as many launches
+    each where the faster version runs under GRAPH_BELOW_MS (sized by it, so that its replay lasts
+    about a millisecond), per launch otherwise or where either version cannot be captured."""
+    runs = (previous.kernel.run, new.kernel.run)
+    if cold:
+        return (*(Side(clocked(backend, lambda n, run=run: backend.time_batch(run, n, True))) for run in runs),
+                "per launch, cold")
+    per_run_ms = [statistics.median(backend.time_batch(run, PER_RUN_SAMPLES, False)) for run in runs]
+    faster = 0 if per_run_ms[0] <= per_run_ms[1] else 1
+    if per_run_ms[faster] < GRAPH_BELOW_MS:
         try:
-            sampler, launches, _ = capture_graph(run, backend.capture_graph, per_run_ms)
-            return Side(clocked(sampler), launches)
+            samplers: list = [None, None]
+            samplers[faster], launches, _ = capture_graph(runs[faster], backend.capture_graph, per_run_ms[faster])
+            samplers[1 - faster] = backend.capture_graph(runs[1 - faster], launches)
+            return (*(Side(clocked(backend, sampler), launches) for sampler in samplers), f"graph of {launches} launches")
         except GraphRefused:
             pass
-    return Side(clocked(lambda n: backend.time_batch(run, n, cold)))
+    return (*(Side(clocked(backend, lambda n, run=run: backend.time_batch(run, n, False))) for run in runs),
+            "per launch")
 
 
 def measure_pair(cell: Cell, image_path: str | Path | None, previous_spec: KernelSpec, precision: float,
@@ -165,18 +206,19 @@ def measure_pair(cell: Cell, image_path: str | Path | None, previous_spec: Kerne
             previous_ms = recorded[0].kernel_ms if recorded else None
             new_ms = recorded[1].kernel_ms if recorded and recorded[1] is not None else previous_ms
             return PairedResult(1.0, 1.0, 1.0, 0, previous_ms or math.nan, new_ms or math.nan, SAME_CODE,
-                                clock_normalised=False, batch=0)
+                                clock_normalised=False, batch=0, sampling="not timed: the same machine code")
         watch = backend.neighbours()
         with backend.guard("timing"):
             if watch:
                 watch.start()
-            result = interleave(side(backend, previous, cold), side(backend, new, cold), precision, budget_s)
+            previous_side, new_side, sampling = sides(backend, previous, new, cold)
+            result = replace(interleave(previous_side, new_side, precision, budget_s), sampling=sampling)
             if watch:
                 watch.stop()
     except CellFailure as failure:
         where = f" in {failure.stage}" if failure.stage else ""
         raise PairRefused(f"{failure.status}{where}: {failure.reason}") from failure
-    if recorded:
-        prove_same_speed(result, recorded[0], recorded[1], tolerance)
+    why = prove_same_speed(result, recorded[0], recorded[1], tolerance) if recorded else "no row to check against"
     seen = watch.columns() if watch else {}
-    return replace(result, neighbours=seen.get("gpu_neighbours"), neighbour_names=seen.get("gpu_neighbour_names") or "")
+    return replace(result, neighbours=seen.get("gpu_neighbours"), neighbour_names=seen.get("gpu_neighbour_names") or "",
+                   unproved=why)

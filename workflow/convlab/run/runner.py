@@ -48,8 +48,8 @@ from convlab.status import ERROR, INVALID_CONFIG, UNSUPPORTED, CellFailure
 
 Produced = TypeVar("Produced")
 
-DEVICE_COLUMNS = ("device", "gpu_index", "gpu_uuid", "compute_capability", "driver_version", "runtime_version", "cupy_version",
-                  "cudnn_version", "cublas_version", "cufft_version", "compiler")
+DEVICE_COLUMNS = ("device", "gpu_index", "gpu_uuid", "compute_capability", "host_threads", "driver_version",
+                  "runtime_version", "cupy_version", "cudnn_version", "cublas_version", "cufft_version", "compiler")
 
 
 class Outcome(NamedTuple):
