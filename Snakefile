@@ -24,4 +24,4 @@ include: "workflow/rules/benchmark.smk"
 
 rule all:
     input:
-        final_outputs(),
+        PLAN.final_outputs(),

@@ -4,29 +4,6 @@
 # clients of the tools workers, as the report stage's jobs are (report.smk): no core of their own,
 # one `render` each.
 
-# Each device label's cell rows per family (none for a family without cells in the grid: its slice
-# holds the header alone).
-FAMILY_CELL_PATHS = {
-    label: {
-        name: [
-            cell.path
-            for cell in CELLS
-            if cell.device == label and cell.experiment == name
-        ]
-        for name in FAMILIES
-    }
-    for label in DEVICES
-}
-
-# A slice or a summary that no longer holds the rows it stands for (put back from a copy, edited)
-# is removed, with the summary made from it: both are targets (final_outputs), so this run makes
-# them again. Snakemake trusts their times and its own records.
-if workflow.is_main_process:
-    for label in DEVICES:
-        stale = stale_summaries(f"results/{label}", FAMILY_CELL_PATHS[label])
-        for line in remove_stale(stale, Path(f"results/{label}/summary.csv"), DRY_RUN):
-            print(line, file=sys.stderr)
-
 
 # The whole report stage is made again from here when a run may have left part of it stale: a
 # run that stopped, or changed code, captions or config (REPORT_SUSPECT, common.smk). A touch, run
@@ -49,19 +26,10 @@ rule report_stage_reset:
 
 rule aggregate_family:
     input:
-        cells=lambda wildcards: FAMILY_CELL_PATHS[wildcards.device][
-            wildcards.experiment
-        ],
+        cells=PLAN.family_cells,
         # Only to wait for every cell of the device, so that no report job draws while a cell is
         # timed: ancient, so that a new row of another family re-runs nothing of this one.
-        after=lambda wildcards: ancient(
-            [
-                path
-                for name, paths in FAMILY_CELL_PATHS[wildcards.device].items()
-                if name != wildcards.experiment
-                for path in paths
-            ]
-        ),
+        after=lambda wildcards: ancient(PLAN.other_family_cells(wildcards)),
         # made again after a run that may have left the report stage stale (common.smk)
         redrawn=REDRAWN,
     output:

@@ -12,8 +12,8 @@ rule benchmark:
 
 rule benchmark_device:
     input:
-        images=[f"data/input_{size}.png" for size in config[BENCH_FAMILY]["sizes"]],
-        kernels=bench_kernel_files(),
+        images=[f"data/input_{size}.png" for size in PLAN.bench_sizes],
+        kernels=PLAN.bench_kernel_files(),
     output:
         table=f"{RESULTS}/benchmark/floor_cuda.csv",
         text=f"{RESULTS}/benchmark/floor_cuda.txt",
@@ -24,13 +24,13 @@ rule benchmark_device:
     conda:
         "../../envs/convlab.yaml"
     resources:
-        **placement_resources(),
+        **PLACEMENT,
         gpu=1,
     params:
         code=CODE["benchmark"],
         runner=RUNNER,
-        sizes=" ".join(str(size) for size in config[BENCH_FAMILY]["sizes"]),
-        strides=" ".join(str(stride) for stride in config[BENCH_FAMILY]["strides"]),
+        sizes=" ".join(str(size) for size in PLAN.bench_sizes),
+        strides=" ".join(str(stride) for stride in PLAN.bench_strides),
     shell:
         logged(
             "{params.runner} bench --sizes {params.sizes} --strides {params.strides} "

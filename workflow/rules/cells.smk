@@ -6,12 +6,11 @@
 
 
 onsuccess:
-    end_of_run(failed=False)
-    note_clean_run()
+    run_ended(failed=False)
 
 
 onerror:
-    end_of_run(failed=True)
+    run_ended(failed=True)
 
 
 # The copy bandwidth, which every cell reads, runs first and the first cell as soon as its inputs
@@ -27,7 +26,7 @@ rule copy_bandwidth:
     conda:
         "../../envs/convlab.yaml"
     resources:
-        **placement_resources(),
+        **PLACEMENT,
         gpu=GPU_JOB,
     params:
         code=CODE["measurement"],
@@ -48,7 +47,7 @@ rule sgemm_ceiling:
     conda:
         "../../envs/convlab.yaml"
     resources:
-        **placement_resources(),
+        **PLACEMENT,
         gpu=GPU_JOB,
     params:
         code=CODE["measurement"],
@@ -60,31 +59,31 @@ rule sgemm_ceiling:
 
 rule cell:
     input:
-        image=cell_image,
-        kernel=kernel_files,
+        image=PLAN.cell_image,
+        kernel=PLAN.kernel_files,
         bandwidth=BANDWIDTH,
     output:
         row=CELL_PATH,
     log:
         LOG_PATH,
-    priority: cell_priority
+    priority: PLAN.cell_priority
     group:
         CELL_GROUP
     conda:
         "../../envs/convlab.yaml"
     resources:
-        **placement_resources(),
+        **PLACEMENT,
         gpu=GPU_JOB,
         # always 1, whatever the backend: a `measurement` limit (the slurm profile's 1) runs
         # a group's cells one at a time, so the group asks for one cell's CPUs and memory
         measurement=1,
     params:
         code=CODE["measurement"],
-        client=CELL_CLIENT,
-        spec=cell_spec,
-        image=image_option,
-        row_format=ROW_FORMAT,
-        libraries=kernel_libraries,
+        client=PLAN.cell_client,
+        spec=PLAN.cell_spec,
+        image=PLAN.image_option,
+        row_format=PLAN.row_format,
+        libraries=PLAN.kernel_libraries,
     shell:
         logged(
             "{params.client} cell --spec {params.spec:q} {params.image} "

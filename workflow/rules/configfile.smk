@@ -5,28 +5,14 @@
 import sys
 from pathlib import Path
 
+# the package of this checkout, whatever else is installed
 sys.path.insert(0, str(Path(workflow.basedir) / "workflow"))
 
-from convlab.snakefile.api import (
-    DEFAULT_CONFIG_FILE,
-    UserError,
-    check_config_files,
-    check_working_directory,
+from convlab.snakefile.api import checked_default_config
+
+DEFAULT_CONFIG = checked_default_config(
+    workflow.basedir, workflow.config_settings.configfiles
 )
 
-# The rules read kernels/ and config/ where Snakemake runs: `snakemake -s path/Snakefile` from
-# another folder is one line that says where to run it, not a missing input of the first cell.
-try:
-    check_working_directory(workflow.basedir)
-except UserError as error:
-    sys.exit(f"error: {error}")
 
-# A missing default is a mistake only without --configfile: Snakemake then runs on those alone.
-if Path(DEFAULT_CONFIG_FILE).exists() or not workflow.config_settings.configfiles:
-    try:
-        check_config_files([DEFAULT_CONFIG_FILE])
-    except UserError as error:
-        sys.exit(f"error: {error}")
-
-
-configfile: DEFAULT_CONFIG_FILE
+configfile: DEFAULT_CONFIG

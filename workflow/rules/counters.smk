@@ -5,11 +5,11 @@
 
 rule counters:
     input:
-        cells=lambda wildcards: CELL_PATHS[wildcards.device],
+        cells=PLAN.device_cells,
         # Only to start after the run's verdict: the pair step before it needs this GPU too, and the
         # report's drawing, which waits for the verdict, then runs while the counters are read.
         # Ancient: a new verdict alone reads no counters again.
-        verdict=ancient(f"{RESULTS}/verdicts/latest.txt"),
+        verdict=RECORDED,
     output:
         table=f"{RESULTS}/counters.csv",
     log:
@@ -17,7 +17,7 @@ rule counters:
     conda:
         "../../envs/convlab.yaml"
     resources:
-        **placement_resources(),
+        **PLACEMENT,
         gpu=GPU_JOB,
     params:
         code=CODE["measurement"],
@@ -25,7 +25,7 @@ rule counters:
         results=lambda wildcards, output: os.path.dirname(output.table),
         backend=BACKEND,
         device=lambda wildcards: wildcards.device,
-        grid=json.dumps(config, sort_keys=True),
+        grid=PLAN.grid,
     shell:
         logged(
             "{params.runner} counters --results {params.results} --backend {params.backend} "

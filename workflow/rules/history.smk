@@ -13,7 +13,7 @@ rule pair:
     conda:
         "../../envs/convlab.yaml"
     resources:
-        **placement_resources(),
+        **PLACEMENT,
         gpu=GPU_JOB,
     params:
         code=CODE["measurement"],
@@ -21,7 +21,7 @@ rule pair:
         results=lambda wildcards, input: os.path.dirname(input.summary),
         backend=BACKEND,
         device=lambda wildcards: wildcards.device,
-        grid=json.dumps(config, sort_keys=True),
+        grid=PLAN.grid,
     shell:
         logged(
             "{params.runner} pair --results {params.results} --backend {params.backend} "
@@ -40,7 +40,7 @@ rule history:
     input:
         # after the summary: a refused (damaged) row stops the run before anything is recorded
         summary=f"{RESULTS}/summary.csv",
-        cells=lambda wildcards: CELL_PATHS[wildcards.device],
+        cells=PLAN.device_cells,
         pairs=f"{RESULTS}/verdicts/paired.csv",
     output:
         verdicts=f"{RESULTS}/verdicts/latest.txt",
@@ -58,9 +58,9 @@ rule history:
         backend=BACKEND,
         device=lambda wildcards: wildcards.device,
         # the grid the rows belong to: each row's kernel files and settings are hashed from it
-        grid=json.dumps(config, sort_keys=True),
+        grid=PLAN.grid,
         # with several device labels each verdict says whose it is
-        heading=lambda wildcards: verdict_heading(wildcards.device),
+        heading=PLAN.verdict_heading,
     shell:
         logged(
             "{params.runner} record --results {params.results} --backend {params.backend} "

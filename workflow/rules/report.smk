@@ -18,7 +18,7 @@ include: "report_common.smk"
 rule figures:
     input:
         # the narrowest it reads: the slice of the family drawn against size, or every row
-        summary=figure_rows,
+        summary=REPORT.figure_rows,
         recorded=RECORDED,
     output:
         # Captioned by figure.rst, which shows the entry's caption file from the job's params (a
@@ -26,15 +26,15 @@ rule figures:
         figure=report(
             f"{RESULTS}/figures/{{file}}",
             caption="../report/figure.rst",
-            category=lambda wildcards: figure_filed(wildcards)[0],
-            subcategory=lambda wildcards: figure_filed(wildcards)[1],
-            labels=lambda wildcards: figure_filed(wildcards)[2],
+            category=REPORT.figure_category,
+            subcategory=REPORT.figure_subcategory,
+            labels=REPORT.figure_labels,
         ),
     log:
         f"{RESULTS}/logs/figures/{{file}}.log",
     wildcard_constraints:
-        file="|".join(entry.file.replace(".", r"\.") for entry in FIGURE_TABLE),
-    priority: figure_priority
+        file=REPORT.figure_files,
+    priority: REPORT.figure_priority
     conda:
         "../../envs/convlab.yaml"
     threads: 0
@@ -44,8 +44,8 @@ rule figures:
         code=CODE["report"],
         runner=RUNNER,
         outdir=lambda wildcards, output: os.path.dirname(output.figure),
-        name=lambda wildcards: figure_entry(wildcards).name,
-        caption=figure_caption,
+        name=REPORT.figure_name,
+        caption=REPORT.figure_caption,
     shell:
         logged(
             "{params.runner} figures --summary {input.summary} --outdir {params.outdir} "
@@ -60,7 +60,7 @@ rule gallery_input:
         image=report(
             f"{RESULTS}/gallery/input_{{size}}.png",
             caption="../report/input.rst",
-            category=GALLERY_FAMILY.name,
+            category=PLAN.gallery_family,
             subcategory="Gallery",
             labels={"kernel": "input image", "size": "{size}"},
         ),
@@ -76,13 +76,13 @@ rule gallery_input:
 rule gallery:
     input:
         image="data/input_{size}.png",
-        kernel=gallery_kernel_files,
+        kernel=PLAN.gallery_kernel_files,
         original=f"{RESULTS}/gallery/input_{{size}}.png",
     output:
         edges=report(
             f"{RESULTS}/gallery/{{kernel}}_{{size}}.png",
             caption="../report/gallery.rst",
-            category=GALLERY_FAMILY.name,
+            category=PLAN.gallery_family,
             subcategory="Gallery",
             labels={"kernel": "{kernel}", "size": "{size}"},
         ),
@@ -92,14 +92,12 @@ rule gallery:
     conda:
         "../../envs/convlab.yaml"
     resources:
-        **placement_resources(),
+        **PLACEMENT,
         gpu=GPU_JOB,
     params:
         code=CODE["gallery"],
         runner=RUNNER,
-        spec=lambda wildcards: gallery_cells(wildcards.device)[
-            wildcards.kernel
-        ].to_json(),
+        spec=PLAN.gallery_spec,
     shell:
         logged(
             "{params.runner} gallery --spec {params.spec:q} --image {input.image} --out {output.edges}"
@@ -169,18 +167,18 @@ rule seed_comparison:
 # seed table's (convlab.report.seeds).
 rule seed_table:
     input:
-        comparison=seed_comparison_part,
+        comparison=REPORT.seed_comparison_part,
         recorded=RECORDED,
     output:
         table=report(
             SEED_TABLE,
             caption="../report/seed_table.rst",
-            category=seed_experiment,
+            category=REPORT.seed_experiment,
             subcategory="Seed {seed} vs this run",
-            labels=seed_table_labels,
+            labels=REPORT.seed_table_labels,
         ),
     log:
-        f"{RESULTS}/logs/seeds/{table_stem('{seed}')}.log",
+        REPORT.seed_table_log,
     wildcard_constraints:
         seed=SEED_IDS,
     conda:
@@ -200,19 +198,19 @@ rule seed_table:
 
 rule seed_figure:
     input:
-        comparison=seed_comparison_part,
-        summary=seed_summary,
+        comparison=REPORT.seed_comparison_part,
+        summary=REPORT.seed_summary,
         recorded=RECORDED,
     output:
         figure=report(
             SEED_FIGURE,
             caption="../report/seed_figure.rst",
-            category=seed_experiment,
+            category=REPORT.seed_experiment,
             subcategory="Seed {seed} vs this run",
-            labels=seed_figure_labels,
+            labels=REPORT.seed_figure_labels,
         ),
     log:
-        f"{RESULTS}/logs/seeds/{figure_stem('{seed}', '{figure}')}.log",
+        REPORT.seed_figure_log,
     wildcard_constraints:
         seed=SEED_IDS,
         figure=SEED_FIGURES,
@@ -225,7 +223,7 @@ rule seed_figure:
         code=CODE["report"],
         runner=RUNNER,
         # the caption file renders it: a caption can read the job's params, not the seed table
-        caption=seed_figure_caption,
+        caption=REPORT.seed_figure_caption,
     shell:
         logged(
             "{params.runner} seed-figure --seed {wildcards.seed} --figure {wildcards.figure} "
@@ -298,7 +296,7 @@ rule findings:
 # GPUs' folders are read, never rebuilt, by this run).
 rule gpus:
     input:
-        summaries=device_summaries(),
+        summaries=PLAN.device_summaries(),
         # this run's seed comparisons, for the page's table of the seeds' GPUs
         comparisons=expand(f"{SEED_DIR}/comparison.csv", device=DEVICES),
     output:
@@ -331,16 +329,3 @@ localrules:
     seed_figure,
     roofline,
     findings,
-
-
-# The final files of the report stage; common.smk's final_outputs() adds them to `rule all`,
-# those of a device label once per label.
-REPORT_OUTPUTS = ["results/gpus.html"]
-DEVICE_REPORT_OUTPUTS = [
-    f"{SEED_DIR}/comparison.csv",
-    *[f"{SEED_DIR}/{stem}.png" for stem in figure_stems()],
-    *[f"{SEED_DIR}/{table_stem(seed)}.html" for seed in SEEDS],
-    f"{RESULTS}/figures/roofline.png",
-    f"{RESULTS}/findings.html",
-    *[f"{RESULTS}/figures/{entry.file}" for entry in FIGURE_TABLE],
-]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import time
 
-# set by the run (workflow/rules/common.smk) for its jobs: the commit it read once, for the rows
+# set by the run (convlab.snakefile.jobenvironment) for its jobs: the commit it read once, for the rows
 RUN_COMMIT_ENV = "CONVLAB_RUN_COMMIT"
 # The run's id, set once by the run the user started (its jobs inherit it): the service keeps each
 # row it places under it until a record step adds the row (convlab.measure.rowjournal).

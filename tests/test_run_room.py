@@ -1,0 +1,178 @@
+"""The run's own room (convlab.snakefile: the plan, the prologue, the jobs' environment, the start
+and the end), tested in-process without Snakemake; and the rules' shape: rules, wildcard constraints,
+the plan's construction and one-line lookups on it, nothing else."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from workflow_helpers import REPO
+
+from convlab.plan.configfile import read_config_file
+from convlab.service.jobenv import RUN_COMMIT_ENV, RUN_ID_ENV
+from convlab.snakefile import api, prologue, runlife
+from convlab.snakefile.jobenvironment import export_job_environment
+from convlab.snakefile.prologue import RunRefused
+from convlab.snakefile.runlock import CLEAN_NAME
+from convlab.snakefile.runplan import RunPlan
+
+RULES = sorted((REPO / "workflow" / "rules").glob("*.smk")) + [REPO / "Snakefile"]
+# Snakemake's directives that may stand at the top of a rules file, besides rules themselves.
+DIRECTIVES = ("include:", "configfile:", "report:", "wildcard_constraints:", "localrules:", "resource_scopes:",
+              "onstart:", "onsuccess:", "onerror:", "rule ", "checkpoint ")
+# A lookup: one name bound to the plan (or the report's part of it), to one attribute of it, or to
+# the call that builds it; or the one line that puts this checkout's package first on the path.
+LOOKUP = re.compile(r"^[A-Za-z_][A-Za-z_0-9]* = (PLAN|REPORT|start_run\(|checked_default_config\(|ancient\(PLAN\.)"
+                    r"[A-Za-z_0-9.()\[\]\"', ]*$|^config = PLAN\.config$")
+PACKAGE_PATH = 'sys.path.insert(0, str(Path(workflow.basedir) / "workflow"))'
+# the thin Snakefile's first line, as every Snakemake workflow's
+MIN_VERSION = re.compile(r'^min_version\("[0-9.]+"\)$')
+
+
+def top_level_statements(path: Path) -> list[str]:
+    """The lines of a rules file that start a top-level statement (not indented, not a comment, not a
+    closing bracket of an import)."""
+    lines = []
+    for line in path.read_text().splitlines():
+        if not line or line[0].isspace() or line.startswith("#") or line.startswith(")"):
+            continue
+        lines.append(line)
+    return lines
+
+
+def test_the_rules_hold_rules_wildcards_and_lookups_on_the_plan_and_nothing_else():
+    strays = []
+    for path in RULES:
+        for line in top_level_statements(path):
+            allowed = (line.startswith(DIRECTIVES) or line.startswith(("import ", "from ")) or LOOKUP.match(line)
+                       or line == PACKAGE_PATH or MIN_VERSION.match(line))
+            if not allowed:
+                strays.append(f"{path.relative_to(REPO)}: {line}")
+    assert strays == []
+    # the plan is built once, in one place
+    built = [path.name for path in RULES for line in top_level_statements(path) if "start_run(" in line]
+    assert built == ["common.smk"]
+
+
+def test_the_rules_import_one_module_of_few_names():
+    names = api.__all__
+    assert len(names) <= 15, names
+    imported = set()
+    for path in RULES:
+        for line in path.read_text().splitlines():
+            match = re.match(r"from (convlab[\w.]*) import", line)
+            if match:
+                imported.add(match.group(1))
+    assert imported == {"convlab.snakefile.api"}
+    assert all(hasattr(api, name) for name in names)
+
+
+@pytest.fixture
+def lab(tmp_path, monkeypatch):
+    """A working folder with the tiny cpu config's plan, its pictures and its results folder."""
+    for folder in ("kernels", "config"):
+        shutil.copytree(REPO / folder, tmp_path / folder)
+    monkeypatch.chdir(tmp_path)
+    config = read_config_file(REPO / "config" / "config.yaml")
+    config.update(read_config_file(REPO / "config" / "tiny-cpu.yaml"))
+    return RunPlan.build(config, REPO)
+
+
+def test_the_plan_is_built_once_from_the_config_and_answers_the_rules(lab):
+    assert lab.backend == "cpu" and lab.devices == [lab.cells[0].device]
+    cell = lab.cells[0]
+    wildcards = SimpleNamespace(device=cell.device)
+    assert lab.cell_paths[cell.device] == [c.path for c in lab.cells]
+    assert lab.device_cells(wildcards) == lab.cell_paths[cell.device]
+    assert lab.final_outputs()[: len(lab.cells)] == [c.path for c in lab.cells]
+    assert "results/gpus.html" in lab.final_outputs()
+    assert lab.runner.startswith("PYTHONPATH=") and lab.runner.endswith("python -S -m convlab")
+    assert set(lab.wildcard_values()) == {"device", "backend", "size", "experiment", "kernel", "problem", "variant"}
+
+
+def test_the_prologue_says_its_lines_in_order_and_a_typo_in_the_source_picture_removes_nothing(lab):
+    said: list[str] = []
+    prologue.prologue(lab, dry_run=False, say=said.append)
+    assert said[0].startswith("backend cpu: ")
+    Path("data").mkdir()
+    pictures = [Path("data/source_256.png"), Path("data/input_64.png")]
+    for picture in pictures:
+        picture.write_bytes(b"a picture")
+    lab.config["source_image"] = "nosuch.png"
+    with pytest.raises(RunRefused, match="^error: .*nosuch.png"):
+        prologue.prologue(lab, dry_run=False, say=said.append)
+    assert all(picture.exists() for picture in pictures)
+    assert "nosuch.png" in Path("results/logs/data/source_256.log").read_text()
+
+
+def test_the_prologue_moves_a_damaged_row_and_a_dry_run_only_says_so(lab):
+    row = Path(lab.cells[0].path)
+    row.parent.mkdir(parents=True)
+    row.write_text("experiment,kernel\nconv2d,dir")
+    said: list[str] = []
+    prologue.damaged_rows(lab, dry_run=True)
+    assert row.exists()
+    said += prologue.damaged_rows(lab, dry_run=False)
+    assert not row.exists() and said and str(row.name) in " ".join(said)
+
+
+def test_the_jobs_environment_is_written_in_one_place_and_only_the_users_run_names_a_new_run(lab, monkeypatch):
+    for name in list(os.environ):
+        if name.startswith("CONVLAB_"):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("CONVLAB_RUNTIME_DIR", str(Path("runtime").resolve()))
+    export_job_environment(lab, main_process=False)
+    assert RUN_ID_ENV not in os.environ
+    written = {name for name in os.environ if name.startswith("CONVLAB_")}
+    assert written >= {"CONVLAB_CELL_TIMEOUT_S", "CONVLAB_SERVICE_IDLE_S", "CONVLAB_RUN_CODE", "CONVLAB_RUN_SOCKET",
+                       "CONVLAB_RUN_SOCKET_FOR", "CONVLAB_WARM_SHAPES", RUN_COMMIT_ENV}
+    assert os.environ["CONVLAB_SERVICE_IDLE_S"] == "10"  # the tiny config's service.idle_timeout_s
+    export_job_environment(lab, main_process=True)
+    assert re.match(r"^\d{8}T\d{6}-[0-9a-f]{4}$", os.environ[RUN_ID_ENV])
+    # the writers of the run's variables: this room's module and the service's own settings
+    sources = [path for path in (REPO / "workflow").rglob("*.smk")]
+    assert not any("os.environ" in path.read_text() for path in sources)
+
+
+def fake_workflow(executor: str, jobs: list[str]) -> SimpleNamespace:
+    limiter = object()
+    return SimpleNamespace(executor_plugin=SimpleNamespace(name=executor),
+                           scheduler=SimpleNamespace(job_rate_limiter=limiter),
+                           dag=SimpleNamespace(needrun_jobs=lambda: [SimpleNamespace(rule=SimpleNamespace(name=n))
+                                                                     for n in jobs]))
+
+
+def test_the_run_starts_and_ends_without_snakemake(lab, monkeypatch):
+    started: list[str] = []
+    monkeypatch.setattr(runlife, "start_service", started.append)
+    monkeypatch.setenv("CONVLAB_SERVICE", "on")
+    Path(".snakemake").mkdir()
+    (Path(".snakemake") / CLEAN_NAME).write_text("{}\n")
+    local = fake_workflow("local", ["cell", "aggregate"])
+    runlife.on_start(lab, local)
+    assert local.scheduler.job_rate_limiter is None  # a local run paces nothing
+    assert not (Path(".snakemake") / CLEAN_NAME).exists()  # until this run ends cleanly
+    assert started == ["cpu"]
+    idle = fake_workflow("local", ["aggregate"])
+    runlife.on_start(lab, idle)
+    assert started == ["cpu"]  # nothing to measure: no service started
+    cluster = fake_workflow("slurm", ["cell"])
+    runlife.on_start(lab, cluster)
+    assert cluster.scheduler.job_rate_limiter is not None and started == ["cpu"]
+    ended: list[bool] = []
+    monkeypatch.setattr(runlife, "end_of_run", lambda failed: ended.append(failed))
+    runlife.on_end(failed=True)
+    assert not (Path(".snakemake") / CLEAN_NAME).exists()
+    runlife.on_end(failed=False)
+    assert (Path(".snakemake") / CLEAN_NAME).exists() and ended == [True, False]
+
+
+def test_cuda_without_a_gpu_where_the_jobs_run_stops_the_start_with_one_line(lab, monkeypatch):
+    lab.choice = SimpleNamespace(**{**lab.choice.__dict__, "backend": "cuda", "gpus": ()})
+    with pytest.raises(SystemExit, match="^error: .*GPU"):
+        api.run_started(lab, fake_workflow("local", ["cell"]))

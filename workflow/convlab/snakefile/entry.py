@@ -1,0 +1,72 @@
+"""Where the Snakefile hands over to the package: the few calls the rules make at the run's
+boundaries, each of which turns a refusal into the run's one `error:` line and its exit.
+
+- checked_default_config: before Snakemake reads config/config.yaml (workflow/rules/configfile.smk);
+- start_run: the run's plan, built once, its prologue (the run the user started only) and its jobs'
+  environment (workflow/rules/common.smk);
+- run_started and run_ended: Snakemake's onstart, onsuccess and onerror.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, NoReturn
+
+from convlab.plan.configfile import DEFAULT_CONFIG_FILE, check_config_files, check_working_directory
+from convlab.snakefile.jobenvironment import export_job_environment
+from convlab.snakefile.prologue import RunRefused, prologue
+from convlab.snakefile.runlife import on_end, on_start
+from convlab.snakefile.runplan import RunPlan
+from convlab.status import UserError
+
+
+def refuse(error: UserError) -> NoReturn:
+    """End the run with its one line: a refusal's own, or an `error:` line."""
+    sys.exit(str(error) if isinstance(error, RunRefused) else f"error: {error}")
+
+
+def checked_default_config(basedir: str | Path, configfiles: Sequence[str]) -> str:
+    """The default config file, once it is known to parse: a mistake in it is one `error:` line naming
+    the file and, for bad YAML, the line and column (Snakemake's own error names neither). The rules
+    read kernels/ and config/ where Snakemake runs: `snakemake -s path/Snakefile` from another folder
+    is one line that says where to run it. A missing default is a mistake only without --configfile:
+    Snakemake then runs on those alone."""
+    try:
+        check_working_directory(basedir)
+        if Path(DEFAULT_CONFIG_FILE).exists() or not configfiles:
+            check_config_files([DEFAULT_CONFIG_FILE])
+    except UserError as error:
+        refuse(error)
+    return DEFAULT_CONFIG_FILE
+
+
+def start_run(config: Mapping[str, Any], workflow: Any) -> RunPlan:
+    """The run's plan; in the run the user started (not a job re-reading the Snakefile on a cluster
+    node), its prologue, whose lines go to stderr; and its jobs' environment. The validated config
+    carries what the report's intro says of the run, under a key no config file can set."""
+    try:
+        plan = RunPlan.build(config, workflow.basedir)
+        if workflow.is_main_process:
+            # workflow.dryrun is not set yet while the Snakefile is read; the output settings already
+            # hold the command line's dry run
+            prologue(plan, workflow.output_settings.dryrun, lambda line: print(line, file=sys.stderr))
+    except UserError as error:
+        refuse(error)
+    export_job_environment(plan, workflow.is_main_process)
+    plan.config["report_intro"] = plan.report.intro()
+    return plan
+
+
+def run_started(plan: RunPlan, workflow: Any) -> None:
+    """Snakemake's onstart (convlab.snakefile.runlife.on_start)."""
+    try:
+        on_start(plan, workflow)
+    except UserError as error:
+        refuse(error)
+
+
+def run_ended(failed: bool) -> None:
+    """Snakemake's onsuccess and onerror (convlab.snakefile.runlife.on_end)."""
+    on_end(failed)

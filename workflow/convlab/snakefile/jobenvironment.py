@@ -1,0 +1,36 @@
+"""What the run hands its jobs through their environment (the one writer of the run's `CONVLAB_*`
+variables; the service and the cell jobs read them, convlab.service.jobenv and convlab.service.runsocket).
+
+Through the environment, not the jobs' params, so that none of them re-runs a job: the service's
+timeouts, the code's hash and the service's socket (convlab.service.client), the shapes of the grid's
+problems (a service this run starts warms its workers on those alone), the commit the rows name (read
+once per run rather than by the service for every cell) and the run's id. Snakemake's jobs inherit the
+environment of the process that reads the Snakefile, on a cluster node too, where it is read again:
+there the jobs keep the id the user's run chose (its environment travels with the submission), so
+that the record step knows which rows this run measured.
+"""
+
+from __future__ import annotations
+
+import os
+
+from convlab.measure.provenance import read_git_commit
+from convlab.measure.rowjournal import new_run_id
+from convlab.run.warmup import WARM_SHAPES_ENV, grid_shapes, shapes_text
+from convlab.service.client import export_service_settings
+from convlab.service.jobenv import RUN_COMMIT_ENV, RUN_ID_ENV
+from convlab.snakefile.runplan import RunPlan
+
+
+def run_facts(plan: RunPlan, main_process: bool) -> dict[str, str]:
+    """The grid's shapes, the commit and (in the run the user started) a new run id."""
+    facts = {WARM_SHAPES_ENV: shapes_text(grid_shapes(plan.cells)), RUN_COMMIT_ENV: read_git_commit()}
+    if main_process:
+        facts[RUN_ID_ENV] = new_run_id()
+    return facts
+
+
+def export_job_environment(plan: RunPlan, main_process: bool) -> None:
+    """Set every variable the run's jobs read (see this module's docstring)."""
+    export_service_settings(plan.config["timing"]["cell_timeout_s"], plan.config["service"]["idle_timeout_s"])
+    os.environ.update(run_facts(plan, main_process))

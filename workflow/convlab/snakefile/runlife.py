@@ -1,0 +1,94 @@
+"""The run's start and end: what happens as Snakemake starts the first job (Snakemake's `onstart`)
+and once the last has ended (`onsuccess`, `onerror`), besides the rules.
+
+At the start: the run forgets that the last one ended cleanly (until this one does), refuses what
+would fail every measurement, lifts Snakemake's job-rate limit where it paces nothing, and, where it
+will measure cells, starts the measurement service and the compile-ahead without waiting for them.
+At the end: the service rests (or stops, after a failure), and a clean end is noted.
+"""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from convlab.backends.choice import refuse_local_cuda_without_gpu
+from convlab.plan.devicelabel import unplaceable
+from convlab.service.client import end_of_run, start_service
+from convlab.service.jobenv import service_on
+from convlab.snakefile.clusternodes import node_offers
+from convlab.snakefile.runlock import forget_clean_run, note_clean_run
+from convlab.snakefile.runplan import RunPlan
+from convlab.status import UserError
+
+
+def preflight(plan: RunPlan, executor: str) -> None:
+    """Before the first job: UserError for what would fail every measurement (cuda with no GPU where
+    the jobs run), and for a device label that no node of the cluster can run."""
+    refuse_local_cuda_without_gpu(plan.choice, executor)
+    placed = [p for p in plan.placements if p.gpu_model or p.constraint]
+    offers = node_offers() if placed and executor == "slurm" else None
+    if offers:
+        problem = unplaceable(placed, *offers)
+        if problem:
+            raise UserError(problem)
+
+
+def lift_local_rate_limit(workflow: Any) -> None:
+    """A local run has no job-rate limit. Snakemake's limiter (default 100 jobs/s) ends each
+    scheduling round by arming a timer that starts another round a second later, which arms another:
+    every finished job adds a timer chain for as long as jobs wait, and each round re-evaluates every
+    waiting job. A cluster run keeps it: it paces submissions. (Snakemake offers no setting for it:
+    the scheduler's own field is set.)"""
+    if workflow.executor_plugin.name == "local":
+        workflow.scheduler.job_rate_limiter = None
+
+
+def compile_ahead(plan: RunPlan) -> list[subprocess.Popen]:
+    """Every source module of the grid compiled on all the host's cores, into the device worker that
+    then measures the cells and into CuPy's cache, so that no cell pays a cold compile (unchanged
+    modules come from the cache); the processes started (none off the cuda backend). Not a rule: the
+    cells would have to depend on it, and its re-run after one kernel's edit would re-measure every
+    cell. Not waited for: the service's worker warms up beside it while the first jobs start, and takes
+    the cells only after both (convlab.service.worker)."""
+    if plan.backend != "cuda":
+        return []
+    started = []
+    for label in plan.devices:
+        log = Path(f"results/{label}/logs/device/{plan.backend}_compile_kernels.log")
+        log.parent.mkdir(parents=True, exist_ok=True)
+        out = plan.compiled.format(device=label)
+        command = (f"{plan.runner} compile-kernels --config {shlex.quote(plan.grid)} --device {label} "
+                   f"--backend {plan.backend} --out {out}")
+        with open(log, "w") as output:
+            started.append(subprocess.Popen(command, shell=True, stdout=output, stderr=subprocess.STDOUT))
+    return started
+
+
+def measures_cells(workflow: Any) -> bool:
+    """Whether this run has a cell to measure."""
+    return any(job.rule.name == "cell" for job in workflow.dag.needrun_jobs())
+
+
+def on_start(plan: RunPlan, workflow: Any) -> None:
+    """As Snakemake starts the first job (see this module's docstring). UserError where the run must
+    not go on. On a cluster each group starts its service and compiles as its cells ask."""
+    forget_clean_run()
+    executor = workflow.executor_plugin.name
+    preflight(plan, executor)
+    lift_local_rate_limit(workflow)
+    if executor != "local" or not measures_cells(workflow):
+        return
+    if service_on():
+        start_service(plan.backend)
+    compile_ahead(plan)
+
+
+def on_end(failed: bool) -> None:
+    """Once the last job has ended: the run's service rests, warm for the next run (after a failed run
+    it stops), and a clean end is noted for the next run's prologue."""
+    end_of_run(failed=failed)
+    if not failed:
+        note_clean_run()
