@@ -41,6 +41,7 @@ rule downscale:
         image="data/input_{size}.png",
     log:
         "results/logs/data/input_{size}.log",
+    priority: PLAN.picture_priority
     conda:
         "../../envs/convlab.yaml"
     params:

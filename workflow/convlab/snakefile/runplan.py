@@ -177,6 +177,16 @@ class RunPlan:
     def cell_priority(self, wildcards: Any) -> float:
         return self.priorities[self.cell_of(wildcards).path]
 
+    def picture_priority(self, wildcards: Any) -> float:
+        """A downscaled picture is made as its first reader's turn comes: the highest priority of the
+        cells that read it (and the gallery's, where it shows it), so that the cells still run by
+        problem and the gallery midway, whichever order Snakemake would give pictures of equal rank."""
+        path = f"data/input_{wildcards.size}.png"
+        readers = [self.priorities[cell.path] for cell in self.cells if cell.image == path]
+        if int(wildcards.size) == self.gallery_size:
+            readers.append(MIDWAY)
+        return max(readers, default=0)
+
     def cell_spec(self, wildcards: Any) -> str:
         """The cell's full settings as JSON. A function of the wildcards (not of the output), so that
         Snakemake's params trigger sees it and re-runs a cell whose settings change."""
