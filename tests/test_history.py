@@ -13,6 +13,7 @@ from convlab.app.cli import main
 from convlab.history import record as record_module
 from convlab.history import store
 from convlab.history.record import record as record_rows
+from convlab.history.verdictpolicy import VerdictPolicy
 from convlab.history.verdicts import MAX_KERNEL_LINES, NEW, judge, summary_lines
 from convlab.measure.row import build_row, write_row_atomically
 from convlab.measure.rowjournal import keep_unrecorded
@@ -22,6 +23,7 @@ from convlab.plan.grid import build_cells
 
 DEVICE = "testgpu"
 TINY = REPO_ROOT / TINY_CONFIG
+THRESHOLD = VerdictPolicy.from_config(load_config(TINY)).threshold
 
 
 @pytest.fixture
@@ -38,7 +40,7 @@ RUNS = {"latest": ""}
 
 def record(results_dir, cells, device, **options):
     """The record step of the run that wrote the latest rows (as the history rule passes its run)."""
-    return record_rows(results_dir, cells, device, run_id=options.pop("run_id", RUNS["latest"]), **options)
+    return record_rows(results_dir, cells, device, THRESHOLD, run_id=options.pop("run_id", RUNS["latest"]), **options)
 
 
 def write_rows(cells, ms: float, iqr_fraction: float = 0.01, status: str = "ok", uuid: str = "GPU-a",
@@ -155,7 +157,7 @@ def test_the_end_of_run_lines_stay_short_for_many_kernels():
                                  "cfg", "GPU-a", "{}")
     verdicts = [judge({"cell": f"c{k}-{i}", "kernel": f"kernel{k:02d}", "status": "ok", "kernel_ms": 1.0 + k / 5,
                        "kernel_ms_iqr": 0.01, "kernel_hash": "h", "code_version": "v", "config_hash": "cfg",
-                       "gpu_uuid": "GPU-a"}, previous)
+                       "gpu_uuid": "GPU-a"}, previous, threshold=THRESHOLD)
                 for k in range(22) for i in range(20)]
     lines = summary_lines(verdicts, DEVICE, "run1", "results/x.csv")
     assert len(lines) <= MAX_KERNEL_LINES + 3 <= 15

@@ -4,7 +4,7 @@
 Each kernel's files are read once into a copy (a version of their own, named by their hash;
 convlab.history.previewplan), which is compiled (a cpu twin: its Python), then run once on each
 cell's problem and verified against float64 (convlab.run.preview), then paired with the version the
-results database recorded last by the `pair` step's rounds, intervals and threshold
+results database recorded last by the `pair` step's rounds and intervals and the threshold
 (convlab.history.pairmeasure). The verdict lines are a run's (convlab.history.verdicts). The
 database is read from a copy, and nothing is written under results/: the next `snakemake` run
 measures these cells and records them as it always does.
@@ -34,9 +34,10 @@ from convlab.history import store
 from convlab.history.databasecopy import open_copy
 from convlab.history.pairfile import PairRow
 from convlab.history.pairing import Candidate
-from convlab.history.pairmeasure import measured_pair, pair_settings, previous_modules, refusal_kind
+from convlab.history.pairmeasure import measured_pair, previous_modules, refusal_kind
 from convlab.history.previewplan import Recorded, candidate_of, differing, edited, read_saved, recorded_versions
 from convlab.history.record import InputHashes, config_hash
+from convlab.history.verdictpolicy import VerdictPolicy
 from convlab.history.verdictrule import SLOWER
 from convlab.history.verdicts import NEW, CellVerdict, csv_text, judge, summary_lines
 from convlab.paths import REPO_ROOT
@@ -75,7 +76,7 @@ class Preview:
 
     def __init__(self, request: PreviewRequest, say: Callable[[str], None], scratch: Path) -> None:
         self.request, self.say, self.scratch = request, say, scratch
-        _, self.threshold, self.precision, self.budget_s = pair_settings(request.config)
+        self.policy = VerdictPolicy.from_config(request.config)
         self.saved: dict[str, Saved] = {}
         self.failed = False  # a kernel that did not compile, or a cell that failed its check
         self.verdicts: list[CellVerdict] = []
@@ -138,13 +139,14 @@ class Preview:
                 continue  # measured ok in these very files: nothing to tell them from
             self.stop_if_superseded()
             candidate = candidate_of(cell, saved, previous)
-            pair = measured_pair(candidate, connection, self.scratch / "previous", restored, self.precision,
-                                 self.budget_s, backend, self.threshold, new_spec=saved.spec)
+            pair = measured_pair(candidate, connection, self.scratch / "previous", restored, self.policy, backend,
+                                 new_spec=saved.spec)
             if not pair.measured:
                 self.refused.append(pair)
                 continue
             new_ms = pair.new_ms if pair.ratio.rounds else previous.kernel_ms
-            self.verdicts.append(judge({**new, "kernel_ms": new_ms}, previous, pair=pair, threshold=self.threshold))
+            self.verdicts.append(judge({**new, "kernel_ms": new_ms}, previous, pair=pair,
+                                       threshold=self.policy.threshold))
 
     # -- what it says -------------------------------------------------------------------------
     def say_block(self, lines: list[str]) -> None:

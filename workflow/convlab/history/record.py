@@ -25,7 +25,7 @@ from typing import Any
 from convlab.atomicfile import write_text_atomically
 from convlab.codeversion import file_contents, fingerprint_contents
 from convlab.history import store
-from convlab.history.noise import MIN_FLOOR, cell_noise
+from convlab.history.noise import cell_noise
 from convlab.history.pairfile import PairRow
 from convlab.history.rebuild import Rebuilt, database_damage, rebuild
 from convlab.history.verdicts import CellVerdict, csv_text, judge, summary_lines
@@ -187,11 +187,11 @@ class Added:
     rebuilt: Rebuilt | None = None
 
 
-def add_rows(results_dir: Path, cells: list[Cell], run_id: str, damage: str | None,
-             timeout_s: float = store.BUSY_TIMEOUT_S, threshold: float = MIN_FLOOR,
-             pairs: Mapping[str, PairRow] | None = None) -> Added:
+def add_rows(results_dir: Path, cells: list[Cell], run_id: str, damage: str | None, timeout_s: float,
+             threshold: float, pairs: Mapping[str, PairRow] | None = None) -> Added:
     """Add the rows found (found_rows) that the database lacks, each judged against the cell's
-    previous measurement: record()'s work without its files. ``damage``: why the database is
+    previous measurement: record()'s work without its files (``threshold``: config
+    verdicts.threshold, as record() takes it). ``damage``: why the database is
     damaged (convlab.history.rebuild), or None; a damaged one is first moved aside and started
     again from what can be read. Never raises for a database that cannot be used: it warns, and
     the rows wait in unrecorded/ (with the reason, which `convlab history` gives)."""
@@ -239,7 +239,7 @@ def add_rows(results_dir: Path, cells: list[Cell], run_id: str, damage: str | No
             if pair is not None and (previous is None or pair.previous_hash != previous.kernel_hash
                                      or pair.kernel_hash != measurement["kernel_hash"]):
                 pair = None  # measured against another version than the one this row follows
-            judged = judge(measurement, previous, cell_noise(earlier, threshold), pair, threshold)
+            judged = judge(measurement, previous, cell_noise(earlier, threshold), pair, threshold=threshold)
             measurement.update(verdict=judged.verdict, ratio=judged.ratio.value, previous=judged.previous_check,
                                changed=";".join(judged.changed))
             if measurement["status"] == "ok" and measurement["kernel_ms"]:
@@ -274,9 +274,9 @@ def add_rows(results_dir: Path, cells: list[Cell], run_id: str, damage: str | No
     return Added(fresh, verdicts, added, warnings, rebuilt)
 
 
-def record(results_dir: str | Path, cells: list[Cell], device: str, run_id: str | None = None,
-           timeout_s: float = store.BUSY_TIMEOUT_S, threshold: float = MIN_FLOOR,
-           pairs: dict[str, PairRow] | None = None, config: Mapping[str, Any] | None = None) -> Recorded:
+def record(results_dir: str | Path, cells: list[Cell], device: str, threshold: float, run_id: str | None = None,
+           timeout_s: float = store.BUSY_TIMEOUT_S, pairs: dict[str, PairRow] | None = None,
+           config: Mapping[str, Any] | None = None) -> Recorded:
     """Add the rows of ``cells`` that are not kept yet to results_dir/history.sqlite, judge them,
     and write the verdict files; the verdicts are those of the rows jobs of ``run_id`` placed.
     ``threshold``: the least floor of a cell whose reruns gave it its own, and the change a paired
