@@ -16,14 +16,14 @@ from convlab.history.verdicts import judge, summary_lines
 from convlab.history.vouching import why_unvouched
 
 THRESHOLD = 0.02  # config verdicts.threshold's default
-BASE = {"kernel_hash": "k1", "code_version": "v1", "config_hash": "c1", "gpu_uuid": "GPU-a", "input_hash": "i1"}
+BASE = {"kernel_hash": "k1", "code_version": "v1", "spec_hash": "c1", "gpu_uuid": "GPU-a", "input_hash": "i1"}
 
 
 def kept(ms: float, index: int, **changed: str) -> store.Measurement:
     fields = {**BASE, **changed}
     return store.Measurement("cell", "conv2d", "direct", "default", "ok", ms, f"check{index}", f"run{index}",
                              ms * 0.005, f"t{index:04d}", "commit", fields["code_version"], fields["kernel_hash"],
-                             fields["config_hash"], fields["gpu_uuid"], "{}", input_hash=fields["input_hash"])
+                             fields["spec_hash"], fields["gpu_uuid"], "{}", input_hash=fields["input_hash"])
 
 
 def new(ms: float, backend: str = "cuda", lock_wait: float = 0.02, **changed: str) -> dict:

@@ -164,7 +164,7 @@ def judged_row(row: dict, kernel_hash: str) -> dict:
     """A row as the record step hands it to the verdict: the store's columns and the row itself."""
     return {"cell": "c", "experiment": row["experiment"], "kernel": row["kernel"], "variant": row["variant"],
             "status": row["status"], "kernel_ms": row["kernel_ms"], "kernel_ms_iqr": row["kernel_ms_iqr"],
-            "kernel_hash": kernel_hash, "code_version": row["code_version"], "config_hash": "c",
+            "kernel_hash": kernel_hash, "code_version": row["code_version"], "spec_hash": "c",
             "gpu_uuid": row["gpu_uuid"], "input_hash": "", "row_json": json.dumps(row, default=str)}
 
 

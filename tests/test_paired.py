@@ -101,13 +101,13 @@ def test_the_verdict_of_an_interval(low, high, word):
 def previous_measurement(kernel_hash: str = "old") -> Measurement:
     return Measurement(row_check="p", run_id="r1", cell="results/x/cells/c.csv", experiment="conv2d", kernel="direct",
                        variant="b16", status="ok", kernel_ms=1.0, kernel_ms_iqr=0.01, finished_at="", git_commit="",
-                       code_version="v", kernel_hash=kernel_hash, config_hash="c", gpu_uuid="g", row_json="{}")
+                       code_version="v", kernel_hash=kernel_hash, spec_hash="c", gpu_uuid="g", row_json="{}")
 
 
 def new_measurement(kernel_hash: str = "new") -> dict:
     return {"cell": "results/x/cells/c.csv", "experiment": "conv2d", "kernel": "direct", "variant": "b16",
             "status": "ok", "kernel_ms": 1.3, "kernel_ms_iqr": 0.01, "code_version": "v", "kernel_hash": kernel_hash,
-            "config_hash": "c", "gpu_uuid": "g", "row_json": '{"backend": "cpu"}'}
+            "spec_hash": "c", "gpu_uuid": "g", "row_json": '{"backend": "cpu"}'}
 
 
 def test_a_paired_cell_is_judged_by_its_interval_even_on_a_busy_host(tmp_path):

@@ -56,13 +56,13 @@ def test_the_libraries_a_kernel_calls_are_part_of_its_identity():
 def measurement(ms: float, row: dict | None = None) -> Measurement:
     return Measurement(row_check="prev", run_id="r0", cell="c", experiment="conv2d", kernel="direct", variant="v",
                        status="ok", kernel_ms=ms, kernel_ms_iqr=0.0, finished_at="t", git_commit="g", code_version="v",
-                       kernel_hash="k", config_hash="c", gpu_uuid="GPU-1", row_json=json.dumps(row or {}),
+                       kernel_hash="k", spec_hash="c", gpu_uuid="GPU-1", row_json=json.dumps(row or {}),
                        verdict="new", ratio=None, previous=None, changed="", input_hash="")
 
 
 def new(ms: float, **row: object) -> dict:
     return {"cell": "c", "experiment": "conv2d", "kernel": "direct", "variant": "v", "status": "ok", "kernel_ms": ms,
-            "kernel_ms_iqr": 0.0, "kernel_hash": "k", "code_version": "v", "config_hash": "c", "gpu_uuid": "GPU-1",
+            "kernel_ms_iqr": 0.0, "kernel_hash": "k", "code_version": "v", "spec_hash": "c", "gpu_uuid": "GPU-1",
             "input_hash": "", "row_json": json.dumps({"backend": "cuda", **row})}
 
 

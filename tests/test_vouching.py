@@ -31,14 +31,14 @@ CLEAN = {"backend": "cuda", "gpu_neighbours": 0, "throttled": "no", "phase_ms": 
 def kept(ms: float, row: dict) -> Measurement:
     return Measurement(row_check="p", run_id="run1", cell="c", experiment="conv2d", kernel="sgemm_naive", variant="v",
                        status="ok", kernel_ms=ms, kernel_ms_iqr=0.001 * ms, finished_at="t", git_commit="g",
-                       code_version="v", kernel_hash="old", config_hash="c", gpu_uuid="GPU-1",
+                       code_version="v", kernel_hash="old", spec_hash="c", gpu_uuid="GPU-1",
                        row_json=json.dumps(row))
 
 
 def fresh(ms: float, row: dict) -> dict:
     return {"cell": "c", "experiment": "conv2d", "kernel": "sgemm_naive", "variant": "v", "status": "ok",
             "kernel_ms": ms, "kernel_ms_iqr": 0.001 * ms, "kernel_hash": "new", "code_version": "v",
-            "config_hash": "c", "gpu_uuid": "GPU-1", "input_hash": "", "row_json": json.dumps(row)}
+            "spec_hash": "c", "gpu_uuid": "GPU-1", "input_hash": "", "row_json": json.dumps(row)}
 
 
 @pytest.mark.parametrize("disturbed, reason", [

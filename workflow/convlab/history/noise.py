@@ -32,7 +32,7 @@ MIN_PAIRS = 5
 T_QUANTILES = ((5, 4.77), (6, 4.32), (7, 4.03), (8, 3.83), (9, 3.69), (10, 3.58), (12, 3.43), (15, 3.29),
                (20, 3.15), (30, 3.03), (60, 2.91), (120, 2.86))
 # what a measurement records of what shaped it: a change in any of them is not drift
-SHAPING = ("kernel_hash", "code_version", "config_hash", "gpu_uuid", "input_hash")
+SHAPING = ("kernel_hash", "code_version", "spec_hash", "gpu_uuid", "input_hash")
 
 
 def t_quantile(pairs: int) -> float:

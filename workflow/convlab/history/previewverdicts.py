@@ -36,7 +36,7 @@ from convlab.history.pairfile import PairRow
 from convlab.history.pairing import Candidate
 from convlab.history.pairmeasure import measured_pair, previous_modules, refusal_kind
 from convlab.history.previewplan import Recorded, candidate_of, differing, edited, read_saved, recorded_versions
-from convlab.history.record import InputHashes, config_hash
+from convlab.history.record import InputHashes, kept_spec_hash
 from convlab.history.verdictpolicy import VerdictPolicy
 from convlab.history.verdictrule import SLOWER
 from convlab.history.verdicts import NEW, CellVerdict, csv_text, judge, summary_lines
@@ -129,7 +129,7 @@ class Preview:
         for cell in cells:
             saved, previous = self.saved[cell.kernel], recorded.get(cell.path, Recorded(None, None)).latest_ok
             new = {"cell": cell.path, "experiment": cell.experiment, "kernel": cell.kernel, "variant": cell.variant,
-                   "status": OK, "kernel_hash": saved.kernel_hash, "config_hash": config_hash(cell),
+                   "status": OK, "kernel_hash": saved.kernel_hash, "spec_hash": kept_spec_hash(cell),
                    "input_hash": pictures(cell), **now}
             if previous is None:
                 self.verdicts.append(CellVerdict(cell.path, cell.experiment, cell.kernel, cell.variant, OK, None, None,

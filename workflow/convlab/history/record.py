@@ -55,9 +55,9 @@ class Recorded:
     warnings: list[str] = field(default_factory=list)
 
 
-def config_hash(cell: Cell) -> str:
-    """The settings that shaped the cell (its spec), as a short hash."""
-    return hashlib.sha256(cell.to_json().encode()).hexdigest()[:12]
+def kept_spec_hash(cell: Cell) -> str:
+    """The cell's spec_hash (the settings that shaped it) as a measurement keeps it."""
+    return cell.spec_hash[:store.SPEC_HASH_DIGITS]
 
 
 class KernelHashes:
@@ -130,7 +130,7 @@ def measurement_of(cell: Cell, row: dict[str, str], run_id: str, kernel_hash: st
             "kernel": row["kernel"], "variant": row["variant"], "status": row["status"],
             "kernel_ms": _float(row["kernel_ms"]), "kernel_ms_iqr": _float(row["kernel_ms_iqr"]),
             "finished_at": row["finished_at"] or row["started_at"] or "", "git_commit": row["git_commit"],
-            "code_version": row["code_version"], "kernel_hash": kernel_hash, "config_hash": config_hash(cell),
+            "code_version": row["code_version"], "kernel_hash": kernel_hash, "spec_hash": kept_spec_hash(cell),
             "gpu_uuid": row["gpu_uuid"], "row_json": _json(row), "input_hash": input_hash}
 
 
@@ -229,7 +229,7 @@ def add_rows(results_dir: Path, cells: list[Cell], run_id: str, damage: str | No
             for entry, measurement in zip(fresh, measurements):
                 if entry.run_id is None:
                     # read again from its file: which kernel files, settings and picture it ran is not known
-                    measurement.update(kernel_hash=None, config_hash=None, input_hash=None)
+                    measurement.update(kernel_hash=None, spec_hash=None, input_hash=None)
         history = store.ok_history(connection, [m["cell"] for m in measurements]) if connection else {}
         verdicts = []
         for entry, measurement in zip(fresh, measurements):
@@ -244,7 +244,7 @@ def add_rows(results_dir: Path, cells: list[Cell], run_id: str, damage: str | No
                                changed=";".join(judged.changed))
             if measurement["status"] == "ok" and measurement["kernel_ms"]:
                 # a cell measured by several runs none of which recorded: each against the one before
-                earlier.append(store.Measurement(**{name: measurement.get(name) for name in store.MEASUREMENT_COLUMNS}))
+                earlier.append(store.Measurement(**{name: measurement.get(name) for name in store.MEASUREMENT_FIELDS}))
             if entry.run_id == run_id:
                 verdicts.append(judged)
         if failure is None and connection is not None:

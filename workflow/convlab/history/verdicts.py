@@ -43,7 +43,7 @@ from convlab.measure.row import finite_number
 
 NEW = "new"
 # What a change between two measurements of a cell is called, by the field that differs.
-CHANGE_NAMES = {"kernel_hash": "kernel files", "code_version": "measurement code", "config_hash": "config",
+CHANGE_NAMES = {"kernel_hash": "kernel files", "code_version": "measurement code", "spec_hash": "config",
                 "gpu_uuid": "GPU board", "input_hash": "input picture"}
 # Most kernel lines a run's verdict prints; the rest are summed up in one line.
 MAX_KERNEL_LINES = 10
