@@ -23,11 +23,11 @@ from convlab.codeversion import file_contents, fingerprint_contents
 from convlab.history import store
 from convlab.history.kernelversions import restore_kernel_version
 from convlab.history.pairfile import PairRow
-from convlab.history.pairmeasure import recorded_side
 from convlab.history.verdictpolicy import DRIFT_FLOOR
 from convlab.history.verdictrule import Ratio, verdict_of_interval
 from convlab.history.verdicts import judge
 from convlab.history.vouching import NEIGHBOURED, why_unvouched
+from convlab.pairs.pairmeasure import recorded_side
 from convlab.paths import REPO_ROOT
 from convlab.plan.config import validate_config
 from convlab.plan.grid import build_cells

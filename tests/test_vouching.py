@@ -12,13 +12,13 @@ import pytest
 
 from convlab.backends.base import PreparedKernel
 from convlab.history.pairfile import PairRow, read_pairs, write_pairs
-from convlab.history.pairmeasure import recorded_side
-from convlab.history.selfcheck import SelfCheck, SelfCheckCell
 from convlab.history.store import Measurement
 from convlab.history.verdictrule import FASTER, SAME, UNCLEAR, Ratio
 from convlab.history.verdicts import judge, summary_lines
 from convlab.history.vouching import NEIGHBOURED, THROTTLED, doubt, why_unvouched
 from convlab.measure.interleave import PairedResult, interleave
+from convlab.pairs.pairmeasure import recorded_side
+from convlab.pairs.selfcheck import SelfCheck, SelfCheckCell
 from convlab.plan.config import validate_config
 from convlab.plan.grid import build_cells
 from convlab.run.paired import GRAPH_BELOW_MS, PairRefused, Recorded, prove_same_speed, sides

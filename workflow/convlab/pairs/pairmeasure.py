@@ -4,8 +4,8 @@ verdicts/paired.csv (convlab.history.pairfile), or that row with the reason it h
 
 The step's settings are the config's `verdicts` section (convlab.history.verdictpolicy); each
 previous version is restored from the database once, and every version's module compiled in one
-compiler process before the first pair. A preview (convlab.history.previewverdicts) and the A/A
-self-check (convlab.history.selfcheck) measure their pairs by this same code.
+compiler process before the first pair. A preview (convlab.pairs.previewverdicts) and the A/A
+self-check (convlab.pairs.selfcheck) measure their pairs by this same code.
 """
 
 from __future__ import annotations

@@ -2,10 +2,10 @@
 `preview` command (and so `convlab watch` on a save) runs, in the device's worker.
 
 Each kernel's files are read once into a copy (a version of their own, named by their hash;
-convlab.history.previewplan), which is compiled (a cpu twin: its Python), then run once on each
+convlab.pairs.previewplan), which is compiled (a cpu twin: its Python), then run once on each
 cell's problem and verified against float64 (convlab.run.preview), then paired with the version the
 results database recorded last by the `pair` step's rounds and intervals and the threshold
-(convlab.history.pairmeasure). The verdict lines are a run's (convlab.history.verdicts). The
+(convlab.pairs.pairmeasure). The verdict lines are a run's (convlab.history.verdicts). The
 database is read from a copy, and nothing is written under results/: the next `snakemake` run
 measures these cells and records them as it always does.
 
@@ -34,12 +34,12 @@ from convlab.history import store
 from convlab.history.databasecopy import open_copy
 from convlab.history.pairfile import PairRow
 from convlab.history.pairing import Candidate
-from convlab.history.pairmeasure import measured_pair, previous_modules, refusal_kind
-from convlab.history.previewplan import Recorded, candidate_of, differing, edited, read_saved, recorded_versions
 from convlab.history.record import InputHashes, kept_spec_hash
 from convlab.history.verdictpolicy import VerdictPolicy
 from convlab.history.verdictrule import SLOWER
 from convlab.history.verdicts import NEW, CellVerdict, csv_text, judge, summary_lines
+from convlab.pairs.pairmeasure import measured_pair, previous_modules, refusal_kind
+from convlab.pairs.previewplan import Recorded, candidate_of, differing, edited, read_saved, recorded_versions
 from convlab.paths import REPO_ROOT
 from convlab.plan.cell import Cell
 from convlab.plan.registry import KernelSpec, shown
