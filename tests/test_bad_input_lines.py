@@ -29,6 +29,7 @@ from workflow_helpers import (
     terminal_lines,
 )
 
+from convlab.history.verdictpolicy import DRIFT_FLOOR
 from convlab.measure.row import COLUMNS
 from convlab.pictures import source as data
 from convlab.plan.registry import DescriptionError, load_registry
@@ -359,7 +360,7 @@ def summary_folder(root: Path, parent: str, ms: float) -> Path:
 def test_comparisons_of_same_label_folders_do_not_overwrite_each_other(tmp_path):
     a, b, c = (summary_folder(tmp_path, name, ms) for name, ms in
                (("results_a", 1.0), ("results_b", 2.0), ("results_c", 1.0)))
-    first, second = compare_paths(a, b), compare_paths(a, c)
+    first, second = compare_paths(a, b, DRIFT_FLOOR), compare_paths(a, c, DRIFT_FLOOR)
     ab, ac = a / "compare_results_a-h200_vs_results_b-h200.csv", a / "compare_results_a-h200_vs_results_c-h200.csv"
     assert f"wrote {ab} and {ab.with_suffix('.html')}" in first
     assert f"wrote {ac} and {ac.with_suffix('.html')}" in second
@@ -369,6 +370,6 @@ def test_comparisons_of_same_label_folders_do_not_overwrite_each_other(tmp_path)
 def test_comparisons_with_b_sides_of_one_label_in_other_folders_do_not_overwrite_each_other(tmp_path):
     a = summary_folder(tmp_path, "x", 1.0)
     b, c = (summary_folder(tmp_path, name, ms).rename(tmp_path / name / "a100") for name, ms in (("y", 2.0), ("z", 1.0)))
-    first, second = compare_paths(a, b), compare_paths(a, c)
+    first, second = compare_paths(a, b, DRIFT_FLOOR), compare_paths(a, c, DRIFT_FLOOR)
     xy, xz = a / "compare_x-h200_vs_y-a100.csv", a / "compare_x-h200_vs_z-a100.csv"
     assert f"wrote {xy}" in first and f"wrote {xz}" in second

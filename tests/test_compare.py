@@ -10,7 +10,8 @@ import pytest
 from workflow_helpers import convlab
 
 from convlab.history.compare import CompareError, compare_sets, kernel_lines
-from convlab.history.verdictrule import DEFAULT_THRESHOLD, FASTER, MISSING, SAME, SLOWER, UNCLEAR, verdict
+from convlab.history.verdictpolicy import DRIFT_FLOOR, LAUNCH_BOUND_FLOOR
+from convlab.history.verdictrule import FASTER, MISSING, SAME, SLOWER, UNCLEAR, verdict
 from convlab.measure.row import COLUMNS
 from convlab.report.comparepage import compare_paths
 
@@ -52,7 +53,7 @@ def _verdicts(table: pd.DataFrame) -> dict:
 
 
 def test_identical_sets_are_all_same():
-    table = compare_sets(_summary(_cells()), _summary(_cells()))
+    table = compare_sets(_summary(_cells()), _summary(_cells()), DRIFT_FLOOR)
     assert len(table) == 6
     assert set(table["verdict"]) == {SAME}
     assert (table["ratio"] == 1.0).all()
@@ -62,7 +63,7 @@ def test_identical_sets_are_all_same():
 def test_one_cell_twice_as_slow_or_fast_is_called_so_and_the_others_are_same(factor, expected):
     b = _cells()
     b[1] = _scaled(b[1], factor)
-    table = compare_sets(_summary(_cells()), _summary(b))
+    table = compare_sets(_summary(_cells()), _summary(b), DRIFT_FLOOR)
     verdicts = _verdicts(table)
     assert verdicts.pop(("direct", "256", "2")) == expected
     assert set(verdicts.values()) == {SAME}
@@ -77,36 +78,37 @@ def test_a_change_within_a_wide_spread_is_unclear():
     a, b = _cells(), _cells()
     a[0] = _row("direct", 256, 1, spread=0.30)
     b[0] = _scaled(_row("direct", 256, 1, spread=0.30), 1.15)
-    table = compare_sets(_summary(a), _summary(b))
+    table = compare_sets(_summary(a), _summary(b), DRIFT_FLOOR)
     assert _verdicts(table)[("direct", "256", "1")] == UNCLEAR
     assert (table["verdict"] == SAME).sum() == 5
 
 
 def test_verdict_rule():
     # within the floor: SAME, whatever the spread
-    assert verdict(1.0, 0.01, 1.07, 0.01)[0] == SAME
-    assert verdict(1.0, 0.5, 1.07, 0.5)[0] == SAME
+    assert verdict(1.0, 0.01, 1.07, 0.01, DRIFT_FLOOR)[0] == SAME
+    assert verdict(1.0, 0.5, 1.07, 0.5, DRIFT_FLOOR)[0] == SAME
     # beyond the floor and twice the noise: a change, in either direction, judged symmetrically
-    assert verdict(1.0, 0.01, 1.10, 0.01)[0] == SLOWER
-    assert verdict(1.0, 0.01, 1 / 1.10, 0.01)[0] == FASTER
+    assert verdict(1.0, 0.01, 1.10, 0.01, DRIFT_FLOOR)[0] == SLOWER
+    assert verdict(1.0, 0.01, 1 / 1.10, 0.01, DRIFT_FLOOR)[0] == FASTER
     # beyond the floor but within a moderate noise: SAME (nvbench's rule); within twice it: UNCLEAR
-    assert verdict(1.0, 0.12, 1.12, 0.12 * 1.12)[0] == SAME
-    assert verdict(1.0, 0.08, 1.15, 0.08 * 1.15)[0] == UNCLEAR
+    assert verdict(1.0, 0.12, 1.12, 0.12 * 1.12, DRIFT_FLOOR)[0] == SAME
+    assert verdict(1.0, 0.08, 1.15, 0.08 * 1.15, DRIFT_FLOOR)[0] == UNCLEAR
     # an unknown spread cannot clear a change beyond the floor
-    assert verdict(1.0, math.nan, 1.5, 0.01)[0] == UNCLEAR
-    # launch-bound kernels get the wider floor; --threshold moves the ordinary one
-    assert verdict(0.005, 0.0001, 0.0057, 0.0001)[0] == SAME
-    assert verdict(0.5, 0.005, 0.57, 0.005)[0] == SLOWER
-    assert verdict(1.0, 0.01, 1.10, 0.01, threshold=0.12)[0] == SAME
-    word, ratio, floor, noise = verdict(2.0, 0.04, 3.0, 0.06)
-    assert (word, ratio, floor, noise) == (SLOWER, 1.5, DEFAULT_THRESHOLD, pytest.approx(math.hypot(0.02, 0.02)))
+    assert verdict(1.0, math.nan, 1.5, 0.01, DRIFT_FLOOR)[0] == UNCLEAR
+    # launch-bound kernels get the wider floor; --floor moves the drift floor
+    assert verdict(0.005, 0.0001, 0.0057, 0.0001, DRIFT_FLOOR)[:3:2] == (SAME, LAUNCH_BOUND_FLOOR)
+    assert verdict(0.005, 0.0001, 0.0057, 0.0001, DRIFT_FLOOR, own_floor=True)[0] == SLOWER
+    assert verdict(0.5, 0.005, 0.57, 0.005, DRIFT_FLOOR)[0] == SLOWER
+    assert verdict(1.0, 0.01, 1.10, 0.01, 0.12)[0] == SAME
+    word, ratio, floor, noise = verdict(2.0, 0.04, 3.0, 0.06, DRIFT_FLOOR)
+    assert (word, ratio, floor, noise) == (SLOWER, 1.5, DRIFT_FLOOR, pytest.approx(math.hypot(0.02, 0.02)))
 
 
 def test_cells_in_one_set_only_are_missing_with_no_ratio():
     a, b = _cells(), _cells()
     del b[0]
     b.append(_row("direct", 1024, 1))
-    table = compare_sets(_summary(a), _summary(b), labels=("main", "branch"))
+    table = compare_sets(_summary(a), _summary(b), DRIFT_FLOOR, labels=("main", "branch"))
     missing = table[table["verdict"] == MISSING]
     assert sorted(missing["note"]) == ["only in branch", "only in main"]
     assert missing["ratio"].isna().all()
@@ -118,7 +120,7 @@ def test_cells_not_ok_in_either_set_get_their_statuses_not_a_ratio():
     b[0] = _row("direct", 256, 1, status="wrong", kernel_ms=1.0)
     a[1] = _row("direct", 256, 2, status="oom")
     b[1] = _row("direct", 256, 2, status="oom")
-    table = compare_sets(_summary(a), _summary(b))
+    table = compare_sets(_summary(a), _summary(b), DRIFT_FLOOR)
     verdicts = _verdicts(table)
     assert verdicts[("direct", "256", "1")] == "ok/wrong"
     assert verdicts[("direct", "256", "2")] == "oom/oom"
@@ -128,7 +130,7 @@ def test_cells_not_ok_in_either_set_get_their_statuses_not_a_ratio():
 def test_cells_match_across_backends_and_number_formats():
     b = _summary([{**r, "backend": "cpu", "device": "AMD EPYC"} for r in _cells()])
     b["size"] = b["size"].astype(str)  # "256" in one file, 256.0 in the other
-    table = compare_sets(_summary(_cells()), b)
+    table = compare_sets(_summary(_cells()), b, DRIFT_FLOOR)
     assert len(table) == 6 and set(table["verdict"]) == {SAME}
 
 
@@ -136,7 +138,7 @@ def test_kernel_lines_give_the_geomean_and_counts_per_kernel_and_overall():
     b = _cells()
     b[0] = _scaled(b[0], 2.0)
     del b[5]  # a cudnn cell missing in B
-    lines = kernel_lines(compare_sets(_summary(_cells()), _summary(b)))
+    lines = kernel_lines(compare_sets(_summary(_cells()), _summary(b), DRIFT_FLOOR))
     assert lines == [
         "conv2d cudnn: geomean B/A 1.00 over 1 cells; 0 FASTER, 0 SLOWER, 1 SAME, 0 UNCLEAR; 1 MISSING",
         f"conv2d direct: geomean B/A {2 ** 0.25:.2f} over 4 cells; 0 FASTER, 1 SLOWER, 3 SAME, 0 UNCLEAR",
@@ -156,7 +158,7 @@ def test_a_rerun_with_a_few_percent_of_noise_is_same(tmp_path):
     rerun = [_scaled(row, 1 + rng.uniform(-0.03, 0.03)) for row in rows]
     for row in rerun:  # the spread is measured again too
         row["kernel_ms_iqr"] *= rng.uniform(0.7, 1.3)
-    verdicts = compare_sets(_summary(rows), _summary(rerun))["verdict"]
+    verdicts = compare_sets(_summary(rows), _summary(rerun), DRIFT_FLOOR)["verdict"]
     assert (verdicts == SAME).mean() >= 0.95
     assert verdicts.isin([SAME, UNCLEAR]).all()
 
@@ -192,20 +194,20 @@ def test_cli_on_two_folders_prints_the_report_and_writes_csv_and_html(tmp_path):
     assert page.startswith("<!DOCTYPE html>") and "SLOWER" in page and "NVIDIA A100-SXM4-40GB" in page
 
 
-def test_threshold_option_and_explicit_outputs(tmp_path):
+def test_floor_option_and_explicit_outputs(tmp_path):
     b = _cells()
     b[0] = _scaled(b[0], 1.10)
     a_csv, b_csv = _write(tmp_path, "a", _cells()), _write(tmp_path, "b", b)
     out, page = tmp_path / "cmp.csv", tmp_path / "cmp.html"
-    report = compare_paths(a_csv, b_csv, out, page, threshold=0.12)
+    report = compare_paths(a_csv, b_csv, 0.12, out, page)
     assert "overall: geomean B/A 1.02 over 6 cells; 0 FASTER, 0 SLOWER, 6 SAME, 0 UNCLEAR" in report
     assert out.is_file() and page.is_file() and (pd.read_csv(out)["verdict"] == SAME).all()
-    assert "overall: geomean B/A 1.02 over 6 cells; 0 FASTER, 1 SLOWER, 5 SAME" in compare_paths(a_csv, b_csv, out, page)
+    assert "overall: geomean B/A 1.02 over 6 cells; 0 FASTER, 1 SLOWER, 5 SAME" in compare_paths(a_csv, b_csv, DRIFT_FLOOR, out, page)
 
 
 def test_a_set_measuring_one_cell_twice_is_refused(tmp_path):
     with pytest.raises(CompareError, match="more than once"):
-        compare_sets(_summary(_cells() + _cells()[:1]), _summary(_cells()))
+        compare_sets(_summary(_cells() + _cells()[:1]), _summary(_cells()), DRIFT_FLOOR)
 
 
 @pytest.mark.parametrize("case, starts", [
@@ -213,7 +215,8 @@ def test_a_set_measuring_one_cell_twice_is_refused(tmp_path):
     ("folder without a summary", "error: "),
     ("not a summary", "error: "),
     ("no common cells", "error: A"),
-    ("bad threshold", "error: --threshold"),
+    ("bad floor", "error: --floor"),
+    ("the floor's old name", "error: --threshold is now --floor"),
 ])
 def test_bad_input_is_one_error_line_and_exit_2(tmp_path, case, starts):
     a = _write(tmp_path, "A", _cells())
@@ -228,8 +231,10 @@ def test_bad_input_is_one_error_line_and_exit_2(tmp_path, case, starts):
         args.append(str(tmp_path / "other.csv"))
     elif case == "no common cells":
         args.append(str(_write(tmp_path, "B", [_row("direct", 4096, 1)])))
+    elif case == "bad floor":
+        args += [str(a), "--floor", "5"]
     else:
-        args += [str(a), "--threshold", "5"]
+        args += [str(a), "--threshold", "0.1"]
     result = compare(*args)
     assert result.returncode == 2, result.stderr
     assert "Traceback" not in result.stderr
@@ -252,24 +257,25 @@ def test_the_report_says_whether_both_sets_ran_on_the_same_board(tmp_path, b_uui
 def test_a_change_between_two_cpu_sets_is_unconfirmed_and_a_gpu_one_is_not():
     """The cpu backend shares its host: a 50 % slow-down there is UNCLEAR with its note, so that
     --fail-on slower does not fail on it; the same between two GPU sets is SLOWER."""
-    on_gpu = compare_sets(_summary(_cells()), _summary([_scaled(r, 1.5) for r in _cells()]))
+    on_gpu = compare_sets(_summary(_cells()), _summary([_scaled(r, 1.5) for r in _cells()]), DRIFT_FLOOR)
     cpu = [{**r, "backend": "cpu"} for r in _cells()]
-    on_cpu = compare_sets(_summary(cpu), _summary([_scaled(r, 1.5) for r in cpu]))
+    on_cpu = compare_sets(_summary(cpu), _summary([_scaled(r, 1.5) for r in cpu]), DRIFT_FLOOR)
     assert set(on_gpu["verdict"]) == {"SLOWER"}
     assert set(on_cpu["verdict"]) == {"UNCLEAR"}
     assert set(on_cpu["note"]) == {"unconfirmed SLOWER: the cpu backend shares its host"}
     # a GPU that throttled while it measured one side is no quiet host either
-    throttled = compare_sets(_summary(_cells()), _summary([{**_scaled(r, 1.5), "throttled": "yes"} for r in _cells()]))
+    throttled = compare_sets(_summary(_cells()), _summary([{**_scaled(r, 1.5), "throttled": "yes"} for r in _cells()]),
+                             DRIFT_FLOOR)
     assert set(throttled["verdict"]) == {"UNCLEAR"}
     assert set(throttled["note"]) == {"unconfirmed SLOWER: B measured while the GPU throttled (its clock or a "
                                       "slowdown reason, in the row's telemetry)"}
     # so is the baseline: a slow-down of the baseline is not a speed-up of B
     disturbed = compare_sets(_summary([{**_scaled(r, 2.0), "gpu_neighbours": 1} for r in _cells()]),
-                             _summary(_cells()), labels=("run1", "run2"))
+                             _summary(_cells()), DRIFT_FLOOR, labels=("run1", "run2"))
     assert set(disturbed["verdict"]) == {"UNCLEAR"}
     assert set(disturbed["note"]) == {"unconfirmed FASTER: run1 measured while other processes used the GPU"}
     waited = compare_sets(_summary([{**_scaled(r, 2.0), "phase_ms": "lock_wait=250.0;place=1.0"} for r in _cells()]),
-                          _summary(_cells()))
+                          _summary(_cells()), DRIFT_FLOOR)
     assert set(waited["note"]) == {"unconfirmed FASTER: A measured while another process measured on this GPU"}
 
 

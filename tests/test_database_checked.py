@@ -37,6 +37,7 @@ from convlab.plan.grid import build_cells
 from convlab.snakefile.database import check_results_database
 
 DEVICE = "testcpu"
+THRESHOLD = 0.02  # config verdicts.threshold's default
 HAND_LABEL = "written by hand"
 
 
@@ -68,7 +69,7 @@ def recorded_three_runs(results: Path, cells) -> Path:
     for number, ms in enumerate((1.0, 1.5, 1.0)):
         run_id = f"20261124T10000{number}-run{number}"
         plant(cells, run_id, ms, hour=10 + number)
-        assert record(results, cells, DEVICE, run_id=run_id).added == len(cells)
+        assert record(results, cells, DEVICE, THRESHOLD, run_id=run_id).added == len(cells)
     path = store.database_path(results)
     with sqlite3.connect(path) as connection:
         connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
@@ -153,7 +154,7 @@ def test_a_cut_database_is_rebuilt_from_what_can_be_read_and_the_rows_on_disk(la
     path = recorded_three_runs(results, cells)
     files = kept(path, "SELECT count(*) FROM kernel_files")
     cut(path)
-    done = record(results, cells, DEVICE, run_id="20261124T110000-next")
+    done = record(results, cells, DEVICE, THRESHOLD, run_id="20261124T110000-next")
     (line,) = done.warnings
     assert line.startswith(f"{path} was damaged (cut short: ") and "moved it to " in line
     moved = Path(line.split("moved it to ")[1].split(" and started")[0])
@@ -182,7 +183,7 @@ def test_an_overwritten_database_is_started_again_from_the_rows_on_disk_named_fo
     results, cells = lab
     path = recorded_three_runs(results, cells)
     overwrite(path)
-    done = record(results, cells, DEVICE, run_id="20261124T110000-next")
+    done = record(results, cells, DEVICE, THRESHOLD, run_id="20261124T110000-next")
     (line,) = done.warnings
     assert line.startswith(f"{path} was damaged (not a SQLite database: its first bytes are not SQLite's header); "
                            "moved it to ")
@@ -203,7 +204,7 @@ def test_a_whole_database_with_nothing_waiting_costs_a_run_nothing_to_say(lab):
     results, cells = lab
     recorded_three_runs(results, cells)
     started = time.monotonic()
-    assert check_results_database(results, cells, 0.02) == []
+    assert check_results_database(results, cells, THRESHOLD) == []
     assert time.monotonic() - started < 0.5
 
 
@@ -212,7 +213,7 @@ def test_a_dry_run_names_a_damaged_database_and_changes_nothing(lab):
     path = recorded_three_runs(results, cells)
     cut(path)
     before = path.read_bytes()
-    (line,) = check_results_database(results, cells, 0.02, dry_run=True)
+    (line,) = check_results_database(results, cells, THRESHOLD, dry_run=True)
     assert line.startswith(f"warning: {path} is damaged (cut short") and "the real run will move it aside" in line
     assert path.read_bytes() == before and not list(results.glob("*.corrupt-*"))
 
@@ -223,19 +224,19 @@ def test_rows_that_wait_are_added_by_the_next_run_that_can_write_and_history_say
     plant(cells[:4], "20261125T090000-ro", 2.0, hour=15)
     original = store.connect
     monkeypatch.setattr(store, "connect", lambda path, timeout_s=1.0, read_only=False: original(path, timeout_s, True))
-    assert record(results, cells, DEVICE, run_id="20261125T090000-ro").added == 0
-    (line,) = check_results_database(results, cells, 0.02)  # a plain run while it cannot be written
+    assert record(results, cells, DEVICE, THRESHOLD, run_id="20261125T090000-ro").added == 0
+    (line,) = check_results_database(results, cells, THRESHOLD)  # a plain run while it cannot be written
     assert line.startswith("warning: history not recorded: ") and "4 rows wait in " in line
     waiting = history_lines(results)[-1]
     assert waiting.startswith(f"4 rows wait in {results}/unrecorded/ for the database (run 20261125T090000-ro): "
                               "the last run that tried could not add them: ")
     assert "readonly" in waiting or "read-only" in waiting
     monkeypatch.setattr(store, "connect", original)
-    assert check_results_database(results, cells, 0.02) == [
+    assert check_results_database(results, cells, THRESHOLD) == [
         "history: recorded: 4 rows that earlier runs measured but could not record (run 20261125T090000-ro)"]
     assert kept(store.database_path(results)) == 3 * len(cells) + 4
     assert not any("wait" in text for text in history_lines(results))
-    assert check_results_database(results, cells, 0.02) == []
+    assert check_results_database(results, cells, THRESHOLD) == []
 
 
 def test_history_says_rows_wait_that_no_record_step_has_tried(lab):

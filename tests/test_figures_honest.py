@@ -36,7 +36,7 @@ def _measurement(run: int, kernel: str, cell: str, ms: float, verdict: str | Non
         row_check=f"{run}-{kernel}-{cell}", run_id=f"2026112{run}T100000-run{run}", cell=_cell(kernel, cell),
         experiment="conv2d", kernel=kernel, variant="default", status="ok", kernel_ms=ms, kernel_ms_iqr=ms * 0.01,
         finished_at=f"2026-11-2{run}T10:00:00", git_commit="c0ffee", code_version="v1", kernel_hash=kernel_hash,
-        config_hash="cfg", gpu_uuid="GPU-a", row_json="{}", verdict=verdict, ratio=ratio)
+        spec_hash="cfg", gpu_uuid="GPU-a", row_json="{}", verdict=verdict, ratio=ratio)
 
 
 def _cell(kernel: str, cell: str) -> str:

@@ -23,10 +23,11 @@ from convlab.codeversion import file_contents, fingerprint_contents
 from convlab.history import store
 from convlab.history.kernelversions import restore_kernel_version
 from convlab.history.pairfile import PairRow
-from convlab.history.pairmeasure import recorded_side
+from convlab.history.verdictpolicy import DRIFT_FLOOR
 from convlab.history.verdictrule import Ratio, verdict_of_interval
 from convlab.history.verdicts import judge
 from convlab.history.vouching import NEIGHBOURED, why_unvouched
+from convlab.pairs.pairmeasure import recorded_side
 from convlab.paths import REPO_ROOT
 from convlab.plan.config import validate_config
 from convlab.plan.grid import build_cells
@@ -90,7 +91,7 @@ def test_each_source_kernel_kinds_edit_runs_the_code_its_row_ran_after_a_cudnn_t
         edited = edited_copy(tmp_path / kernel, kernel)
         mine = Recorded(row["module_hash"], row["kernel_ms"], row["timing_applied"])
         result = measure_pair(cell, image if cell.image else None, edited, THRESHOLD / 4, 2.0, backend, (mine, mine),
-                              tolerance=0.08)
+                              tolerance=DRIFT_FLOOR)
         print(f"{kernel}: x{result.ratio:.4f} [{result.low:.4f}, {result.high:.4f}], previous {result.previous_ms:.4f} "
               f"ms, its row {row['kernel_ms']:.4f} ms")
         assert verdict_of_interval(result.low, result.high, THRESHOLD) == "SAME", kernel
@@ -103,7 +104,7 @@ def test_each_source_kernel_kinds_edit_runs_the_code_its_row_ran_after_a_cudnn_t
             assert abs(result.previous_ms / row["kernel_ms"] - 1) < 0.08, kernel
         # the same machine code launched alike is SAME without rounds where the pair step asks
         settled = measure_pair(cell, image if cell.image else None, edited, THRESHOLD / 4, 2.0, backend,
-                               (mine, mine), tolerance=0.08, same_code_is_same=True)
+                               (mine, mine), tolerance=DRIFT_FLOOR, same_code_is_same=True)
         assert (settled.stop, settled.ratio, settled.rounds) == (SAME_CODE, 1.0, 0), kernel
 
 
@@ -163,7 +164,7 @@ def judged_row(row: dict, kernel_hash: str) -> dict:
     """A row as the record step hands it to the verdict: the store's columns and the row itself."""
     return {"cell": "c", "experiment": row["experiment"], "kernel": row["kernel"], "variant": row["variant"],
             "status": row["status"], "kernel_ms": row["kernel_ms"], "kernel_ms_iqr": row["kernel_ms_iqr"],
-            "kernel_hash": kernel_hash, "code_version": row["code_version"], "config_hash": "c",
+            "kernel_hash": kernel_hash, "code_version": row["code_version"], "spec_hash": "c",
             "gpu_uuid": row["gpu_uuid"], "input_hash": "", "row_json": json.dumps(row, default=str)}
 
 
@@ -190,14 +191,14 @@ def test_a_row_measured_beside_a_busy_process_is_no_baseline_for_the_clean_run_a
     print(f"{cell.kernel} {size}: beside SGEMMs {disturbed['kernel_ms']:.4f} ms, alone {clean['kernel_ms']:.4f} ms")
     previous = store.Measurement(**{**judged_row(disturbed, "old"), "row_check": "p", "run_id": "run1",
                                     "finished_at": "t", "git_commit": "g"})
-    verdict = judge(judged_row(clean, "new"), previous)
+    verdict = judge(judged_row(clean, "new"), previous, threshold=THRESHOLD)
     assert verdict.verdict in ("SAME", "UNCLEAR"), (verdict.verdict, verdict.ratio)
     if verdict.verdict == "UNCLEAR":
         assert verdict.unconfirmed.startswith("its baseline (run run1) was measured while other processes"), verdict
     edited = edited_copy(tmp_path, cell.kernel)
     result = measure_pair(cell, image, edited, THRESHOLD / 4, 2.0, backend,
                           (recorded_side(disturbed["module_hash"], disturbed["kernel_ms"], disturbed),
-                           recorded_side(clean["module_hash"], clean["kernel_ms"], clean)), tolerance=0.08)
+                           recorded_side(clean["module_hash"], clean["kernel_ms"], clean)), tolerance=DRIFT_FLOOR)
     assert result.unproved.startswith("the previous row was measured while other processes used the GPU")
     pair = PairRow("c", cell.kernel, "old", "new", ratio=Ratio(result.ratio, result.low, result.high, result.rounds),
                    stop=result.stop, sampling=result.sampling, unproved=result.unproved)

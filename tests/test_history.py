@@ -3,6 +3,7 @@ its previous measurement, and a database that cannot be used costs one warning a
 
 from __future__ import annotations
 
+import dataclasses
 import sqlite3
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from convlab.app.cli import main
 from convlab.history import record as record_module
 from convlab.history import store
 from convlab.history.record import record as record_rows
+from convlab.history.verdictpolicy import VerdictPolicy
 from convlab.history.verdicts import MAX_KERNEL_LINES, NEW, judge, summary_lines
 from convlab.measure.row import build_row, write_row_atomically
 from convlab.measure.rowjournal import keep_unrecorded
@@ -22,6 +24,7 @@ from convlab.plan.grid import build_cells
 
 DEVICE = "testgpu"
 TINY = REPO_ROOT / TINY_CONFIG
+THRESHOLD = VerdictPolicy.from_config(load_config(TINY)).threshold
 
 
 @pytest.fixture
@@ -38,7 +41,7 @@ RUNS = {"latest": ""}
 
 def record(results_dir, cells, device, **options):
     """The record step of the run that wrote the latest rows (as the history rule passes its run)."""
-    return record_rows(results_dir, cells, device, run_id=options.pop("run_id", RUNS["latest"]), **options)
+    return record_rows(results_dir, cells, device, THRESHOLD, run_id=options.pop("run_id", RUNS["latest"]), **options)
 
 
 def write_rows(cells, ms: float, iqr_fraction: float = 0.01, status: str = "ok", uuid: str = "GPU-a",
@@ -121,6 +124,28 @@ def test_the_verdict_says_what_changed_between_the_two_measurements(lab, monkeyp
     assert "changed: GPU board, kernel files" in "\n".join(second.lines)
 
 
+def test_a_measurement_keeps_its_cells_spec_hash_and_other_settings_are_named_config(lab):
+    """The database keeps the start of the cell's spec_hash (under its column config_hash); a rerun with
+    the same settings keeps the same hash, one with other timing settings is named a config change."""
+    folder, cells = lab
+    write_rows(cells, 1.0)
+    record(results_of(folder), cells, DEVICE)
+    write_rows(cells, 1.01)
+    rerun = record(results_of(folder), cells, DEVICE)
+    assert len(rerun.verdicts) == len(cells) and {v.changed for v in rerun.verdicts} == {()}
+    connection = store.open_for_reading(store.database_path(results_of(folder)))
+    try:
+        kept = store.measurements(connection, cell=cells[0].path)
+        (column,) = connection.execute("SELECT DISTINCT config_hash FROM measurements WHERE cell = ?",
+                                       (cells[0].path,)).fetchone()
+    finally:
+        connection.close()
+    assert {m.spec_hash for m in kept} == {column} and cells[0].spec_hash.startswith(column)
+    retimed = [dataclasses.replace(cell, timing={**cell.timing, "warmup": 7}) for cell in cells]
+    write_rows(retimed, 1.02)
+    assert {v.changed for v in record(results_of(folder), retimed, DEVICE).verdicts} == {("config",)}
+
+
 def test_a_cell_that_is_not_ok_now_gets_its_status_and_the_next_ok_one_compares_with_the_last_ok(lab):
     folder, cells = lab
     write_rows(cells, 1.0)
@@ -154,8 +179,8 @@ def test_the_end_of_run_lines_stay_short_for_many_kernels():
     previous = store.Measurement("cell", "conv2d", "k", "default", "ok", 1.0, "p", "r0", 0.01, "t", "c", "v", "h",
                                  "cfg", "GPU-a", "{}")
     verdicts = [judge({"cell": f"c{k}-{i}", "kernel": f"kernel{k:02d}", "status": "ok", "kernel_ms": 1.0 + k / 5,
-                       "kernel_ms_iqr": 0.01, "kernel_hash": "h", "code_version": "v", "config_hash": "cfg",
-                       "gpu_uuid": "GPU-a"}, previous)
+                       "kernel_ms_iqr": 0.01, "kernel_hash": "h", "code_version": "v", "spec_hash": "cfg",
+                       "gpu_uuid": "GPU-a"}, previous, threshold=THRESHOLD)
                 for k in range(22) for i in range(20)]
     lines = summary_lines(verdicts, DEVICE, "run1", "results/x.csv")
     assert len(lines) <= MAX_KERNEL_LINES + 3 <= 15

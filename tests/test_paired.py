@@ -101,13 +101,13 @@ def test_the_verdict_of_an_interval(low, high, word):
 def previous_measurement(kernel_hash: str = "old") -> Measurement:
     return Measurement(row_check="p", run_id="r1", cell="results/x/cells/c.csv", experiment="conv2d", kernel="direct",
                        variant="b16", status="ok", kernel_ms=1.0, kernel_ms_iqr=0.01, finished_at="", git_commit="",
-                       code_version="v", kernel_hash=kernel_hash, config_hash="c", gpu_uuid="g", row_json="{}")
+                       code_version="v", kernel_hash=kernel_hash, spec_hash="c", gpu_uuid="g", row_json="{}")
 
 
 def new_measurement(kernel_hash: str = "new") -> dict:
     return {"cell": "results/x/cells/c.csv", "experiment": "conv2d", "kernel": "direct", "variant": "b16",
             "status": "ok", "kernel_ms": 1.3, "kernel_ms_iqr": 0.01, "code_version": "v", "kernel_hash": kernel_hash,
-            "config_hash": "c", "gpu_uuid": "g", "row_json": '{"backend": "cpu"}'}
+            "spec_hash": "c", "gpu_uuid": "g", "row_json": '{"backend": "cpu"}'}
 
 
 def test_a_paired_cell_is_judged_by_its_interval_even_on_a_busy_host(tmp_path):
@@ -117,11 +117,12 @@ def test_a_paired_cell_is_judged_by_its_interval_even_on_a_busy_host(tmp_path):
     write_pairs(tmp_path / "paired.csv", [pair, PairRow("other.csv", "fft", "a", "b", note="a library kernel")])
     pairs = read_pairs(tmp_path / "paired.csv")
     assert pairs["results/x/cells/c.csv"] == pair and not pairs["other.csv"].measured
-    judged = judge(new_measurement(), previous_measurement(), None, pairs["results/x/cells/c.csv"], THRESHOLD)
+    judged = judge(new_measurement(), previous_measurement(), None, pairs["results/x/cells/c.csv"],
+                   threshold=THRESHOLD)
     assert (judged.verdict, judged.ratio.value, judged.ratio.low, judged.ratio.high, judged.ratio.rounds) == (
         SLOWER, 1.031, 1.025, 1.037, 12)
     assert judged.unconfirmed is None
-    unpaired = judge(new_measurement(), previous_measurement(), None, None, THRESHOLD)
+    unpaired = judge(new_measurement(), previous_measurement(), None, None, threshold=THRESHOLD)
     assert unpaired.verdict == UNCLEAR and unpaired.unconfirmed
     line = summary_lines([judged], "x", "r2", "details.csv")[1]
     assert "1 SLOWER; time x1.031 [1.025, 1.037] (geomean new/previous, 1 paired); changed: kernel files" in line
@@ -163,7 +164,7 @@ def test_the_cells_to_pair_are_those_whose_kernel_files_changed_since_a_kept_ver
 
     assert candidates(results, cells, "run-1") == ([], None)  # no database yet: a first run pairs nothing
     measure("run-1")
-    record(results, cells, "testgpu", run_id="run-1")
+    record(results, cells, "testgpu", THRESHOLD, run_id="run-1")
     measure("run-2")
     found, connection = candidates(results, cells, "run-2")
     assert found == [] and connection is not None  # nothing was edited
@@ -219,7 +220,7 @@ def history_page(folder: Path, judged: CellVerdict) -> str:
 
 def test_the_history_page_shows_a_paired_cells_interval_and_how_it_was_measured(tmp_path):
     pair = PairRow("results/x/cells/c.csv", "direct", "old", "new", ratio=Ratio(1.031, 1.025, 1.037, 12))
-    judged = judge(new_measurement(), previous_measurement(), None, pair, THRESHOLD)
+    judged = judge(new_measurement(), previous_measurement(), None, pair, threshold=THRESHOLD)
     folder = tmp_path / "h200"  # results/<device>: no database there yet
     folder.mkdir()
     page = history_page(folder, judged)
@@ -231,7 +232,7 @@ def test_a_pair_of_the_same_machine_code_is_same_without_rounds_and_says_so(tmp_
     pair = PairRow("results/x/cells/c.csv", "direct", "old", "new", ratio=Ratio(1.0, 1.0, 1.0, 0), stop="same_code")
     write_pairs(tmp_path / "paired.csv", [pair])
     judged = judge(new_measurement(), previous_measurement(), None,
-                   read_pairs(tmp_path / "paired.csv")["results/x/cells/c.csv"], THRESHOLD)
+                   read_pairs(tmp_path / "paired.csv")["results/x/cells/c.csv"], threshold=THRESHOLD)
     assert (judged.verdict, judged.ratio.value, judged.ratio.rounds) == (SAME, 1.0, 0)
     line = summary_lines([judged], "x", "r2", "details.csv")[1]
     assert "1 SAME; time x1.000 [1.000, 1.000] (geomean new/previous, 1 the same machine code)" in line

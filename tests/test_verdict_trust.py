@@ -19,6 +19,7 @@ from convlab.backends.sourcemodule import SourceModule
 from convlab.history.compare import compare_sets
 from convlab.history.pairfile import PairRow
 from convlab.history.store import Measurement
+from convlab.history.verdictpolicy import DRIFT_FLOOR
 from convlab.history.verdictrule import SLOWER, UNCLEAR, Ratio
 from convlab.history.verdicts import judge, version_changes
 from convlab.history.vouching import NEIGHBOURED
@@ -26,6 +27,8 @@ from convlab.measure.interleave import PairedResult
 from convlab.measure.telemetry import Neighbours
 from convlab.plan.registry import get_kernel
 from convlab.run.paired import PairRefused, Recorded, prove_same_code, prove_same_speed
+
+THRESHOLD = 0.02  # config verdicts.threshold's default
 
 
 def test_a_verdict_names_each_library_version_that_differs():
@@ -53,29 +56,31 @@ def test_the_libraries_a_kernel_calls_are_part_of_its_identity():
 def measurement(ms: float, row: dict | None = None) -> Measurement:
     return Measurement(row_check="prev", run_id="r0", cell="c", experiment="conv2d", kernel="direct", variant="v",
                        status="ok", kernel_ms=ms, kernel_ms_iqr=0.0, finished_at="t", git_commit="g", code_version="v",
-                       kernel_hash="k", config_hash="c", gpu_uuid="GPU-1", row_json=json.dumps(row or {}),
+                       kernel_hash="k", spec_hash="c", gpu_uuid="GPU-1", row_json=json.dumps(row or {}),
                        verdict="new", ratio=None, previous=None, changed="", input_hash="")
 
 
 def new(ms: float, **row: object) -> dict:
     return {"cell": "c", "experiment": "conv2d", "kernel": "direct", "variant": "v", "status": "ok", "kernel_ms": ms,
-            "kernel_ms_iqr": 0.0, "kernel_hash": "k", "code_version": "v", "config_hash": "c", "gpu_uuid": "GPU-1",
+            "kernel_ms_iqr": 0.0, "kernel_hash": "k", "code_version": "v", "spec_hash": "c", "gpu_uuid": "GPU-1",
             "input_hash": "", "row_json": json.dumps({"backend": "cuda", **row})}
 
 
 def test_a_change_measured_beside_another_process_is_unconfirmed():
-    beside = judge(new(2.0, gpu_neighbours="1", gpu_neighbour_names="4242 sgemm"), measurement(1.0))
+    beside = judge(new(2.0, gpu_neighbours="1", gpu_neighbour_names="4242 sgemm"), measurement(1.0),
+                   threshold=THRESHOLD)
     assert (beside.verdict, beside.unconfirmed, beside.neighbours) == (UNCLEAR, f"measured while {NEIGHBOURED}",
                                                                        "4242 sgemm")
-    alone = judge(new(2.0, gpu_neighbours="0"), measurement(1.0))
+    alone = judge(new(2.0, gpu_neighbours="0"), measurement(1.0), threshold=THRESHOLD)
     assert alone.verdict == SLOWER and not alone.neighbours
 
 
 def test_a_paired_change_beside_another_process_stays_only_where_its_rounds_reached_their_precision():
     pair = PairRow("c", "direct", "k0", "k", ratio=Ratio(1.10, 1.09, 1.11, 8), stop="precise", neighbours=1,
                    neighbour_names="4242 sgemm")
-    assert judge(new(1.1), measurement(1.0), pair=pair).verdict == SLOWER
-    spent = judge(new(1.1), measurement(1.0), pair=PairRow(**{**pair.__dict__, "stop": "budget"}))
+    assert judge(new(1.1), measurement(1.0), pair=pair, threshold=THRESHOLD).verdict == SLOWER
+    spent = judge(new(1.1), measurement(1.0), pair=PairRow(**{**pair.__dict__, "stop": "budget"}),
+                  threshold=THRESHOLD)
     assert (spent.verdict, spent.unconfirmed) == (UNCLEAR, f"measured while {NEIGHBOURED}")
 
 
@@ -86,10 +91,10 @@ def summary(ms: float, neighbours: int) -> pd.DataFrame:
 
 
 def test_the_gate_does_not_fail_on_a_slow_down_measured_beside_another_process():
-    table = compare_sets(summary(1.0, 0), summary(2.0, 2))
+    table = compare_sets(summary(1.0, 0), summary(2.0, 2), DRIFT_FLOOR)
     assert table.loc[0, "verdict"] == UNCLEAR and table.loc[0, "note"].endswith(NEIGHBOURED)
     assert bool(table.loc[0, "neighboured"])
-    assert compare_sets(summary(1.0, 0), summary(2.0, 0)).loc[0, "verdict"] == SLOWER
+    assert compare_sets(summary(1.0, 0), summary(2.0, 0), DRIFT_FLOOR).loc[0, "verdict"] == SLOWER
 
 
 class FakeNvml:

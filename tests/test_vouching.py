@@ -12,32 +12,33 @@ import pytest
 
 from convlab.backends.base import PreparedKernel
 from convlab.history.pairfile import PairRow, read_pairs, write_pairs
-from convlab.history.pairmeasure import recorded_side
-from convlab.history.selfcheck import SelfCheck, SelfCheckCell
 from convlab.history.store import Measurement
 from convlab.history.verdictrule import FASTER, SAME, UNCLEAR, Ratio
 from convlab.history.verdicts import judge, summary_lines
 from convlab.history.vouching import NEIGHBOURED, THROTTLED, doubt, why_unvouched
 from convlab.measure.interleave import PairedResult, interleave
+from convlab.pairs.pairmeasure import recorded_side
+from convlab.pairs.selfcheck import SelfCheck, SelfCheckCell
 from convlab.plan.config import validate_config
 from convlab.plan.grid import build_cells
 from convlab.run.paired import GRAPH_BELOW_MS, PairRefused, Recorded, prove_same_speed, sides
 from convlab.run.steps import Prepared
 
+THRESHOLD = 0.02  # config verdicts.threshold's default
 CLEAN = {"backend": "cuda", "gpu_neighbours": 0, "throttled": "no", "phase_ms": "lock_wait=0.2;place=1.0"}
 
 
 def kept(ms: float, row: dict) -> Measurement:
     return Measurement(row_check="p", run_id="run1", cell="c", experiment="conv2d", kernel="sgemm_naive", variant="v",
                        status="ok", kernel_ms=ms, kernel_ms_iqr=0.001 * ms, finished_at="t", git_commit="g",
-                       code_version="v", kernel_hash="old", config_hash="c", gpu_uuid="GPU-1",
+                       code_version="v", kernel_hash="old", spec_hash="c", gpu_uuid="GPU-1",
                        row_json=json.dumps(row))
 
 
 def fresh(ms: float, row: dict) -> dict:
     return {"cell": "c", "experiment": "conv2d", "kernel": "sgemm_naive", "variant": "v", "status": "ok",
             "kernel_ms": ms, "kernel_ms_iqr": 0.001 * ms, "kernel_hash": "new", "code_version": "v",
-            "config_hash": "c", "gpu_uuid": "GPU-1", "input_hash": "", "row_json": json.dumps(row)}
+            "spec_hash": "c", "gpu_uuid": "GPU-1", "input_hash": "", "row_json": json.dumps(row)}
 
 
 @pytest.mark.parametrize("disturbed, reason", [
@@ -48,16 +49,16 @@ def fresh(ms: float, row: dict) -> dict:
 def test_a_disturbed_baseline_never_makes_a_faster_by_the_historys_rule(disturbed, reason):
     """The previous row ran 2.4 times slower beside a busy process; the clean new row is not called
     2.4 times faster against it."""
-    judged = judge(fresh(1.0, CLEAN), kept(2.4, disturbed))
+    judged = judge(fresh(1.0, CLEAN), kept(2.4, disturbed), threshold=THRESHOLD)
     assert judged.verdict == UNCLEAR
     assert judged.unconfirmed == f"its baseline (run run1) was measured while {reason}"
     lines = summary_lines([judged], "h200", "run2", "details.csv")
     assert (f"  unconfirmed: 1 FASTER/SLOWER called UNCLEAR, its baseline (run run1) was measured while {reason}: "
             "a paired re-measurement would tell") in lines
     # the same two times between clean rows are a FASTER
-    assert judge(fresh(1.0, CLEAN), kept(2.4, CLEAN)).verdict == FASTER
+    assert judge(fresh(1.0, CLEAN), kept(2.4, CLEAN), threshold=THRESHOLD).verdict == FASTER
     # a SAME needs no vouching: nothing is claimed
-    assert judge(fresh(2.4, CLEAN), kept(2.4, disturbed)).verdict == SAME
+    assert judge(fresh(2.4, CLEAN), kept(2.4, disturbed), threshold=THRESHOLD).verdict == SAME
 
 
 def test_the_new_side_is_named_before_the_baseline_and_a_clean_pair_stands_against_a_disturbed_baseline():
@@ -67,7 +68,7 @@ def test_the_new_side_is_named_before_the_baseline_and_a_clean_pair_stands_again
     assert why_unvouched({"backend": "cpu"}) == "the cpu backend shares its host"
     pair = PairRow("c", "sgemm_naive", "old", "new", ratio=Ratio(1.001, 0.996, 1.006, 12), stop="precise",
                    unproved=f"the previous row was measured while {NEIGHBOURED}")
-    judged = judge(fresh(1.0, CLEAN), kept(2.4, {**CLEAN, "gpu_neighbours": 1}), pair=pair, threshold=0.02)
+    judged = judge(fresh(1.0, CLEAN), kept(2.4, {**CLEAN, "gpu_neighbours": 1}), pair=pair, threshold=THRESHOLD)
     assert (judged.verdict, judged.ratio.value, judged.unconfirmed) == (SAME, 1.001, None)
 
 

@@ -34,10 +34,10 @@ from convlab.backends.compileblock import nvrtc_block, python_block
 from convlab.backends.cpu import CpuBackend, load_twin
 from convlab.codeversion import file_contents
 from convlab.history.kernelversions import VersionUnavailable, copy_kernel_version
-from convlab.history.previewplan import narrowed
 from convlab.history.verdictrule import verdict_of_interval
 from convlab.history.verdicts import CSV_COLUMNS
 from convlab.measure.row import read_row_file
+from convlab.pairs.previewplan import narrowed
 from convlab.paths import REPO_ROOT
 from convlab.plan.registry import get_kernel, read_kernel_folder
 from convlab.plan.runconfig import laid_over

@@ -39,9 +39,9 @@ ROLES: dict[str, tuple[str, ...]] = {
     "harness": ("__init__.py", "__main__.py", "atomicfile.py", "paths.py", "console.py", "app/", "app/handlers/",
                 "service/", "snakefile/", "pictures/__init__.py", "backends/sharedcount.py", "run/nsightprofile.py",
                 "plan/config.py", "plan/devicelabel.py", "plan/runconfig.py", "run/inprocess.py", "run/preview.py",
-                "backends/choice.py", "backends/compileblock.py", "savedfiles.py", "history/previewplan.py",
+                "backends/choice.py", "backends/compileblock.py", "savedfiles.py", "pairs/",
                 "backends/devicelock.py", "bench/pipeline.py", "bench/pipelinefigures.py", "machinefaults.py",
-                "plan/runargs.py", "history/pairmeasure.py", "history/previewverdicts.py", "history/selfcheck.py"),
+                "plan/runargs.py"),
 }
 # Roles that share a module on purpose: the row's format and this hash belong to both.
 SHARED = {"measure/row.py", "codeversion.py"}

@@ -18,6 +18,7 @@ import json
 from typing import NoReturn
 
 from convlab.app.command import CELL, DEVICE, TOOLS, Argument, Command, arg, file_arg, file_args, parser_of
+from convlab.history.verdictpolicy import DRIFT_FLOOR, LAUNCH_BOUND_FLOOR, LAUNCH_BOUND_MS
 from convlab.paths import DEFAULT_CONFIG
 from convlab.report.figuretable import NAMES as FIGURE_NAMES
 from convlab.report.seeds import SEEDS, figure_names
@@ -189,8 +190,12 @@ TABLE: tuple[Command, ...] = (
         arg("b", metavar="B", help="the same, for the set compared with A"),
         arg("--out", path=True, help="the per-cell CSV (default: compare_<A>_vs_<B>.csv beside A's summary)"),
         arg("--html", path=True, help="the report page (default: the CSV's path with .html)"),
-        arg("--threshold", type=float, default=None,
-            help="the relative change below which a cell is SAME whatever its spread (a fraction; default 0.08)"),
+        arg("--floor", type=float, default=DRIFT_FLOOR,
+            help=f"the drift floor: the relative change below which a cell is SAME whatever its spread (a "
+                 f"fraction; default {DRIFT_FLOOR:g}, at least {LAUNCH_BOUND_FLOOR:g} where a side runs under "
+                 f"{LAUNCH_BOUND_MS:g} ms)"),
+        # the drift floor's old name, refused by the handler with the new one (hidden from --help)
+        arg("--threshold", type=float, dest="retired_threshold", help=argparse.SUPPRESS),
         arg("--fail-on", choices=["slower"], help="exit 1 when any cell is SLOWER"),
         arg("--results", path=True, default="results", help="the folder of device folders (default: results)"),
         arg("--device", help="the device label whose database a run, commit or @name reads "

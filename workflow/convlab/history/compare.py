@@ -6,8 +6,9 @@ problem: size, batch, H, W, C_in, C_out, filter_size, stride, padding, gemm_m/n/
 backend, so that a GPU can be compared with another GPU or with the cpu twins), and gives each
 cell the ratio B/A of its median time ``kernel_ms`` and a verdict.
 
-The verdict rule is convlab.history.verdictrule's. Cells in one set only are MISSING; cells that are not ``ok`` in both sets get their statuses as
-the verdict (e.g. ``ok/wrong``), never a ratio.
+The verdict rule is convlab.history.verdictrule's, against the drift floor (``--floor``;
+convlab.history.verdictpolicy). Cells in one set only are MISSING; cells that are not ``ok`` in both
+sets get their statuses as the verdict (e.g. ``ok/wrong``), never a ratio.
 """
 
 from __future__ import annotations
@@ -21,11 +22,9 @@ import pandas as pd
 from convlab.atomicfile import write_text_atomically
 from convlab.history.comparefiles import default_out
 from convlab.history.summary import SummaryError, read_summary
+from convlab.history.verdictpolicy import LAUNCH_BOUND_FLOOR, LAUNCH_BOUND_MS
 from convlab.history.verdictrule import (
-    DEFAULT_THRESHOLD,
     FASTER,
-    LAUNCH_BOUND_MS,
-    LAUNCH_BOUND_THRESHOLD,
     MISSING,
     SAME,
     SLOWER,
@@ -149,12 +148,12 @@ def _timed(row: pd.Series, side: str) -> bool:
     return row[f"status_{side}"] == "ok" and math.isfinite(ms) and ms > 0
 
 
-def compare_sets(a: pd.DataFrame, b: pd.DataFrame, threshold: float = DEFAULT_THRESHOLD,
+def compare_sets(a: pd.DataFrame, b: pd.DataFrame, floor: float,
                  labels: tuple[str, str] = ("A", "B")) -> pd.DataFrame:
     """One row per cell of either set: the key, both statuses and times, the ratio B/A and the
-    verdict. Raises CompareError when the sets have no cell in common."""
-    if not 0 < threshold < 1:
-        raise CompareError(f"--threshold {threshold:g}: give a fraction between 0 and 1 (e.g. 0.08 for 8 %)")
+    verdict against the drift ``floor``. Raises CompareError when the sets have no cell in common."""
+    if not 0 < floor < 1:
+        raise CompareError(f"--floor {floor:g}: give a fraction between 0 and 1 (e.g. 0.08 for 8 %)")
     keys = [k for k in KEY_COLUMNS if k in a.columns and k in b.columns]  # an older summary may lack some
     values = ["status", "kernel_ms", "kernel_ms_iqr", "reps", *VOUCH_COLUMNS]
     sides = []
@@ -173,12 +172,12 @@ def compare_sets(a: pd.DataFrame, b: pd.DataFrame, threshold: float = DEFAULT_TH
             results.append((MISSING, math.nan, math.nan, math.nan,
                             f"only in {labels[0] if row['_merge'] == 'left_only' else labels[1]}"))
         elif _timed(row, "a") and _timed(row, "b"):
-            word, ratio, floor, noise = verdict(number(row["kernel_ms_a"]), number(row["kernel_ms_iqr_a"]),
-                                                number(row["kernel_ms_b"]), number(row["kernel_ms_iqr_b"]), threshold)
+            word, ratio, applied, noise = verdict(number(row["kernel_ms_a"]), number(row["kernel_ms_iqr_a"]),
+                                                  number(row["kernel_ms_b"]), number(row["kernel_ms_iqr_b"]), floor)
             note = unconfirmed_note(row, word, labels) if word in (FASTER, SLOWER) else ""
             if note:
                 word = UNCLEAR
-            results.append((word, ratio, floor, noise, note))
+            results.append((word, ratio, applied, noise, note))
         else:
             statuses = [str(row[f"status_{s}"]) if _timed(row, s) or row[f"status_{s}"] != "ok" else "ok without a time"
                         for s in ("a", "b")]
@@ -345,12 +344,10 @@ def same_measurements(a: pd.DataFrame, b: pd.DataFrame) -> set[str]:
     return (set(a["row_check"].dropna().astype(str)) & set(b["row_check"].dropna().astype(str))) - {""}
 
 
-def compare_result_sets(a: ResultSet, b: ResultSet, out: str | Path | None = None,
-                        threshold: float | None = None) -> Comparison:
-    """Compare two result sets and write the CSV (``threshold`` None: DEFAULT_THRESHOLD). A cell
-    whose row is the same measurement on both sides (two states of the results database) is left
-    out and counted. The page is convlab.report.comparepage's."""
-    threshold = DEFAULT_THRESHOLD if threshold is None else threshold
+def compare_result_sets(a: ResultSet, b: ResultSet, out: str | Path | None, floor: float) -> Comparison:
+    """Compare two result sets against the drift ``floor`` and write the CSV. A cell whose row is
+    the same measurement on both sides (two states of the results database) is left out and
+    counted. The page is convlab.report.comparepage's."""
     labels = (a.label, b.label) if a.label != b.label else (f"A ({a.label})", f"B ({b.label})")
     shared = same_measurements(a.rows, b.rows)
     a_rows = a.rows[~a.rows["row_check"].astype(str).isin(shared)] if shared else a.rows
@@ -358,10 +355,10 @@ def compare_result_sets(a: ResultSet, b: ResultSet, out: str | Path | None = Non
     if shared and (a_rows.empty or b_rows.empty):
         raise CompareError(f"{a.label} and {b.label} are the same measurements of every cell they share "
                            f"({len(shared)} rows): nothing was re-measured between them")
-    table = compare_sets(a_rows, b_rows, threshold, labels)
+    table = compare_sets(a_rows, b_rows, floor, labels)
     out = Path(out) if out else default_out(a, b)
     header = [*describe(a, "A"), *describe(b, "B"), *boards_line(a, b),
-              f"ratio B/A of kernel_ms (median); floor {threshold:.0%}, at least {LAUNCH_BOUND_THRESHOLD:.0%} under "
+              f"ratio B/A of kernel_ms (median); floor {floor:.0%}, at least {LAUNCH_BOUND_FLOOR:.0%} under "
               f"{LAUNCH_BOUND_MS:g} ms; {len(table)} cells"]
     if shared:
         header.append(f"{len(shared)} cells are the same measurement on both sides and are left out")

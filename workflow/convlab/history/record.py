@@ -25,7 +25,7 @@ from typing import Any
 from convlab.atomicfile import write_text_atomically
 from convlab.codeversion import file_contents, fingerprint_contents
 from convlab.history import store
-from convlab.history.noise import MIN_FLOOR, cell_noise
+from convlab.history.noise import cell_noise
 from convlab.history.pairfile import PairRow
 from convlab.history.rebuild import Rebuilt, database_damage, rebuild
 from convlab.history.verdicts import CellVerdict, csv_text, judge, summary_lines
@@ -55,9 +55,9 @@ class Recorded:
     warnings: list[str] = field(default_factory=list)
 
 
-def config_hash(cell: Cell) -> str:
-    """The settings that shaped the cell (its spec), as a short hash."""
-    return hashlib.sha256(cell.to_json().encode()).hexdigest()[:12]
+def kept_spec_hash(cell: Cell) -> str:
+    """The cell's spec_hash (the settings that shaped it) as a measurement keeps it."""
+    return cell.spec_hash[:store.SPEC_HASH_DIGITS]
 
 
 class KernelHashes:
@@ -130,7 +130,7 @@ def measurement_of(cell: Cell, row: dict[str, str], run_id: str, kernel_hash: st
             "kernel": row["kernel"], "variant": row["variant"], "status": row["status"],
             "kernel_ms": _float(row["kernel_ms"]), "kernel_ms_iqr": _float(row["kernel_ms_iqr"]),
             "finished_at": row["finished_at"] or row["started_at"] or "", "git_commit": row["git_commit"],
-            "code_version": row["code_version"], "kernel_hash": kernel_hash, "config_hash": config_hash(cell),
+            "code_version": row["code_version"], "kernel_hash": kernel_hash, "spec_hash": kept_spec_hash(cell),
             "gpu_uuid": row["gpu_uuid"], "row_json": _json(row), "input_hash": input_hash}
 
 
@@ -187,11 +187,11 @@ class Added:
     rebuilt: Rebuilt | None = None
 
 
-def add_rows(results_dir: Path, cells: list[Cell], run_id: str, damage: str | None,
-             timeout_s: float = store.BUSY_TIMEOUT_S, threshold: float = MIN_FLOOR,
-             pairs: Mapping[str, PairRow] | None = None) -> Added:
+def add_rows(results_dir: Path, cells: list[Cell], run_id: str, damage: str | None, timeout_s: float,
+             threshold: float, pairs: Mapping[str, PairRow] | None = None) -> Added:
     """Add the rows found (found_rows) that the database lacks, each judged against the cell's
-    previous measurement: record()'s work without its files. ``damage``: why the database is
+    previous measurement: record()'s work without its files (``threshold``: config
+    verdicts.threshold, as record() takes it). ``damage``: why the database is
     damaged (convlab.history.rebuild), or None; a damaged one is first moved aside and started
     again from what can be read. Never raises for a database that cannot be used: it warns, and
     the rows wait in unrecorded/ (with the reason, which `convlab history` gives)."""
@@ -229,7 +229,7 @@ def add_rows(results_dir: Path, cells: list[Cell], run_id: str, damage: str | No
             for entry, measurement in zip(fresh, measurements):
                 if entry.run_id is None:
                     # read again from its file: which kernel files, settings and picture it ran is not known
-                    measurement.update(kernel_hash=None, config_hash=None, input_hash=None)
+                    measurement.update(kernel_hash=None, spec_hash=None, input_hash=None)
         history = store.ok_history(connection, [m["cell"] for m in measurements]) if connection else {}
         verdicts = []
         for entry, measurement in zip(fresh, measurements):
@@ -239,12 +239,12 @@ def add_rows(results_dir: Path, cells: list[Cell], run_id: str, damage: str | No
             if pair is not None and (previous is None or pair.previous_hash != previous.kernel_hash
                                      or pair.kernel_hash != measurement["kernel_hash"]):
                 pair = None  # measured against another version than the one this row follows
-            judged = judge(measurement, previous, cell_noise(earlier, threshold), pair, threshold)
+            judged = judge(measurement, previous, cell_noise(earlier, threshold), pair, threshold=threshold)
             measurement.update(verdict=judged.verdict, ratio=judged.ratio.value, previous=judged.previous_check,
                                changed=";".join(judged.changed))
             if measurement["status"] == "ok" and measurement["kernel_ms"]:
                 # a cell measured by several runs none of which recorded: each against the one before
-                earlier.append(store.Measurement(**{name: measurement.get(name) for name in store.MEASUREMENT_COLUMNS}))
+                earlier.append(store.Measurement(**{name: measurement.get(name) for name in store.MEASUREMENT_FIELDS}))
             if entry.run_id == run_id:
                 verdicts.append(judged)
         if failure is None and connection is not None:
@@ -274,9 +274,9 @@ def add_rows(results_dir: Path, cells: list[Cell], run_id: str, damage: str | No
     return Added(fresh, verdicts, added, warnings, rebuilt)
 
 
-def record(results_dir: str | Path, cells: list[Cell], device: str, run_id: str | None = None,
-           timeout_s: float = store.BUSY_TIMEOUT_S, threshold: float = MIN_FLOOR,
-           pairs: dict[str, PairRow] | None = None, config: Mapping[str, Any] | None = None) -> Recorded:
+def record(results_dir: str | Path, cells: list[Cell], device: str, threshold: float, run_id: str | None = None,
+           timeout_s: float = store.BUSY_TIMEOUT_S, pairs: dict[str, PairRow] | None = None,
+           config: Mapping[str, Any] | None = None) -> Recorded:
     """Add the rows of ``cells`` that are not kept yet to results_dir/history.sqlite, judge them,
     and write the verdict files; the verdicts are those of the rows jobs of ``run_id`` placed.
     ``threshold``: the least floor of a cell whose reruns gave it its own, and the change a paired

@@ -111,7 +111,7 @@ class Measurement(MeasuredCell):
     git_commit: str
     code_version: str
     kernel_hash: str
-    config_hash: str
+    spec_hash: str  # the first SPEC_HASH_DIGITS of the cell's spec_hash (its column: config_hash)
     gpu_uuid: str
     row_json: str
     verdict: str | None = None
@@ -125,9 +125,17 @@ class Measurement(MeasuredCell):
         return json.loads(self.row_json)
 
 
+# How many digits of a cell's spec_hash (the row's column, convlab.measure.row.spec_hash) a measurement keeps:
+# the 12 every kept row has, so that a rerun's hash equals its predecessors' and is not read as new settings.
+SPEC_HASH_DIGITS = 12
+# Measurement's fields, and their columns in the database where the name differs. The settings hash's column
+# keeps the name it was made with: renaming it takes a schema migration, after which every older convlab
+# refuses the database, for a name alone.
+MEASUREMENT_FIELDS = tuple(f.name for f in fields(Measurement))
+COLUMN_NAMES = {"spec_hash": "config_hash"}
 # The measurement columns (row_json among them: the whole row), in Measurement's order, so that a query that
 # selects them reads Measurements.
-MEASUREMENT_COLUMNS = tuple(f.name for f in fields(Measurement))
+MEASUREMENT_COLUMNS = tuple(COLUMN_NAMES.get(name, name) for name in MEASUREMENT_FIELDS)
 
 
 def database_path(results_dir: str | Path) -> Path:
@@ -273,7 +281,7 @@ def ok_history(connection: sqlite3.Connection, cells: Iterable[str]) -> dict[str
 
 def add_measurements(connection: sqlite3.Connection, host: str, measurements: list[Mapping[str, Any]],
                      kernel_versions: Mapping[str, list[tuple[str, bytes | None]]] | None = None) -> int:
-    """Add measurements, each under the run its ``run_id`` names (a run that measured it; the runs
+    """Add measurements (mappings of Measurement's fields), each under the run its ``run_id`` names (a run that measured it; the runs
     oldest first), and the files of each kernel version they name (``kernel_versions``: kernel hash
     -> (path, bytes) pairs), in one transaction: all of it or nothing (a full disk or a lost lock
     rolls it back). Rows and versions already kept are skipped. Returns the rows added."""
@@ -294,7 +302,7 @@ def add_measurements(connection: sqlite3.Connection, host: str, measurements: li
                                    (run_id, recorded_at, commits.most_common(1)[0][0], host, len(by_run[run_id])))
             marks = ",".join("?" * len(MEASUREMENT_COLUMNS))
             connection.executemany(f"INSERT OR IGNORE INTO measurements ({', '.join(MEASUREMENT_COLUMNS)}) "
-                                   f"VALUES ({marks})", [tuple(m.get(c) for c in MEASUREMENT_COLUMNS) for m in fresh])
+                                   f"VALUES ({marks})", [tuple(m.get(f) for f in MEASUREMENT_FIELDS) for m in fresh])
     except sqlite3.Error as error:
         raise HistoryUnavailable(f"{_describe(error)}") from None
     return len(fresh)

@@ -9,7 +9,7 @@ Each row records the median of its timed repeats and their interquartile range (
     spread   = kernel_ms_iqr / kernel_ms             of A and of B (relative IQR)
     noise    = sqrt(spread_A**2 + spread_B**2)      the spread of a difference of the two
     change   = max(r, 1/r) - 1,  r = B/A             symmetric: 2x slower and 2x faster are both 1.0
-    floor    = --threshold (default 8 %), at least 15 % where either median is under 0.02 ms
+    floor    = the drift floor (8 %; compare --floor), at least 15 % where either median is under 0.02 ms
 
     SAME     change <= floor                         too small to tell from run-to-run drift
              or change <= noise <= 20 %              within the measurements' own spread
@@ -18,12 +18,13 @@ Each row records the median of its timed repeats and their interquartile range (
     SLOWER   B's median is higher }
 
 This follows nvbench's ``nvbench_compare`` (a difference within the measurements' noise is SAME)
-and asv's change detection (a change must exceed a relative threshold and the noise). Two runs of
+and asv's change detection (a change must exceed a relative floor and the noise). Two runs of
 the same code on one GPU differ by a few percent (clocks, temperature, the other tenants of the
 host) while each run's own spread can be far smaller, so the floor, not the spread, keeps a rerun
 SAME; kernels that take a few microseconds are dominated by the launch and move by up to about
-13 % between runs, hence their wider floor. A wide spread (over 20 % combined) never makes a
-change SAME beyond the floor: such a cell is UNCLEAR unless the change is clear of twice the noise.
+13 % between runs, hence their wider floor (convlab.history.verdictpolicy names both floors). A
+wide spread (over 20 % combined) never makes a change SAME beyond the floor: such a cell is
+UNCLEAR unless the change is clear of twice the noise.
 
 The min and max of the repeats are not used: one repeat preempted by the host sets the max
 (summaries show maxima 30 times the median), so overlapping ranges would call almost any
@@ -41,13 +42,8 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-# Run-to-run drift of one kernel on one GPU is a few percent; 8 % sits above it with margin and
-# below asv's default 10 %, so a steady kernel's 10 % regression is still reported.
-DEFAULT_THRESHOLD = 0.08
-# Kernels this short are dominated by the launch and by the timer's resolution...
-LAUNCH_BOUND_MS = 0.02
-# ...and move by up to about 13 % between runs of the same code.
-LAUNCH_BOUND_THRESHOLD = 0.15
+from convlab.history.verdictpolicy import floor_for
+
 # A combined spread wider than this cannot show that a change beyond the floor is noise.
 WIDE_NOISE = 0.20
 # A change must clear the noise by this factor to be called FASTER or SLOWER.
@@ -67,13 +63,13 @@ def number(value: object) -> float:
 
 
 def verdict(a_ms: float, a_iqr: float, b_ms: float, b_iqr: float,
-            threshold: float = DEFAULT_THRESHOLD, own_floor: bool = False) -> tuple[str, float, float, float]:
+            floor: float, own_floor: bool = False) -> tuple[str, float, float, float]:
     """The verdict on one cell timed in both sets (see this module's docstring), with the ratio B/A,
-    the floor applied and the combined noise (inf where a spread is unknown). ``own_floor``: the
-    threshold is the cell's own, learned from its history (convlab.history.noise), whatever its time."""
+    the floor applied and the combined noise (inf where a spread is unknown). ``floor``: the drift
+    floor, widened here for a launch-bound cell; ``own_floor``: it is the cell's own, learned from
+    its history (convlab.history.noise), and applies whatever the cell's time."""
     ratio = b_ms / a_ms
-    launch_bound = min(a_ms, b_ms) < LAUNCH_BOUND_MS and not own_floor
-    floor = max(threshold, LAUNCH_BOUND_THRESHOLD) if launch_bound else threshold
+    floor = floor if own_floor else floor_for(min(a_ms, b_ms), floor)
     spreads = [iqr / ms for iqr, ms in ((a_iqr, a_ms), (b_iqr, b_ms))]
     noise = math.hypot(*spreads) if all(math.isfinite(s) and s >= 0 for s in spreads) else math.inf
     change = max(ratio, 1 / ratio) - 1
@@ -116,8 +112,8 @@ def geomean(values: Iterable[float]) -> float:
 
 
 def verdict_of_interval(low: float, high: float, threshold: float) -> str:
-    """SLOWER or FASTER when the whole interval lies beyond ± the threshold, SAME when it lies
-    within it, UNCLEAR when it straddles an edge."""
+    """SLOWER or FASTER when the whole interval lies beyond ± the threshold (config
+    verdicts.threshold), SAME when it lies within it, UNCLEAR when it straddles an edge."""
     if low > 1 + threshold:
         return SLOWER
     if high < 1 - threshold:

@@ -1,15 +1,15 @@
 """The verdict on each re-measured cell against its previous measurement, and the few lines a
 run ends with.
 
-A cell's verdict is compare's rule (convlab.history.compare.verdict: SAME, FASTER, SLOWER or UNCLEAR,
+A cell's verdict is compare's rule (convlab.history.verdictrule.verdict: SAME, FASTER, SLOWER or UNCLEAR,
 by the relative change against a floor and the two measurements' spreads) applied to its latest
 earlier ``ok`` measurement on the same device label; "new" where there is none, and the cell's
 status where the new measurement is not ``ok``. The floor is the cell's own where its history
-holds enough reruns with nothing changed (convlab.history.noise), and a FASTER or SLOWER where
+holds enough reruns with nothing changed (convlab.history.noise), else the drift floor, and a FASTER or SLOWER where
 either measurement cannot be vouched for (convlab.history.vouching: a busy host, the new one or
 the baseline) is UNCLEAR (``unconfirmed`` says why). A cell measured side by side with its
-previous kernel version (convlab.history.pairing) is judged by that pair's interval instead: its
-verdict needs no history and holds on a busy host.
+previous kernel version (convlab.history.pairing) is judged by that pair's interval against the
+threshold instead: its verdict needs no history and holds on a busy host.
 """
 
 from __future__ import annotations
@@ -23,9 +23,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from convlab.history.noise import MIN_FLOOR, CellNoise
+from convlab.history.noise import CellNoise
 from convlab.history.pairfile import PairRow
 from convlab.history.store import MeasuredCell, Measurement
+from convlab.history.verdictpolicy import DRIFT_FLOOR
 from convlab.history.verdictrule import (
     FASTER,
     SAME,
@@ -42,7 +43,7 @@ from convlab.measure.row import finite_number
 
 NEW = "new"
 # What a change between two measurements of a cell is called, by the field that differs.
-CHANGE_NAMES = {"kernel_hash": "kernel files", "code_version": "measurement code", "config_hash": "config",
+CHANGE_NAMES = {"kernel_hash": "kernel files", "code_version": "measurement code", "spec_hash": "config",
                 "gpu_uuid": "GPU board", "input_hash": "input picture"}
 # Most kernel lines a run's verdict prints; the rest are summed up in one line.
 MAX_KERNEL_LINES = 10
@@ -118,10 +119,11 @@ def what_changed(new: Mapping[str, object], previous: Measurement) -> tuple[str,
 
 
 def judge(new: Mapping[str, object], previous: Measurement | None, noise: CellNoise | None = None,
-          pair: PairRow | None = None, threshold: float = MIN_FLOOR) -> CellVerdict:
-    """The verdict on one new measurement (a mapping with the store's measurement columns), with
-    the cell's learned ``noise`` where its history gave one; by ``pair``'s interval against
-    ± ``threshold`` where it was measured side by side with the previous measurement's kernel."""
+          pair: PairRow | None = None, *, threshold: float) -> CellVerdict:
+    """The verdict on one new measurement (a mapping with the store's measurement fields), with
+    the cell's learned ``noise`` where its history gave one (else the drift floor); by ``pair``'s
+    interval against ± ``threshold`` (config verdicts.threshold) where it was measured side by side
+    with the previous measurement's kernel."""
     ms, iqr = finite_number(new.get("kernel_ms")), finite_number(new.get("kernel_ms_iqr"))
     status = str(new.get("status") or "")
     ratio = Ratio()
@@ -141,7 +143,7 @@ def judge(new: Mapping[str, object], previous: Measurement | None, noise: CellNo
         previous_iqr = previous.kernel_ms_iqr if previous.kernel_ms_iqr is not None else math.nan
         iqr = iqr if iqr is not None else math.nan
         if noise is None:
-            word, value, _, _ = verdict(previous.kernel_ms, previous_iqr, ms, iqr)
+            word, value, _, _ = verdict(previous.kernel_ms, previous_iqr, ms, iqr, DRIFT_FLOOR)
             ratio = Ratio(value)
         else:
             word, value, _, _ = verdict(previous.kernel_ms, previous_iqr, ms, iqr, noise.floor, own_floor=True)

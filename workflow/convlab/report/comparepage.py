@@ -49,10 +49,10 @@ def write_comparison_page(comparison: Comparison, out: str | Path | None = None)
     return page
 
 
-def compare_paths(a_path: str | Path, b_path: str | Path, out: str | Path | None = None,
-                  html_out: str | Path | None = None, threshold: float | None = None) -> str:
-    """Compare two summaries (files or folders), write the CSV and the page, and return what
-    `compare` prints."""
-    comparison = compare_result_sets(load_set(a_path), load_set(b_path), out, threshold)
+def compare_paths(a_path: str | Path, b_path: str | Path, floor: float, out: str | Path | None = None,
+                  html_out: str | Path | None = None) -> str:
+    """Compare two summaries (files or folders) against the drift ``floor``, write the CSV and the
+    page, and return what `compare` prints."""
+    comparison = compare_result_sets(load_set(a_path), load_set(b_path), out, floor)
     page = write_comparison_page(comparison, html_out)
     return f"{comparison.text}\nwrote {comparison.out} and {page}"

@@ -8,12 +8,12 @@ import argparse
 import json
 
 from convlab.console import Console
-from convlab.history.compare import compare_result_sets
+from convlab.history.compare import CompareError, compare_result_sets
 from convlab.history.listing import history_lines
-from convlab.history.noise import MIN_FLOOR
 from convlab.history.pairfile import read_pairs
 from convlab.history.record import record as record_rows
 from convlab.history.sides import device_folder, load_side
+from convlab.history.verdictpolicy import DRIFT_FLOOR, VerdictPolicy
 from convlab.plan.grid import build_cells
 from convlab.report.comparepage import write_comparison_page
 from convlab.report.historypage import write_history_page
@@ -22,9 +22,12 @@ from convlab.report.historypage import write_history_page
 def compare(args: argparse.Namespace, console: Console) -> int:
     """Two result sets cell by cell. A report: exit 0 whatever the verdicts, unless --fail-on
     slower, which exits 1 when any cell is SLOWER (a CI gate)."""
+    if args.retired_threshold is not None:
+        raise CompareError(f"--threshold is now --floor (the drift floor, {DRIFT_FLOOR:g} unless given); the "
+                           "threshold is config verdicts.threshold, the change a run's pairs are judged by")
     a = load_side(args.a, args.results, args.device)
     b = load_side(args.b, args.results, args.device)
-    comparison = compare_result_sets(a, b, args.out, args.threshold)
+    comparison = compare_result_sets(a, b, args.out, args.floor)
     page = write_comparison_page(comparison, args.html)
     console.say(f"{comparison.text}\nwrote {comparison.out} and {page}")
     if comparison.neighboured:
@@ -40,8 +43,8 @@ def record(args: argparse.Namespace, console: Console) -> int:
     """Add the run's new rows to the device's results database and write its verdicts."""
     config = json.loads(args.config)
     cells = build_cells(config, args.backend, args.device)
-    threshold = (config.get("verdicts") or {}).get("threshold", MIN_FLOOR)
-    recorded = record_rows(args.results, cells, args.device, run_id=args.run_id or None, threshold=threshold,
+    policy = VerdictPolicy.from_config(config)
+    recorded = record_rows(args.results, cells, args.device, policy.threshold, run_id=args.run_id or None,
                            pairs=read_pairs(args.pairs), config=config)
     for warning in recorded.warnings:
         console.warn(f"warning: {warning}")

@@ -1,6 +1,6 @@
 """`pair`: a run's re-measured cells whose kernel files changed, each measured side by side with
 its previous kernel version on the device (in the device's worker, under its lock;
-convlab.history.pairmeasure), into verdicts/paired.csv for the record step."""
+convlab.pairs.pairmeasure), into verdicts/paired.csv for the record step."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from collections import Counter
 
 from convlab.console import Console
 from convlab.history.pairfile import write_pairs
-from convlab.history.pairmeasure import refusal_kind, run_pairs
+from convlab.pairs.pairmeasure import refusal_kind, run_pairs
 
 
 def pair(args: argparse.Namespace, console: Console) -> int:

@@ -1,5 +1,5 @@
 """`preview`: kernels' cells measured side by side with the version the results database recorded
-last, recording nothing (convlab.history.previewverdicts): what `convlab watch` runs on a save, in
+last, recording nothing (convlab.pairs.previewverdicts): what `convlab watch` runs on a save, in
 the device's worker (in its own process with CONVLAB_SERVICE=off).
 
 It stops between cells once a previewed kernel's files change, or the watch that asked for it has
@@ -14,8 +14,8 @@ import time
 from pathlib import Path
 
 from convlab.console import Console
-from convlab.history.previewplan import narrowed
-from convlab.history.previewverdicts import PreviewRequest, Superseded, preview_kernels
+from convlab.pairs.previewplan import narrowed
+from convlab.pairs.previewverdicts import PreviewRequest, Superseded, preview_kernels
 from convlab.plan.grid import build_cells
 from convlab.plan.registry import RegistryError, load_registry
 

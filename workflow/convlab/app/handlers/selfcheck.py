@@ -1,5 +1,5 @@
 """`check-verdicts`: an A/A self-check a CI job runs before it bets on `compare --fail-on slower`
-(convlab.history.selfcheck: a sample of the last run's ok cells, each measured side by side with
+(convlab.pairs.selfcheck: a sample of the last run's ok cells, each measured side by side with
 itself here now).
 
 The exit status says whether the host is quiet enough for the gate: 0 when no cell was falsely
@@ -16,8 +16,8 @@ from convlab.backends.choice import choose_backend
 from convlab.console import Console
 from convlab.history import store
 from convlab.history.compare import CompareError
-from convlab.history.selfcheck import check_itself, last_run_ok_cells, sample, self_check_config
 from convlab.history.sides import device_folder
+from convlab.pairs.selfcheck import check_itself, last_run_ok_cells, sample, self_check_config
 from convlab.plan.grid import build_cells
 from convlab.status import UserError
 

@@ -1,5 +1,5 @@
 """`watch`: each save of a kernel's files previewed at once, against the version the results
-database recorded last, without a run: its files (convlab.history.previewplan.watched) polled by
+database recorded last, without a run: its files (convlab.pairs.previewplan.watched) polled by
 content (SavedFiles, every POLL_S), and on a save the `preview` command
 (convlab.app.handlers.preview) run in the measurement service's worker of the backend, as a run's
 device commands are (in this process with CONVLAB_SERVICE=off). A preview writes nothing under
@@ -25,7 +25,7 @@ from convlab.app.forward import forward
 from convlab.app.handlers.preview import SUPERSEDED
 from convlab.codeversion import PACKAGE_DIR, fingerprint
 from convlab.console import Console
-from convlab.history.previewplan import watched
+from convlab.pairs.previewplan import watched
 from convlab.plan.registry import CPU_TWINS_DIR, shown
 from convlab.savedfiles import SavedFiles
 from convlab.service.client import ask, service_paths

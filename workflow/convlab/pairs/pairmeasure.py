@@ -2,10 +2,10 @@
 with its previous kernel version on the device (convlab.run.paired), into its row of
 verdicts/paired.csv (convlab.history.pairfile), or that row with the reason it has none.
 
-The step's settings come from the config's `verdicts` section; each previous version is restored
-from the database once, and every version's module compiled in one compiler process before the
-first pair. A preview (convlab.history.previewverdicts) and the A/A self-check
-(convlab.history.selfcheck) measure their pairs by this same code.
+The step's settings are the config's `verdicts` section (convlab.history.verdictpolicy); each
+previous version is restored from the database once, and every version's module compiled in one
+compiler process before the first pair. A preview (convlab.pairs.previewverdicts) and the A/A
+self-check (convlab.pairs.selfcheck) measure their pairs by this same code.
 """
 
 from __future__ import annotations
@@ -23,27 +23,15 @@ from convlab.backends.base import Backend
 from convlab.backends.devicelock import exclusive_device
 from convlab.backends.sourcemodule import SourceModule, source_module
 from convlab.history.kernelversions import VersionUnavailable
-from convlab.history.noise import MIN_FLOOR
 from convlab.history.pairfile import PairRow
 from convlab.history.pairing import Candidate, candidates, restore_previous
-from convlab.history.verdictrule import DEFAULT_THRESHOLD, LAUNCH_BOUND_MS, LAUNCH_BOUND_THRESHOLD, Ratio
+from convlab.history.verdictpolicy import DRIFT_FLOOR, VerdictPolicy, floor_for
+from convlab.history.verdictrule import Ratio
 from convlab.history.vouching import why_unvouched
 from convlab.plan.families import family
 from convlab.plan.grid import build_cells
 from convlab.plan.registry import KernelSpec, read_kernel_folder
 from convlab.run.paired import PairRefused, Recorded, measure_pair
-
-# The interval a pair aims for: a quarter of the threshold each side, so that a change just past
-# the threshold is told apart from it.
-PRECISION_SHARE = 0.25
-
-
-def pair_settings(config: dict[str, Any]) -> tuple[bool, float, float, float]:
-    """Whether pairs are measured, the threshold, the precision aimed for and the budget per cell."""
-    verdicts = config.get("verdicts") or {}
-    threshold = float(verdicts.get("threshold", MIN_FLOOR))
-    return (bool(verdicts.get("paired", True)), threshold, threshold * PRECISION_SHARE,
-            float(verdicts.get("pair_budget_s", 1.0)))
 
 
 def previous_spec(candidate: Candidate, connection: sqlite3.Connection | None, scratch: Path,
@@ -57,10 +45,9 @@ def previous_spec(candidate: Candidate, connection: sqlite3.Connection | None, s
 
 
 def drift_tolerance(candidate: Candidate, threshold: float) -> float:
-    """How far two runs of one version may differ in time: the rule's common floor for the cell
-    (wider for launch-bound times), at least the threshold."""
-    launch_bound = (candidate.previous_ms or 0) < LAUNCH_BOUND_MS
-    return max(threshold, LAUNCH_BOUND_THRESHOLD if launch_bound else DEFAULT_THRESHOLD)
+    """How far two runs of one version may differ in time: the drift floor for the cell (wider for
+    launch-bound times), at least the threshold."""
+    return max(threshold, floor_for(candidate.previous_ms or 0, DRIFT_FLOOR))
 
 
 def previous_modules(chosen: list[Candidate], connection: sqlite3.Connection | None, scratch: Path,
@@ -82,8 +69,8 @@ def previous_modules(chosen: list[Candidate], connection: sqlite3.Connection | N
 
 
 def measured_pair(candidate: Candidate, connection: sqlite3.Connection | None, scratch: Path,
-                  restored: dict[str, KernelSpec], precision: float, budget_s: float, backend: Backend,
-                  threshold: float = MIN_FLOOR, new_spec: KernelSpec | None = None) -> PairRow:
+                  restored: dict[str, KernelSpec], policy: VerdictPolicy, backend: Backend,
+                  new_spec: KernelSpec | None = None) -> PairRow:
     """One candidate's pair, or its row with the reason it has none. ``new_spec``: a preview's copy
     of the new version's files, which has no row yet; both versions are then copies of their
     files, so a cpu twin's previous version is paired too."""
@@ -94,8 +81,9 @@ def measured_pair(candidate: Candidate, connection: sqlite3.Connection | None, s
     recorded = (recorded_side(candidate.previous_module, candidate.previous_ms, candidate.previous_row), new_row)
     try:
         previous = previous_spec(candidate, connection, scratch, restored, twins=new_spec is not None)
-        result = measure_pair(cell, cell.image or None, previous, precision, budget_s, backend, recorded,
-                              drift_tolerance(candidate, threshold), same_code_is_same=True, new_spec=new_spec)
+        result = measure_pair(cell, cell.image or None, previous, policy.pair_precision, policy.pair_budget_s, backend,
+                              recorded, drift_tolerance(candidate, policy.threshold), same_code_is_same=True,
+                              new_spec=new_spec)
     except (VersionUnavailable, PairRefused) as why:
         return replace(base, note=" ".join(str(why).split()))
     return replace(base, ratio=Ratio(result.ratio, result.low, result.high, result.rounds),
@@ -116,8 +104,8 @@ def run_pairs(config: dict[str, Any], backend_name: str, device: str, results: s
     """The pair step: each of the run's re-measured cells whose kernel files changed, measured side
     by side with its previous version on the device, under its lock (none where pairs are off or
     no run is named); and the seconds the candidates' own measurements took this run."""
-    paired, threshold, precision, budget_s = pair_settings(config)
-    if not (paired and run_id):
+    policy = VerdictPolicy.from_config(config)
+    if not (policy.paired and run_id):
         return [], 0.0
     cells = build_cells(config, backend_name, device)
     chosen, connection = candidates(results, cells, run_id)
@@ -131,8 +119,7 @@ def run_pairs(config: dict[str, Any], backend_name: str, device: str, results: s
         with tempfile.TemporaryDirectory(prefix="convlab-versions-") as scratch, exclusive_device(backend.device_key()):
             restored: dict[str, KernelSpec] = {}
             backend.compile_ahead(previous_modules(chosen, connection, Path(scratch), restored))
-            rows = [measured_pair(c, connection, Path(scratch), restored, precision, budget_s, backend, threshold)
-                    for c in chosen]
+            rows = [measured_pair(c, connection, Path(scratch), restored, policy, backend) for c in chosen]
     finally:
         connection.close()
     return rows, own_s

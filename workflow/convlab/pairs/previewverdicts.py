@@ -2,10 +2,10 @@
 `preview` command (and so `convlab watch` on a save) runs, in the device's worker.
 
 Each kernel's files are read once into a copy (a version of their own, named by their hash;
-convlab.history.previewplan), which is compiled (a cpu twin: its Python), then run once on each
+convlab.pairs.previewplan), which is compiled (a cpu twin: its Python), then run once on each
 cell's problem and verified against float64 (convlab.run.preview), then paired with the version the
-results database recorded last by the `pair` step's rounds, intervals and threshold
-(convlab.history.pairmeasure). The verdict lines are a run's (convlab.history.verdicts). The
+results database recorded last by the `pair` step's rounds and intervals and the threshold
+(convlab.pairs.pairmeasure). The verdict lines are a run's (convlab.history.verdicts). The
 database is read from a copy, and nothing is written under results/: the next `snakemake` run
 measures these cells and records them as it always does.
 
@@ -34,11 +34,12 @@ from convlab.history import store
 from convlab.history.databasecopy import open_copy
 from convlab.history.pairfile import PairRow
 from convlab.history.pairing import Candidate
-from convlab.history.pairmeasure import measured_pair, pair_settings, previous_modules, refusal_kind
-from convlab.history.previewplan import Recorded, candidate_of, differing, edited, read_saved, recorded_versions
-from convlab.history.record import InputHashes, config_hash
+from convlab.history.record import InputHashes, kept_spec_hash
+from convlab.history.verdictpolicy import VerdictPolicy
 from convlab.history.verdictrule import SLOWER
 from convlab.history.verdicts import NEW, CellVerdict, csv_text, judge, summary_lines
+from convlab.pairs.pairmeasure import measured_pair, previous_modules, refusal_kind
+from convlab.pairs.previewplan import Recorded, candidate_of, differing, edited, read_saved, recorded_versions
 from convlab.paths import REPO_ROOT
 from convlab.plan.cell import Cell
 from convlab.plan.registry import KernelSpec, shown
@@ -75,7 +76,7 @@ class Preview:
 
     def __init__(self, request: PreviewRequest, say: Callable[[str], None], scratch: Path) -> None:
         self.request, self.say, self.scratch = request, say, scratch
-        _, self.threshold, self.precision, self.budget_s = pair_settings(request.config)
+        self.policy = VerdictPolicy.from_config(request.config)
         self.saved: dict[str, Saved] = {}
         self.failed = False  # a kernel that did not compile, or a cell that failed its check
         self.verdicts: list[CellVerdict] = []
@@ -128,7 +129,7 @@ class Preview:
         for cell in cells:
             saved, previous = self.saved[cell.kernel], recorded.get(cell.path, Recorded(None, None)).latest_ok
             new = {"cell": cell.path, "experiment": cell.experiment, "kernel": cell.kernel, "variant": cell.variant,
-                   "status": OK, "kernel_hash": saved.kernel_hash, "config_hash": config_hash(cell),
+                   "status": OK, "kernel_hash": saved.kernel_hash, "spec_hash": kept_spec_hash(cell),
                    "input_hash": pictures(cell), **now}
             if previous is None:
                 self.verdicts.append(CellVerdict(cell.path, cell.experiment, cell.kernel, cell.variant, OK, None, None,
@@ -138,13 +139,14 @@ class Preview:
                 continue  # measured ok in these very files: nothing to tell them from
             self.stop_if_superseded()
             candidate = candidate_of(cell, saved, previous)
-            pair = measured_pair(candidate, connection, self.scratch / "previous", restored, self.precision,
-                                 self.budget_s, backend, self.threshold, new_spec=saved.spec)
+            pair = measured_pair(candidate, connection, self.scratch / "previous", restored, self.policy, backend,
+                                 new_spec=saved.spec)
             if not pair.measured:
                 self.refused.append(pair)
                 continue
             new_ms = pair.new_ms if pair.ratio.rounds else previous.kernel_ms
-            self.verdicts.append(judge({**new, "kernel_ms": new_ms}, previous, pair=pair, threshold=self.threshold))
+            self.verdicts.append(judge({**new, "kernel_ms": new_ms}, previous, pair=pair,
+                                       threshold=self.policy.threshold))
 
     # -- what it says -------------------------------------------------------------------------
     def say_block(self, lines: list[str]) -> None:

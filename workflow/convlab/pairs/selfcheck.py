@@ -1,7 +1,7 @@
 """The A/A self-check behind `check-verdicts`: a sample of the last run's ok cells, each measured
 side by side with itself (a source kernel as a second module of its own files, as a pair's
-previous version is; any other kernel as itself), by the pair step's rounds, intervals and
-threshold (convlab.history.pairmeasure), on this machine now.
+previous version is; any other kernel as itself), by the pair step's rounds and intervals and the
+threshold (convlab.history.verdictpolicy), on this machine now.
 
 Every FASTER or SLOWER is a false call; the intervals' half-widths say the smallest change a pair
 here would call. The host is quiet enough for `compare --fail-on slower` when no cell was falsely
@@ -29,8 +29,8 @@ from convlab.backends.devicelock import exclusive_device
 from convlab.codeversion import file_contents
 from convlab.history import store
 from convlab.history.kernelversions import copy_kernel_version
-from convlab.history.pairmeasure import pair_settings
 from convlab.history.record import RUN_CONFIG
+from convlab.history.verdictpolicy import VerdictPolicy
 from convlab.history.verdictrule import FASTER, SLOWER, Ratio, verdict_of_interval
 from convlab.paths import REPO_ROOT
 from convlab.plan.cell import Cell
@@ -201,29 +201,28 @@ class SelfCheck:
         return text.getvalue()
 
 
-def measured_itself(cell: Cell, copy: KernelSpec, precision: float, budget_s: float, threshold: float,
-                    backend: Backend) -> SelfCheckCell:
+def measured_itself(cell: Cell, copy: KernelSpec, policy: VerdictPolicy, backend: Backend) -> SelfCheckCell:
     """One cell measured side by side with ``copy`` of its kernel, or why it could not be."""
     try:
-        result = measure_pair(cell, cell.image or None, copy, precision, budget_s, backend)
+        result = measure_pair(cell, cell.image or None, copy, policy.pair_precision, policy.pair_budget_s, backend)
     except PairRefused as why:
         return SelfCheckCell(cell, note=" ".join(str(why).split()))
-    return SelfCheckCell(cell, verdict_of_interval(result.low, result.high, threshold),
+    return SelfCheckCell(cell, verdict_of_interval(result.low, result.high, policy.threshold),
                          Ratio(result.ratio, result.low, result.high, result.rounds), result.stop, result.sampling,
                          result.previous_ms, result.new_ms, result.neighbour_names if result.neighbours else "")
 
 
 def check_itself(chosen: list[Cell], config: dict[str, Any], backend_name: str) -> SelfCheck:
     """Each cell of ``chosen`` measured side by side with itself on the device, under its lock."""
-    _, threshold, precision, budget_s = pair_settings(config)
+    policy = VerdictPolicy.from_config(config)
     backend = get_backend(backend_name)
-    check = SelfCheck(threshold, backend_name)
+    check = SelfCheck(policy.threshold, backend_name)
     with tempfile.TemporaryDirectory(prefix="convlab-self-") as scratch, exclusive_device(backend.device_key()):
         copies: dict[str, KernelSpec] = {}
         for cell in chosen:
             if cell.kernel not in copies:
                 copies[cell.kernel] = itself(get_kernel(cell.kernel), backend_name, Path(scratch))
-            check.cells.append(measured_itself(cell, copies[cell.kernel], precision, budget_s, threshold, backend))
+            check.cells.append(measured_itself(cell, copies[cell.kernel], policy, backend))
     device = backend.device_info()
     check.device = device.get("gpu_uuid") or device["device"]
     return check

@@ -1,4 +1,4 @@
-"""What a watch watches and a preview (convlab.history.previewverdicts) measures: the configured
+"""What a watch watches and a preview (convlab.pairs.previewverdicts) measures: the configured
 grid's cells of this machine's one device, the kernels whose files a preview can run again, each
 kernel's files as saved (a version of their own, named by their hash), and the versions the
 results database recorded last for each cell."""
