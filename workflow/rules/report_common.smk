@@ -3,6 +3,7 @@
 # The seeds and their figures are the seed table's, convlab.report.seeds; their report category is
 # the family that reproduces them.
 from convlab.snakefile.api import (
+    FAMILY_DISPLAYS,
     FIGURE_BACKEND,
     FIGURES_BY_FILE,
     FIGURE_TABLE,
@@ -29,7 +30,7 @@ SEED_TABLE = f"{SEED_DIR}/{table_stem('{seed}')}.html"
 # A family's slice of the summary (aggregate.smk), and the comparison of the seeds it reproduces.
 FAMILY_SUMMARY = f"{RESULTS}/summary/{{experiment}}.csv"
 FAMILY_COMPARISON = f"{SEED_DIR}/comparison/{{experiment}}.csv"
-SEEDED = [name for name, family in FAMILIES.items() if family.seeds]
+SEEDED = [name for name in FAMILIES if FAMILY_DISPLAYS[name].seeds]
 SEEDED_FAMILIES = "|".join(SEEDED)
 
 
@@ -120,14 +121,14 @@ def report_intro() -> dict:
         )
         device = ", ".join(sorted(set(CHOICE.gpus))) or labelled
     families = []
-    for name, family in FAMILIES.items():
+    for name in FAMILIES:
         cells = [cell for cell in CELLS if cell.experiment == name]
         if cells:
             families.append(
                 {
                     "name": name,
-                    "label": family.label,
-                    "seeds": ", ".join(family.seeds),
+                    "label": FAMILY_DISPLAYS[name].label,
+                    "seeds": ", ".join(FAMILY_DISPLAYS[name].seeds),
                     "kernels": ", ".join(sorted({cell.kernel for cell in cells})),
                     "cells": len(cells),
                 }

@@ -32,10 +32,12 @@ from convlab.plan.config import validate_config
 from convlab.plan.configfile import DEFAULT_CONFIG_FILE, check_config_files, check_working_directory
 from convlab.plan.cpusources import cpu_source_note, sources_edited_since_recorded
 from convlab.plan.devicelabel import choose_devices, unplaceable
-from convlab.plan.families import FAMILIES, GALLERY_FAMILY, SIZE_FIGURE_FAMILY, seed_family
+from convlab.plan.families import FAMILIES, GALLERY_FAMILY
 from convlab.plan.grid import build_cells, gallery_size, image_sizes, problem_ranks
 from convlab.plan.libraryversions import identity as library_identity
 from convlab.plan.registry import load_registry, relative
+from convlab.report.familydisplay import DISPLAYS as FAMILY_DISPLAYS
+from convlab.report.familydisplay import SIZE_FIGURE_FAMILY, seed_family
 from convlab.report.figuretable import BACKEND as FIGURE_BACKEND
 from convlab.report.figuretable import BY_FILE as FIGURES_BY_FILE
 from convlab.report.figuretable import SIZE_FAMILY
@@ -66,7 +68,7 @@ from convlab.status import UserError
 
 __all__ = [
     "WARM_SHAPES_ENV", "grid_shapes", "service_on", "shapes_text", "start_service",
-    "BENCH_FAMILY", "CELL_PATH", "DEFAULT_CONFIG_FILE", "FAMILIES", "FIGURES_BY_FILE", "FIGURE_BACKEND",
+    "BENCH_FAMILY", "CELL_PATH", "DEFAULT_CONFIG_FILE", "FAMILIES", "FAMILY_DISPLAYS", "FIGURES_BY_FILE", "FIGURE_BACKEND",
     "FIGURE_TABLE", "GALLERY_FAMILY", "LOG_PATH", "RUN_COMMIT_ENV", "RUN_ID_ENV", "SEEDS", "SIZE_FAMILY",
     "SIZE_FIGURE_FAMILY", "UserError", "benchmark_kernels", "build_cells", "check_config_files",
     "check_results_database", "check_source_image", "check_working_directory", "choose_backend", "choose_devices", "code_versions", "cpu_name", "cpu_source_note",
