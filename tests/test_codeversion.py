@@ -4,8 +4,11 @@ re-run it needs (an unlisted module would change results without re-running anyt
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import fields
 
 from convlab.codeversion import PACKAGE_DIR, ROLES, SHARED, fingerprint, role_files
+from convlab.plan.families import FAMILIES
+from convlab.report.familydisplay import FamilyDisplay
 
 
 def test_every_module_has_exactly_one_role():
@@ -19,7 +22,14 @@ def test_every_module_has_exactly_one_role():
 def test_report_and_harness_code_is_not_measurement_code():
     measuring = {path.name for role in ("measurement", "backend:cuda", "backend:cpu") for path in role_files(role)}
     assert not measuring & {"figures.py", "findings.py", "cli.py", "server.py", "aggregate.py", "config.py",
-                             "inprocess.py", "devicelock.py"}
+                             "inprocess.py", "devicelock.py", "familydisplay.py"}
+
+
+def test_a_family_carries_none_of_the_reports_settings():
+    """The family modules are measurement code: a setting only the report reads (a roofline marker) lives in
+    the report's entry for the family, so that an edit to it re-measures no cell."""
+    report_only = [entry.name for entry in fields(FamilyDisplay)]
+    assert [(family.name, name) for family in FAMILIES.values() for name in report_only if hasattr(family, name)] == []
 
 
 def test_the_fingerprint_follows_names_and_bytes(tmp_path):

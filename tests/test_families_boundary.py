@@ -1,7 +1,9 @@
-"""The experiment families are a plug-in: what the report, the gallery, the rules, the benchmark and the
-seed comparison need of a family is an attribute of convlab.plan.families.base.Family, so no family's
-name is spelled as a string outside convlab/plan/families/ (its schemas and the config sections aside,
-which this does not read). The exceptions below are listed one by one, each with its reason."""
+"""The experiment families are a plug-in: what the grid, the gallery, the rules and the benchmark need of a
+family is an attribute of convlab.plan.families.base.Family, what its cells compute on its entry in
+convlab.plan.families.inputs, and what the report and the seed comparison need its entry in
+convlab.report.familydisplay (keyed by the family's own name), so no family's name is spelled as a string
+outside convlab/plan/families/ (its schemas and the config sections aside, which this does not read). The
+exceptions below are listed one by one, each with its reason."""
 
 from __future__ import annotations
 
@@ -10,7 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from convlab.plan.families import DEFAULT_FAMILY, FAMILIES, GALLERY_FAMILY, SIZE_FIGURE_FAMILY, seed_family
+from convlab.plan.families import DEFAULT_FAMILY, FAMILIES, GALLERY_FAMILY
+from convlab.plan.families.inputs import OPERANDS
+from convlab.report.familydisplay import DISPLAYS, SIZE_FIGURE_FAMILY, display, seed_family
 from convlab.report.seeds import SEEDS, figure_stems
 
 REPO = Path(__file__).resolve().parents[1]
@@ -60,10 +64,10 @@ def test_the_seed_figure_files_keep_their_names():
 
 
 def test_every_seed_is_reproduced_by_exactly_one_family():
-    claims = [seed for family in FAMILIES.values() for seed in family.seeds]
+    claims = [seed for entry in DISPLAYS.values() for seed in entry.seeds]
     assert sorted(claims) == sorted(SEEDS), "each seed of convlab.report.seeds is claimed once"
     for seed in SEEDS:
-        assert seed in seed_family(seed).seeds
+        assert seed in display(seed_family(seed).name).seeds
     with pytest.raises(KeyError, match="no family reproduces seed 999"):
         seed_family("999")
 
@@ -71,6 +75,11 @@ def test_every_seed_is_reproduced_by_exactly_one_family():
 def test_the_roles_one_family_plays_are_that_familys():
     assert DEFAULT_FAMILY in FAMILIES
     assert [name for name, family in FAMILIES.items() if family.gallery] == [GALLERY_FAMILY.name]
-    assert [name for name, family in FAMILIES.items() if family.size_figures] == [SIZE_FIGURE_FAMILY.name]
+    assert [name for name, entry in DISPLAYS.items() if entry.size_figures] == [SIZE_FIGURE_FAMILY.name]
     for family in FAMILIES.values():
-        assert set(dict(family.headline_order)) <= set(family.problem_columns), family.name
+        assert set(dict(display(family.name).headline_order)) <= set(family.problem_columns), family.name
+
+
+def test_every_family_has_its_operands_and_its_entry_in_the_report():
+    assert list(OPERANDS) == list(FAMILIES)
+    assert list(DISPLAYS) == list(FAMILIES), "in the families' order, which the report keeps"

@@ -15,7 +15,7 @@ import pandas as pd
 from workflow_helpers import RESULTS, copy_repo, job_listing, report_tree, snakemake
 
 from convlab.measure.row import COLUMNS
-from convlab.plan.families import SIZE_FIGURE_FAMILY
+from convlab.report.familydisplay import SIZE_FIGURE_FAMILY
 from convlab.report.figuretable import BACKEND, EVERY_ROW, SIZE_FAMILY, SUMMARY, TABLE
 
 REPO = Path(__file__).resolve().parents[1]

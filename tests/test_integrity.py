@@ -286,6 +286,25 @@ def test_an_edit_to_measurement_code_re_measures_every_cell_and_to_report_code_o
 
 
 @pytest.mark.pipeline
+def test_a_report_only_family_setting_re_measures_no_cell_and_an_edit_to_a_family_every_cell(finished):
+    """A family's roofline marker is the report's alone (convlab.report.familydisplay): an edit to it re-renders
+    the report. The family's module (its problems, its path) is measurement code still."""
+    displays = finished / "workflow/convlab/report/familydisplay.py"
+    original = displays.read_text()
+    conv2d_marker = 'marker="o"'
+    assert original.count(conv2d_marker) == 1
+    displays.write_text(original.replace(conv2d_marker, 'marker="x"'))
+    plan = snakemake(finished, 1, "--dry-run")
+    assert not planned_cells(plan)
+    assert planned_rules(plan) == REPORT_RULES
+    displays.write_text(original)
+
+    conv2d = finished / "workflow/convlab/plan/families/conv2d.py"
+    conv2d.write_text(conv2d.read_text() + "#\n")
+    assert planned_cells(snakemake(finished, 1, "--dry-run")) == set(cell_rows(finished))
+
+
+@pytest.mark.pipeline
 def test_a_summary_of_mixed_code_versions_says_so(finished):
     timing = finished / "workflow/convlab/measure/timing.py"
     timing.write_text(timing.read_text() + "#\n")

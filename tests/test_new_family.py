@@ -1,6 +1,7 @@
-"""A new experiment family is its module, its schema and its config section: with only those (and a
-kernel that takes part), the config validates, the grid has its cells under their own path, the
-registry accepts its kernel and a cell measures to an ok row. Nothing else in the package is edited."""
+"""A new experiment family is its module, its operands' entry, its schema and its config section: with only
+those (and a kernel that takes part), the config validates, the grid has its cells under their own path, the
+registry accepts its kernel and a cell measures to an ok row. Nothing else in the package is edited (the
+report's entry, convlab.report.familydisplay, is the report's alone)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from convlab.plan.cell import Cell
 from convlab.plan.config import validate_config
 from convlab.plan.families import FAMILIES
 from convlab.plan.families.base import Family
+from convlab.plan.families.inputs import OPERANDS
 from convlab.plan.grid import build_cells
 from convlab.plan.operands import GemmOperands
 from convlab.problem.geometry import GemmProblem
@@ -27,8 +29,6 @@ class RectangularGemm(Family):
     """A toy family, as its own module would hold it: C (m x n) = A (m x k) @ B (k x n)."""
 
     name = "rect_gemm"
-    label = "rectangular GEMM"
-    marker = "v"
     problem_columns = ("gemm_m", "gemm_n", "gemm_k")
     kernel_layout = {"input": "rowmajor", "weights": "rowmajor", "output": "rowmajor"}
     kernel_layout_note = "a, b and output row-major"
@@ -44,12 +44,14 @@ class RectangularGemm(Family):
     def path_fragment(self, cell: Cell) -> str:
         return f"shape~{cell.size}x{cell.width}x{cell.in_channels}"
 
-    def operands(self, cell: Cell, image_path: str | Path | None) -> GemmOperands:
-        rng = np.random.default_rng(cell.verify["seed"])
-        m, n, k = cell.size, cell.width, cell.in_channels
-        a = rng.uniform(-1.0, 1.0, (m, k)).astype(np.float32)
-        b = rng.uniform(-1.0, 1.0, (k, n)).astype(np.float32)
-        return GemmOperands(GemmProblem(m, n, k), a, b)
+
+def rectangular_operands(cell: Cell, image_path: str | Path | None) -> GemmOperands:
+    """The toy family's entry in OPERANDS: random A and B."""
+    rng = np.random.default_rng(cell.verify["seed"])
+    m, n, k = cell.size, cell.width, cell.in_channels
+    a = rng.uniform(-1.0, 1.0, (m, k)).astype(np.float32)
+    b = rng.uniform(-1.0, 1.0, (k, n)).astype(np.float32)
+    return GemmOperands(GemmProblem(m, n, k), a, b)
 
 
 SCHEMA = """
@@ -84,8 +86,10 @@ cpu_twin: matmul_blas
 
 @pytest.fixture
 def new_family(tmp_path, monkeypatch):
-    """The toy family in the table, its schema file, and a kernel folder with one kernel of it."""
+    """The toy family and its operands in their tables, its schema file, and a kernel folder with one kernel of
+    it."""
     monkeypatch.setitem(FAMILIES, RectangularGemm.name, RectangularGemm())
+    monkeypatch.setitem(OPERANDS, RectangularGemm.name, rectangular_operands)
     schema = tmp_path / "rect_gemm.schema.yaml"
     schema.write_text(SCHEMA)
     shipped = config_module.family_schema_path

@@ -21,7 +21,7 @@ from workflow_helpers import (
 from workflow_helpers import snakemake as run_snakemake
 
 from convlab.measure.row import COLUMNS
-from convlab.plan.families import FAMILIES, SIZE_FIGURE_FAMILY, seed_family
+from convlab.report.familydisplay import SIZE_FIGURE_FAMILY, display, seed_family
 from convlab.report.figuretable import EVERY_ROW
 from convlab.report.figuretable import FIGURES as FIGURE_TABLE
 from convlab.report.seeds import SEEDS, figure_stem, table_stem
@@ -126,7 +126,7 @@ def report_outputs(families: set[str]) -> set[str]:
     figure table, the seed table and the families say."""
     results = Path(RESULTS)
     outputs = {f"{results}/summary/{family}.csv" for family in families}
-    outputs |= {f"{results}/seeds/comparison/{family}.csv" for family in families if FAMILIES[family].seeds}
+    outputs |= {f"{results}/seeds/comparison/{family}.csv" for family in families if display(family).seeds}
     for entry in FIGURE_TABLE.values():
         if entry.reads == EVERY_ROW or SIZE_FIGURE_FAMILY.name in families:
             outputs.add(f"{results}/figures/{entry.file}")

@@ -194,7 +194,7 @@ def test_from_seed_blocks_are_present(table, method_map):
 def test_the_report_seed_table_draws_what_the_csv_and_the_method_map_hold(table, method_map):
     """convlab.report.seeds has every seed of the CSV, draws each figure from tables the seed has, and the
     family that claims the seed (its report category) is the one method_map.yaml reproduces it with."""
-    from convlab.plan.families import seed_family
+    from convlab.report.familydisplay import seed_family
     from convlab.report.seeds import SEEDS
 
     assert set(SEEDS) == set(table["seed"])

@@ -14,6 +14,7 @@ from convlab.app.cli import main
 from convlab.measure.row import COLUMNS, format_row
 from convlab.plan.families import FAMILIES
 from convlab.report.aggregate import RowRefused, aggregate, write_slice
+from convlab.report.familydisplay import display
 from convlab.report.seedcompare import comparison_from_files, join_comparisons
 
 SEEDS = "config/seeds/seed_tables.csv"
@@ -120,11 +121,11 @@ def test_the_seed_comparison_joined_from_the_families_is_the_comparison_of_the_s
     whole = comparison_from_files(SEEDS, MAP, tmp_path / "summary.csv")
     parts = []
     for family in FAMILIES:
-        if not FAMILIES[family].seeds:
+        if not display(family).seeds:
             continue
         summary[summary["experiment"] == family].to_csv(tmp_path / f"{family}.csv", index=False)
         part = comparison_from_files(SEEDS, MAP, tmp_path / f"{family}.csv", family, tmp_path / "bandwidth.json")
-        assert set(part["seed"]) == set(FAMILIES[family].seeds)
+        assert set(part["seed"]) == set(display(family).seeds)
         parts.append(tmp_path / f"comparison_{family}.csv")
         part.to_csv(parts[-1], index=False)
     assert join_comparisons(reversed(parts)) == whole.to_csv(index=False)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -14,10 +14,7 @@ from convlab.backends.sourcemodule import SourceModule
 from convlab.measure.telemetry import Neighbours, NullObserver
 from convlab.measure.timing import GraphRefused, Sampler
 from convlab.plan.operands import KernelBuffers
-
-if TYPE_CHECKING:  # the registry reads the families, whose operands place themselves through a backend
-    from convlab.plan.registry import KernelSpec
-
+from convlab.plan.registry import KernelSpec
 
 # The setting that names the engine a cell's timed run chose (its row's `engine`): a library that
 # searches for one (cuDNN) runs that one instead, as a replay of the measured cell must.

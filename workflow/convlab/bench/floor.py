@@ -33,9 +33,9 @@ from convlab.backends import get_backend
 from convlab.backends.base import Backend
 from convlab.measure.timing import TimingResult, measure
 from convlab.plan.cell import Cell
-from convlab.plan.families import load_operands
 from convlab.plan.families.base import conv_problem
 from convlab.plan.families.conv2d import Conv2d
+from convlab.plan.families.inputs import load_operands
 from convlab.plan.registry import KernelSpec, get_kernel
 from convlab.problem.geometry import ConvProblem
 from convlab.run.runner import CellInputs, measure_cell

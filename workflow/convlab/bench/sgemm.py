@@ -9,8 +9,8 @@ from typing import Any
 from convlab.backends.base import Backend
 from convlab.bench.floor import VERIFY, fastest_ok, tunable_variants
 from convlab.plan.cell import Cell
-from convlab.plan.families import load_operands
 from convlab.plan.families.gemm import Gemm
+from convlab.plan.families.inputs import load_operands
 from convlab.plan.registry import get_kernel
 from convlab.run.runner import measure_cell
 from convlab.run.steps import CellInputs

@@ -10,6 +10,7 @@ import yaml
 
 from convlab.paths import SCHEMA_PATH
 from convlab.plan.configfile import read_config_file
+from convlab.plan.families import FAMILIES
 from convlab.plan.schemawords import error_message
 from convlab.plan.yamlfile import safe_load
 from convlab.status import ConfigError  # the status module's: the families raise it and never import this one
@@ -23,8 +24,6 @@ def family_schema_path(family: str) -> Path:
 def load_schema(path: Path = SCHEMA_PATH) -> dict:
     """The config schema: the file's own keys, and each experiment family's section (and its
     cpu overrides) from the family's schema file, so that a new family brings its own."""
-    from convlab.plan.families import FAMILIES  # here: a cell job reads its settings and never validates
-
     with open(path) as handle:
         schema = safe_load(handle)
     for family in FAMILIES:

@@ -27,12 +27,11 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass, fields, is_dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 
-if TYPE_CHECKING:  # the cell's module imports the families, whose operands use this one
-    from convlab.plan.cell import Cell
+from convlab.plan.cell import Cell
 
 Made = TypeVar("Made")
 ProblemKey = tuple[Hashable, ...]

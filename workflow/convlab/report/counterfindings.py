@@ -24,6 +24,7 @@ from convlab.atomicfile import write_text_atomically
 from convlab.history.summary import read_summary
 from convlab.measure.ncureport import speaking_cells
 from convlab.plan.families import FAMILIES, problem_key
+from convlab.report.familydisplay import DISPLAYS
 from convlab.report.pages import html_page
 from convlab.report.plotting import log_axis, new_figure, note_figure_object, palette_colors, save_figure
 from convlab.report.roofline import kernel_group, load_device
@@ -91,10 +92,10 @@ def finding(row: pd.Series, copy_gbps: float, sgemm_gflops: float) -> str:
 
 def _place(row: pd.Series) -> str:
     """Where in its family's grid a cell is: a convolution's image size and stride, a GEMM's size."""
-    family = FAMILIES.get(row["experiment"])
+    family, display = FAMILIES.get(row["experiment"]), DISPLAYS.get(row["experiment"])
     if family is not None and "stride" not in family.problem_columns and "filter_size" in family.problem_columns:
         return f"{int(row['size'])}², {int(row['filter_size'])}×{int(row['filter_size'])} filter"
-    if family is None or family.convolves:
+    if display is None or display.convolves:
         return f"{int(row['size'])}², stride {int(row['stride'])}"
     return f"{int(row['size'])}³"
 
@@ -110,7 +111,7 @@ def seed_traffic_lines(table: pd.DataFrame, copy_gbps: float, sgemm_gflops: floa
     """For each family whose seed argues about traffic: the argument, and each kernel's finding at
     the family's largest size and filter (its fastest variant)."""
     out = []
-    arguments = {name: family.traffic_argument for name, family in FAMILIES.items() if family.traffic_argument}
+    arguments = {name: entry.traffic_argument for name, entry in DISPLAYS.items() if entry.traffic_argument}
     for experiment, argument in arguments.items():
         timed = table[(table["experiment"] == experiment) & table["measured_bytes"].notna()
                       & (table["measured_bytes"] > 0)]

@@ -13,8 +13,9 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from convlab.history.summary import read_summary
-from convlab.plan.families import DEFAULT_FAMILY, FAMILIES, SIZE_FIGURE_FAMILY
+from convlab.plan.families import DEFAULT_FAMILY, FAMILIES
 from convlab.report.codelabels import TWIN_BACKENDS, kernel_labels
+from convlab.report.familydisplay import SIZE_FIGURE_FAMILY
 from convlab.report.figuretable import NAMES, SIZE_FAMILY, figure_entry
 from convlab.report.pages import html_page, write_page
 from convlab.report.plotting import (

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-# What a figure reads, and the report category it is filed under (families are named by their role: reading
-# the families needs NumPy).
-SIZE_FAMILY = "size_family"  # the rows of the family drawn against size (Family.size_figures): its slice of the
+# What a figure reads, and the report category it is filed under (families are named by their role: which
+# family plays it is convlab.report.familydisplay's to say).
+SIZE_FAMILY = "size_family"  # the rows of the family drawn against size (size_figures): its slice of the
 # summary, results/<device>/summary/<family>.csv; as a category, that family's name
 EVERY_ROW = "every_row"  # every row of the device's summary, results/<device>/summary.csv
 READS = (SIZE_FAMILY, EVERY_ROW)

@@ -19,6 +19,7 @@ from convlab.history.summary import read_summary
 from convlab.plan.families import FAMILIES
 from convlab.report.aggregate import mixed_code_note, throttled_note
 from convlab.report.codelabels import TWIN_BACKENDS, code_identity, code_labels
+from convlab.report.familydisplay import display
 from convlab.report.pages import html_page, write_page
 from convlab.report.precision import STRICT, UNKNOWN, precision_name, row_precisions
 from convlab.report.roofline import load_device, roof_notes, roofline_points
@@ -28,7 +29,7 @@ from convlab.status import OK
 
 def _title(experiment: str) -> str:
     """The experiment's heading, with the seeds it reproduces."""
-    name, seeds = FAMILIES[experiment].label, FAMILIES[experiment].seeds
+    name, seeds = display(experiment).label, display(experiment).seeds
     if not seeds:
         return name
     return f"{name} (seed{'s' if len(seeds) > 1 else ''} {', '.join(seeds)})"
@@ -47,7 +48,7 @@ def fastest(summary: pd.DataFrame, experiment: str, precision: str = STRICT) -> 
     other. ``speedup_over_library`` is library ms / ms of the fastest other code (above 1: faster than the
     library)."""
     # the library kernels: the first one with a time in this precision is what ours is compared with
-    keys, libraries = list(FAMILIES[experiment].problem_columns), list(FAMILIES[experiment].library_kernels)
+    keys, libraries = list(FAMILIES[experiment].problem_columns), list(display(experiment).library_kernels)
     rows = summary[(summary["experiment"] == experiment) & (summary["status"] == OK) & summary["kernel_ms"].notna()]
     rows = rows[row_precisions(rows) == precision]
     rows = rows.assign(size=problem_sizes(rows, experiment))
@@ -180,7 +181,7 @@ def _sentences(table: pd.DataFrame, experiment: str, shared: list[str]) -> list[
                  f"{wins.iloc[0]} of {len(table)} problems"
                  + (f"; also fastest: {', '.join(f'{html.escape(k)} ({n})' for k, n in wins.iloc[1:].items())}."
                     if len(wins) > 1 else "."))
-    order = dict(FAMILIES[experiment].headline_order)
+    order = dict(display(experiment).headline_order)
     largest = (table.sort_values(list(order), ascending=list(order.values())).iloc[0] if order
                else table.iloc[-1])
     text = (f"At {_problem_text(largest, keys)}, among {precision_name(STRICT)} kernels the fastest is "

@@ -18,8 +18,8 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter
 
 from convlab.history.summary import read_summary
-from convlab.plan.families import FAMILIES
 from convlab.report.codelabels import TWIN_BACKENDS, code_identity, code_labels
+from convlab.report.familydisplay import DISPLAYS
 from convlab.report.plotting import (
     mpl_colors,
     new_figure,
@@ -42,7 +42,7 @@ KERNEL_GROUPS = [("im2col_gemm", "im2col + own GEMM"), ("im2col_cublas", "im2col
 
 
 def _marker(experiment: str) -> str:
-    return FAMILIES[experiment].marker if experiment in FAMILIES else "o"
+    return DISPLAYS[experiment].marker if experiment in DISPLAYS else "o"
 
 
 def kernel_group(kernel: str) -> str:

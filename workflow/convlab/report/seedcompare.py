@@ -20,6 +20,7 @@ import yaml
 from convlab.history.summary import read_summary, read_text_csv, typed
 from convlab.plan.families import FAMILIES
 from convlab.report.codelabels import kernel_labels, ran_label, shared_code
+from convlab.report.familydisplay import display
 from convlab.status import OK, UserError
 
 NOT_RUN = "not_run"  # this run has no cell for the seed's problem (family, size or kernel not configured)
@@ -103,7 +104,7 @@ def _num(text: str) -> float:
 
 def problem_sizes(rows: pd.DataFrame, experiment: str) -> pd.Series:
     """Each row's problem size as its family names it: the family's size column where filled, else size."""
-    column = FAMILIES[experiment].size_column
+    column = display(experiment).size_column
     return rows[column].where(rows[column].notna(), rows["size"])
 
 
@@ -111,7 +112,7 @@ def _problem(rows: pd.DataFrame, experiment: str, seed_row: pd.Series) -> pd.Dat
     """This run's cells of the seed row's problem (size, and a convolution's stride and filter), whatever
     their variant."""
     rows = rows[problem_sizes(rows, experiment) == _num(seed_row["size"])]
-    if not FAMILIES[experiment].convolves:
+    if not display(experiment).convolves:
         return rows
     stride = _num(seed_row["stride"])
     rows = rows[rows["stride"] == (1.0 if math.isnan(stride) else stride)]
@@ -252,7 +253,7 @@ def comparison_from_files(seed_csv: str | Path, map_yaml: str | Path, summary_cs
     if family is not None:
         if family not in FAMILIES:
             raise UserError(f"no experiment family {family!r}: the families are {', '.join(FAMILIES)}")
-        seeds = seeds[seeds["seed"].isin(FAMILIES[family].seeds)]
+        seeds = seeds[seeds["seed"].isin(display(family).seeds)]
     device = ""
     if device_json is not None:
         try:

@@ -17,8 +17,8 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from convlab.plan.families import seed_family
 from convlab.report.codelabels import ran_labels
+from convlab.report.familydisplay import seed_family
 from convlab.report.plotting import (
     log_y_axis,
     natural_order,

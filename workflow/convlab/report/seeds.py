@@ -1,11 +1,11 @@
 """The seed table: every seed the report compares this run with, what its table page covers, the figures
 it draws and the labels of its report entries. The report rules, the seed figures and the command line all
 read it, so a seed or a figure is added here (its numbers aside: config/seeds/seed_tables.csv and
-method_map.yaml) and claimed by the family that reproduces it (``seeds`` of convlab.plan.families.base.Family,
+method_map.yaml) and claimed by the family that reproduces it (its ``seeds`` in convlab.report.familydisplay,
 which also files its report entries).
 
-Standard library only: the command line reads it before it has site-packages (so it names no family: the
-families are read with NumPy).
+Standard library only: the command line reads it before it has site-packages. It names no family: a family
+claims its seeds.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ import numpy as np
 from convlab.backends.base import Backend, KernelBuffers, PreparedKernel
 from convlab.measure.timing import TimingResult, measure
 from convlab.plan.cell import Cell
-from convlab.plan.families import load_operands
+from convlab.plan.families.inputs import load_operands
 from convlab.plan.operands import Operands
 from convlab.plan.problemcache import PROBLEMS, SharedProblem, problem_key
 from convlab.plan.registry import KernelSpec, get_kernel

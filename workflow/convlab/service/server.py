@@ -3,7 +3,8 @@ per cell job, and a pool of workers per backend (convlab.service.pool).
 
 It refuses peers of another uid (SO_PEERCRED) and malformed requests (one line each, then it
 serves on), turns a worker that dies or hangs into an ``error`` row, and exits after its idle
-timeout or when asked to stop. Standard library only, apart from the row writer.
+timeout or when asked to stop. Standard library only, the package's row writer and cell included
+(they import the standard library only).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from typing import IO, Any
 from convlab.measure.provenance import now_utc, read_git_commit
 from convlab.measure.row import failure_row, write_row_atomically
 from convlab.measure.rowjournal import keep_unrecorded
+from convlab.plan.cell import Cell
 from convlab.service.client import process_alive
 from convlab.service.handout import problem_of
 from convlab.service.identity import Identity, ServicePaths
@@ -292,9 +294,6 @@ class MeasurementService:
     def _failure_row(self, request: dict[str, Any], spec: dict[str, Any], job: dict[str, Any], worker,
                      reason: str, handed: float, started_at: str) -> dict[str, Any]:
         """The row of a cell whose worker died or hung: written here, since the worker cannot."""
-        # only here: a cell's path needs the families (NumPy), and `serve --stop` runs without site-packages
-        from convlab.plan.cell import Cell
-
         client = request["client"]
         finished = time.time()
         row = failure_row(spec, "error", reason, git_commit=job["git_commit"], device=worker.hello.get("device"),

@@ -16,7 +16,8 @@ from typing import Any
 from convlab.backends.choice import BackendChoice
 from convlab.measure.hostinfo import cpu_name
 from convlab.plan.cell import Cell
-from convlab.plan.families import FAMILIES, SIZE_FIGURE_FAMILY, seed_family
+from convlab.plan.families import FAMILIES
+from convlab.report.familydisplay import DISPLAYS, SIZE_FIGURE_FAMILY, seed_family
 from convlab.report.figuretable import BACKEND as FIGURE_BACKEND
 from convlab.report.figuretable import BY_FILE as FIGURES_BY_FILE
 from convlab.report.figuretable import SIZE_FAMILY, ReportFigure
@@ -59,7 +60,7 @@ class ReportPlan:
         self.devices = list(devices)
         self.cells = list(cells)
         self.basedir = Path(basedir)
-        self.seeded = [name for name, family in FAMILIES.items() if family.seeds]
+        self.seeded = [name for name in FAMILIES if DISPLAYS[name].seeds]
         self.seeded_families = "|".join(self.seeded)
 
     # -- the figure table's figures, by the {file} wildcard
@@ -141,10 +142,10 @@ class ReportPlan:
             labelled = f"the GPU{'s' if len(self.devices) > 1 else ''} labelled {', '.join(self.devices)}"
             device = ", ".join(sorted(set(self.choice.gpus))) or labelled
         families = []
-        for name, family in FAMILIES.items():
+        for name in FAMILIES:
             cells = [cell for cell in self.cells if cell.experiment == name]
             if cells:
-                families.append({"name": name, "label": family.label, "seeds": ", ".join(family.seeds),
+                families.append({"name": name, "label": DISPLAYS[name].label, "seeds": ", ".join(DISPLAYS[name].seeds),
                                  "kernels": ", ".join(sorted({cell.kernel for cell in cells})), "cells": len(cells)})
         return {"backend": self.backend, "requested": self.config["backend"], "device": device,
                 "label": ", ".join(self.devices),

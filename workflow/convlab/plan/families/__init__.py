@@ -8,22 +8,17 @@
 A kernel takes part in the families its description lists under ``experiments`` (DEFAULT_FAMILY
 where it lists none). Everything else asks a family (its attributes, base.Family) rather than
 comparing names: no family's name is spelled outside this package, its schemas and the config.
+Each family also has its operands (inputs.OPERANDS, which needs NumPy) and its entry in the report
+(convlab.report.familydisplay). Standard library only.
 """
 
 from __future__ import annotations
-
-from pathlib import Path
-from typing import TYPE_CHECKING
 
 from convlab.plan.families.base import Family
 from convlab.plan.families.conv2d import Conv2d
 from convlab.plan.families.gemm import Gemm
 from convlab.plan.families.tiling import Tiling
 from convlab.plan.families.winograd_layers import WinogradLayers
-from convlab.plan.operands import Operands
-
-if TYPE_CHECKING:
-    from convlab.plan.cell import Cell
 
 # In this order everywhere: the grid, the summary, the findings and the figures.
 FAMILIES: dict[str, Family] = {family.name: family for family in (Conv2d(), Tiling(), WinogradLayers(), Gemm())}
@@ -52,28 +47,13 @@ def _sortable(value: object) -> tuple[int, float, str]:
 
 
 def _sole(role: str) -> Family:
-    """The one family whose flag ``role`` is set: the report files that role's outputs under its name."""
+    """The one family whose flag ``role`` is set."""
     chosen = [candidate for candidate in FAMILIES.values() if getattr(candidate, role)]
     if len(chosen) != 1:
         raise ValueError(f"exactly one family must set {role}, got {[candidate.name for candidate in chosen]}")
     return chosen[0]
 
 
-# Whose rows the figures against size draw, and whose cells draw the gallery (one family each).
-SIZE_FIGURE_FAMILY: Family = _sole("size_figures")
+# Whose cells draw the gallery (one family). A family's flag, not the report's: the grid reads it to
+# choose the gallery's size, and the gallery's jobs run the kernels.
 GALLERY_FAMILY: Family = _sole("gallery")
-
-
-def seed_family(seed: str) -> Family:
-    """The family that reproduces seed ``seed`` (an id of convlab.report.seeds): the report files the
-    seed's pages under it."""
-    for candidate in FAMILIES.values():
-        if seed in candidate.seeds:
-            return candidate
-    raise KeyError(f"no family reproduces seed {seed}: the families' seeds are "
-                   f"{', '.join(claimed for candidate in FAMILIES.values() for claimed in candidate.seeds)}")
-
-
-def load_operands(cell: Cell, image_path: str | Path | None = None) -> Operands:
-    """Host-side operands of a cell: its picture, or random data drawn from verify.seed."""
-    return FAMILIES[cell.experiment].operands(cell, image_path)

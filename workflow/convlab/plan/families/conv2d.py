@@ -21,13 +21,7 @@ def check_picture_sizes(section: dict, config: dict) -> None:
 
 class Conv2d(PictureFamily):
     name = "conv2d"
-    label = "2-D convolution"
-    marker = "o"
     problem_columns = ("filter_size", "size", "stride")
-    library_kernels = ("cudnn", "cudnn_nchw", "cudnn_tf32", "cudnn_tf32_nchw")
-    seeds = ("000", "001")
-    headline_order = (("size", False), ("stride", True))  # the largest picture at its densest stride
-    size_figures = True
     gallery = True
 
     def problems(self, section: dict, config: dict) -> Iterator[dict]:

@@ -3,13 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from convlab.plan.families.base import Family
-from convlab.plan.operands import GemmOperands
 from convlab.problem.geometry import GemmProblem
 
 if TYPE_CHECKING:
@@ -20,16 +16,10 @@ ROW_MAJOR = {"input": "rowmajor", "weights": "rowmajor", "output": "rowmajor"}
 
 class Gemm(Family):
     name = "gemm"
-    label = "GEMM"
-    marker = "D"
     problem_columns = ("size",)
-    library_kernels = ("cublas",)
     kernel_layout = ROW_MAJOR
     kernel_layout_note = "a, b and output row-major"
     exclusive = True
-    seeds = ("003",)
-    size_column = "gemm_m"  # M (= N = K)
-    convolves = False
 
     def problems(self, section: dict, config: dict) -> Iterator[dict]:
         for size in section["sizes"]:
@@ -41,9 +31,3 @@ class Gemm(Family):
 
     def problem(self, cell: Cell) -> GemmProblem:
         return GemmProblem(cell.size, cell.size, cell.size)
-
-    def operands(self, cell: Cell, image_path: str | Path | None) -> GemmOperands:
-        rng = np.random.default_rng(cell.verify["seed"])
-        a = rng.uniform(-1.0, 1.0, (cell.size, cell.size)).astype(np.float32)
-        b = rng.uniform(-1.0, 1.0, (cell.size, cell.size)).astype(np.float32)
-        return GemmOperands(self.problem(cell), a, b)
