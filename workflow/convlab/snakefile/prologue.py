@@ -96,7 +96,7 @@ def results_database(plan: RunPlan, dry_run: bool) -> list[str]:
     lines = []
     for label in plan.devices:
         cells = [cell for cell in plan.cells if cell.device == label]
-        lines += check_results_database(f"results/{label}", cells, plan.config["verdicts"]["threshold"], dry_run)
+        lines += check_results_database(f"results/{label}", cells, plan.policy.threshold, dry_run)
     return lines
 
 

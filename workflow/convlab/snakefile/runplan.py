@@ -30,6 +30,7 @@ from convlab.codeversion import (
     report_version,
     summary_version,
 )
+from convlab.history.verdictpolicy import VerdictPolicy
 from convlab.measure.row import row_format
 from convlab.plan.cell import CELL_PATH, Cell
 from convlab.plan.config import validate_config
@@ -127,6 +128,8 @@ class RunPlan:
         self.row_format = row_format()
         # Hashes of the Python code behind each kind of output, in their rules' params.
         self.code = code_versions(self.backend)
+        # the numbers the verdicts are judged by, read from the config once
+        self.policy = VerdictPolicy.from_config(self.config)
         # The grid as the jobs that need it whole (pair, record, counters) are given it.
         self.grid = json.dumps(self.config, sort_keys=True)
         self.report = ReportPlan(self.config, self.choice, self.devices, self.cells, basedir)
