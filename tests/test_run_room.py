@@ -176,3 +176,42 @@ def test_cuda_without_a_gpu_where_the_jobs_run_stops_the_start_with_one_line(lab
     lab.choice = SimpleNamespace(**{**lab.choice.__dict__, "backend": "cuda", "gpus": ()})
     with pytest.raises(SystemExit, match="^error: .*GPU"):
         api.run_started(lab, fake_workflow("local", ["cell"]))
+
+
+def test_a_dry_run_beside_a_live_run_leaves_the_report_stage_as_it_is(lab):
+    """A live run has forgotten that the one before it ended cleanly; a dry run started beside it
+    must not mark the report stage suspect, or the run after would draw it all again."""
+    Path(".snakemake").mkdir()
+    Path(lab.redrawn).parent.mkdir(parents=True)
+    Path(lab.redrawn).write_text("")
+    suspect = Path(lab.report_suspect)
+    suspect.write_text("\n")
+    prologue.report_stage_mark(lab, dry_run=True)
+    assert suspect.read_text() == "\n"
+    prologue.report_stage_mark(lab, dry_run=False)  # the real run after a run that did not end cleanly
+    assert suspect.read_text() != "\n"
+
+
+def test_a_row_of_another_measurement_code_is_measured_again_whatever_its_check_says(lab):
+    """A row written by another convlab (or by hand, its check made consistent) stands for its cell
+    only where this code measured it."""
+    import json
+
+    from convlab.measure.row import failure_row, write_row_atomically
+
+    cell = lab.cells[0]
+    row = Path(cell.path)
+    row.parent.mkdir(parents=True)
+    mine = failure_row(json.loads(cell.to_json()), "error", "a test row")
+    write_row_atomically(mine, row)
+    assert prologue.rows_of_changed_code(lab, dry_run=False) == [] and row.exists()
+    write_row_atomically({**mine, "code_version": "0123456789ab"}, row)
+    said = prologue.rows_of_changed_code(lab, dry_run=True)
+    assert row.exists() and said[0].endswith("a real run measures them again")
+    said = prologue.rows_of_changed_code(lab, dry_run=False)
+    assert not row.exists() and said == [f"1 rows were measured by other measurement code than this convlab's (another "
+                                         f"version, or an edit of the code that measures; the first: {row}); "
+                                         "measured again"]
+    write_row_atomically({**mine, "convlab_version": "0.0.9"}, row)
+    prologue.rows_of_changed_code(lab, dry_run=False)
+    assert not row.exists()

@@ -18,6 +18,7 @@ import pandas as pd
 from convlab.atomicfile import write_text_atomically
 from convlab.history.compare import CompareError, compare_sets, kernel_lines
 from convlab.history.summary import read_summary
+from convlab.history.verdictpolicy import DRIFT_FLOOR
 from convlab.history.verdictrule import geomean
 
 VERDICTS = ("FASTER", "SLOWER", "SAME", "UNCLEAR")
@@ -62,7 +63,7 @@ def pair_table(summaries: dict[str, Path]) -> tuple[pd.DataFrame, dict[tuple[str
     lines, per_kernel = [], {}
     for a, b in itertools.combinations(frames, 2):
         try:
-            table = compare_sets(frames[a], frames[b])
+            table = compare_sets(frames[a], frames[b], DRIFT_FLOOR)
         except CompareError:  # e.g. a cpu grid beside a GPU grid with no size in common
             lines.append({"A": a, "B": b, "cells compared": 0})
             continue

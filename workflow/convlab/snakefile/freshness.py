@@ -97,15 +97,20 @@ def remove_stale(stale: list[Stale], summary: Path, dry_run: bool) -> list[str]:
     return [entry.line(dry_run) for entry in stale]
 
 
-def row_spec_hash(path: str | Path) -> str | None:
-    """The settings hash a cell's row records (``spec_hash``), or None where it has none (a row
-    written before rows recorded it, or no readable row)."""
+def row_fields(path: str | Path, *names: str) -> tuple[str | None, ...]:
+    """The values a cell's row records in columns ``names`` (None for one it has not: a row written
+    before rows recorded it, or no readable row)."""
     try:
         text = Path(path).read_bytes().decode("utf-8")
     except (OSError, UnicodeDecodeError):
-        return None
+        return (None,) * len(names)
     rows = list(csv.DictReader(io.StringIO(text)))
-    return (rows[0].get("spec_hash") or None) if len(rows) == 1 else None
+    return tuple((rows[0].get(name) or None) if len(rows) == 1 else None for name in names)
+
+
+def row_spec_hash(path: str | Path) -> str | None:
+    """The settings hash a cell's row records (``spec_hash``), or None where it has none."""
+    return row_fields(path, "spec_hash")[0]
 
 
 def rows_of_other_settings(cells: Iterable[tuple[str, str]]) -> list[Path]:
@@ -113,6 +118,33 @@ def rows_of_other_settings(cells: Iterable[tuple[str, str]]) -> list[Path]:
     measured with other settings: Snakemake re-measures them only where its records of the rule's
     params survive."""
     return [Path(path) for path, wanted in cells if (recorded := row_spec_hash(path)) and recorded != wanted]
+
+
+def rows_of_other_code(paths: Iterable[str], code_version: str, convlab_version: str) -> list[Path]:
+    """The rows (of ``paths``) that another measurement code measured than this run's: another
+    convlab, or an edit of the code that measures (their ``convlab_version``, ``code_version``).
+    Snakemake re-measures them only where its records of the rule's params survive; a row put back
+    from a copy, or made consistent by hand, would otherwise stand for its cell for good."""
+    stale = []
+    for path in paths:
+        code, version = row_fields(path, "code_version", "convlab_version")
+        if (code and code != code_version) or (version and version != convlab_version):
+            stale.append(Path(path))
+    return stale
+
+
+def remove_rows_of_other_code(rows: list[Path], dry_run: bool) -> list[str]:
+    """Remove those rows, so that this run measures their cells (a recorded row stays in the results
+    database); one line for all."""
+    if not rows:
+        return []
+    said = (f"{len(rows)} rows were measured by other measurement code than this convlab's (another version, or "
+            f"an edit of the code that measures; the first: {rows[0]})")
+    if dry_run:
+        return [f"{said}; a real run measures them again"]
+    for row in rows:
+        row.unlink(missing_ok=True)
+    return [f"{said}; measured again"]
 
 
 def remove_rows_of_other_settings(rows: list[Path], dry_run: bool) -> list[str]:

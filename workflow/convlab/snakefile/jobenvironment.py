@@ -12,6 +12,7 @@ that the record step knows which rows this run measured.
 
 from __future__ import annotations
 
+import locale
 import os
 
 from convlab.measure.provenance import read_git_commit
@@ -20,6 +21,9 @@ from convlab.run.warmup import WARM_SHAPES_ENV, grid_shapes, shapes_text
 from convlab.service.client import export_service_settings
 from convlab.service.jobenv import RUN_COMMIT_ENV, RUN_ID_ENV
 from convlab.snakefile.runplan import RunPlan
+
+# glibc builds it in (2.35 and newer): installed wherever the run is
+FALLBACK_LOCALE = "C.UTF-8"
 
 
 def run_facts(plan: RunPlan, main_process: bool) -> dict[str, str]:
@@ -30,7 +34,20 @@ def run_facts(plan: RunPlan, main_process: bool) -> dict[str, str]:
     return facts
 
 
+def missing_locale() -> str | None:
+    """The locale the environment names (LC_ALL, LC_CTYPE or LANG) where it is not installed here, or
+    None: every job's shell would warn of it (bash's `setlocale` line, once per job)."""
+    try:
+        locale.setlocale(locale.LC_ALL, "")
+    except locale.Error:
+        return next((os.environ[name] for name in ("LC_ALL", "LC_CTYPE", "LANG") if os.environ.get(name)), "?")
+    return None
+
+
 def export_job_environment(plan: RunPlan, main_process: bool) -> None:
-    """Set every variable the run's jobs read (see this module's docstring)."""
+    """Set every variable the run's jobs read (see this module's docstring), and a locale that is
+    installed where the one the environment names is not (FALLBACK_LOCALE: the prologue says so once)."""
     export_service_settings(plan.config["timing"]["cell_timeout_s"], plan.config["service"]["idle_timeout_s"])
     os.environ.update(run_facts(plan, main_process))
+    if missing_locale():
+        os.environ["LC_ALL"] = FALLBACK_LOCALE

@@ -10,19 +10,25 @@ its one line.
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+from convlab import __version__
+from convlab.machinefaults import machine_fault
 from convlab.pictures.source import check_source_image, source_disagrees
 from convlab.plan.cpusources import cpu_source_note, sources_edited_since_recorded
 from convlab.snakefile.damaged import move_damaged_rows, moved_lines
 from convlab.snakefile.database import check_results_database
 from convlab.snakefile.freshness import (
+    remove_rows_of_other_code,
     remove_rows_of_other_settings,
     remove_stale,
+    rows_of_other_code,
     rows_of_other_settings,
     stale_summaries,
 )
+from convlab.snakefile.jobenvironment import FALLBACK_LOCALE, missing_locale
 from convlab.snakefile.runlock import follows_clean_run, live_run_line, mark_report_stage, release_stale_lock
 from convlab.snakefile.runplan import RunPlan
 from convlab.status import UserError
@@ -46,6 +52,41 @@ def no_live_run(plan: RunPlan, dry_run: bool) -> list[str]:
 def backend_line(plan: RunPlan, dry_run: bool) -> list[str]:
     """The run's first line: which backend measures, on what, why, and where the results go."""
     return [f"{plan.choice.line}; {plan.device_line}"]
+
+
+def installed_locale(plan: RunPlan, dry_run: bool) -> list[str]:
+    """A locale that is not installed here is said once, and the jobs run under an installed one
+    (convlab.snakefile.jobenvironment), instead of each job's shell warning of it."""
+    missing = missing_locale()
+    if not missing:
+        return []
+    return [f"warning: the locale {missing} is not installed here: the run's jobs use {FALLBACK_LOCALE} instead "
+            f"(install it, or set LC_ALL={FALLBACK_LOCALE})"]
+
+
+def writable_results(plan: RunPlan, dry_run: bool) -> list[str]:
+    """A run writes under results/: where it cannot (a read-only file system, no permission), it stops
+    here with the folder and the fix, before Snakemake's own refusal of write-protected outputs or a
+    job's traceback. Tried by writing, as the run would: root passes any permission check, not a
+    read-only mount. A dry run writes nothing and tries nothing."""
+    if dry_run:
+        return []
+    folders = [Path("results")]
+    for label in plan.devices:
+        folders += [Path(f"results/{label}")]
+        if folders[-1].is_dir():
+            folders += sorted(path for path in folders[-1].iterdir() if path.is_dir())
+    for folder in folders:
+        if not folder.is_dir():
+            continue
+        try:
+            handle, probe = tempfile.mkstemp(prefix=".convlab-write-", dir=folder)
+            os.close(handle)
+            os.unlink(probe)
+        except OSError as error:
+            line = machine_fault(error.errno or 0, str(folder))
+            raise RunRefused(line or f"error: {folder} cannot be written ({error.strerror}): make it writable") from error
+    return []
 
 
 def source_picture(plan: RunPlan, dry_run: bool) -> list[str]:
@@ -89,6 +130,13 @@ def rows_of_changed_settings(plan: RunPlan, dry_run: bool) -> list[str]:
     whether or not Snakemake's records of the params survive."""
     others = rows_of_other_settings((cell.path, cell.spec_hash) for cell in plan.cells)
     return remove_rows_of_other_settings(others, dry_run)
+
+
+def rows_of_changed_code(plan: RunPlan, dry_run: bool) -> list[str]:
+    """A row knows the code that measured it: one of another convlab or another measurement code is
+    measured again, whatever Snakemake's records say."""
+    others = rows_of_other_code((cell.path for cell in plan.cells), plan.code["measurement"], __version__)
+    return remove_rows_of_other_code(others, dry_run)
 
 
 def results_database(plan: RunPlan, dry_run: bool) -> list[str]:
@@ -136,15 +184,19 @@ def report_stage_mark(plan: RunPlan, dry_run: bool) -> list[str]:
     family's slice after every cell); Snakemake never checks on its own merits a job below such an
     input, so an output a stopped run left older than its inputs would stay so. A run that does not
     follow one that ended cleanly (or start from nothing) makes the whole report stage again: the
-    slices take REDRAWN, which is made again whenever REPORT_SUSPECT is newer."""
-    mark_report_stage(Path(plan.report_suspect), suspect=not follows_clean_run(os.path.exists(plan.redrawn)))
+    slices take REDRAWN, which is made again whenever REPORT_SUSPECT is newer. A dry run only makes
+    sure the mark exists: run beside a live run (which has forgotten its predecessor's clean end),
+    it would otherwise mark the stage suspect and the next run would draw it all again."""
+    suspect = not dry_run and not follows_clean_run(os.path.exists(plan.redrawn))
+    mark_report_stage(Path(plan.report_suspect), suspect=suspect)
     return []
 
 
 # In order: nothing is removed before what would replace it is checked, and the rows before the
 # summaries made from them.
 STEPS: tuple[Callable[[RunPlan, bool], list[str]], ...] = (
-    no_live_run, backend_line, source_picture, damaged_rows, rows_of_changed_settings, results_database,
+    no_live_run, backend_line, installed_locale, writable_results, source_picture, damaged_rows, rows_of_changed_settings, rows_of_changed_code,
+    results_database,
     stale_summary_files, cpu_sources, stale_lock, report_stage_mark)
 
 

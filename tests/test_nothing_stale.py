@@ -1,0 +1,54 @@
+"""Nothing stale, nothing lost, one line each: the faults and bad inputs that once slipped through,
+each as a user meets it (the slow tier's real runs of the tiny cpu grid, a copy of one per test)."""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+import subprocess
+
+import pytest
+from workflow_helpers import copy_finished_run, snakemake, snakemake_command, snakemake_env
+
+pytestmark = pytest.mark.pipeline
+
+TWIN = "workflow/convlab/backends/cpu_twins/direct_hwc.py"
+
+
+def read_only_mounts() -> str | None:
+    """Why this machine cannot mount a folder read-only for a test (None: it can)."""
+    if not shutil.which("unshare"):
+        return "no unshare(1) here"
+    probe = subprocess.run(["unshare", "-m", "--propagation", "private", "mount", "--bind", "-o", "ro", "/", "/mnt"],
+                           capture_output=True, text=True)
+    return None if probe.returncode == 0 else f"this machine does not let a test mount a folder read-only: {probe.stderr.strip()}"
+
+
+def test_a_read_only_results_folder_stops_the_run_with_one_line_naming_it(tiny_run, tmp_path):
+    why = read_only_mounts()
+    if why:
+        pytest.skip(why)
+    repo = copy_finished_run(tiny_run.repo, tmp_path / "repo")
+    with open(repo / TWIN, "a") as twin:
+        twin.write("# an edit: its cells are measured again\n")
+    run = " ".join(shlex.quote(part) for part in snakemake_command(1))
+    result = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c",
+                             f"mount --bind -o ro results results && exec {run}"],
+                            cwd=repo, env=snakemake_env(repo), capture_output=True, text=True, timeout=600)
+    assert result.returncode != 0
+    said = [line for line in result.stderr.splitlines() if line.strip()]
+    assert said[-1] == ("error: results is on a read-only file system: make that folder writable, or run from a "
+                        "writable copy of the checkout"), result.stderr
+    assert len(said) == 2 and said[0].startswith("backend cpu"), result.stderr  # the run's first line, then this
+
+
+def test_a_locale_that_is_not_installed_is_said_once_not_by_every_job(tiny_run, tmp_path):
+    repo = copy_finished_run(tiny_run.repo, tmp_path / "repo")
+    with open(repo / TWIN, "a") as twin:
+        twin.write("# an edit: its cells are measured again\n")
+    result = snakemake(repo, 1, env={**snakemake_env(repo), "LC_ALL": "xx_YY.UTF-8"})
+    said = result.stderr.splitlines()
+    assert [line for line in said if "xx_YY" in line] == [
+        "warning: the locale xx_YY.UTF-8 is not installed here: the run's jobs use C.UTF-8 instead (install it, or "
+        "set LC_ALL=C.UTF-8)"], result.stderr
+    assert "setlocale" not in result.stderr
