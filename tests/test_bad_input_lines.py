@@ -53,11 +53,36 @@ def list_at_top(path: Path) -> str:
 
 
 def scalar_tunables(path: Path) -> str:
-    path.write_text(path.read_text() + "tunables: 5\n")
+    path.write_text(path.read_text().replace("tunables:\n  block: [8, 16, 32]", "tunables: 5"))
     return "tunables must be a mapping, not 5"
 
 
-@pytest.mark.parametrize("damage", [broken_yaml, list_at_top, scalar_tunables], ids=lambda f: f.__name__)
+def key_twice(path: Path) -> str:
+    lines = path.read_text().splitlines()
+    first = next(number for number, line in enumerate(lines, 1) if line.startswith("tunables:"))
+    path.write_text("\n".join([*lines, "tunables: {block: [64]}"]) + "\n")
+    return (f"invalid YAML at line {len(lines) + 1}, column 1: the key 'tunables' is given twice "
+            f"(lines {first} and {len(lines) + 1}): keep one")
+
+
+def word_for_a_block(path: Path) -> str:
+    path.write_text(path.read_text().replace("block: [8, 16, 32]", "block: [eight]"))
+    return "tunables.block must be positive whole numbers, not 'eight'"
+
+
+def zero_block(path: Path) -> str:
+    path.write_text(path.read_text().replace("block: [8, 16, 32]", "block: [8, 0]"))
+    return "tunables.block must be positive whole numbers, not 0"
+
+
+def no_stride(path: Path) -> str:
+    path.write_text(path.read_text() + "supports:\n  stride: []\n")
+    return "supports.stride is empty: give at least one value"
+
+
+@pytest.mark.parametrize("damage", [broken_yaml, list_at_top, scalar_tunables, key_twice, word_for_a_block, zero_block,
+                                    no_stride],
+                         ids=lambda f: f.__name__)
 def test_a_broken_description_is_one_line_naming_the_file(tmp_path, damage):
     folder = tmp_path / "kernels"
     folder.mkdir()

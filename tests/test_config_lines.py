@@ -130,6 +130,23 @@ def test_a_config_file_with_a_yaml_mistake_names_its_line_and_column(tmp_path):
     assert str(raised.value) == f"{path}: {problem}"
 
 
+@pytest.mark.parametrize(("text", "problem"), [
+    ("backend: cpu\nconv2d:\n  sizes: [64]\nconv2d:\n  sizes: [128]\n",
+     "invalid YAML at line 4, column 1: the key 'conv2d' is given twice (lines 2 and 4): keep one"),
+    ("conv2d:\n  sizes: [64]\n  strides: [1]\n  sizes: [128]\n",
+     "invalid YAML at line 4, column 3: the key 'sizes' is given twice (lines 2 and 4): keep one"),
+    ('{"backend": "cpu", "conv2d": {"sizes": [64], "sizes": [128]}}',
+     "the key 'sizes' is given twice in one object: keep one"),
+])
+def test_a_key_given_twice_is_one_line_not_a_silent_last_one(tmp_path, text, problem):
+    """YAML and JSON let the last of two equal keys win: another grid would run than the user reads."""
+    path = tmp_path / "mine.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as raised:
+        check_config_files([path], given_as="--configfile ")
+    assert str(raised.value) == f"--configfile {path}: {problem}"
+
+
 def test_json_and_empty_files_read_as_snakemake_reads_them(tmp_path):
     (tmp_path / "tabs.json").write_text('{\n\t"backend": "cpu"\n}\n')  # JSON, though tabs are no YAML indentation
     (tmp_path / "empty.yaml").write_text("# nothing here\n")

@@ -20,6 +20,20 @@ DEFAULT_CONFIG_FILE = "config/config.yaml"
 RELATIVE = " (a relative path starts at the directory snakemake runs in)"
 
 
+class DuplicateKey(ValueError):
+    """A JSON object that gives one key twice (the message names it)."""
+
+
+def unique_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object whose every key is given once: the last of two equal keys would win silently."""
+    seen: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in seen:
+            raise DuplicateKey(f"the key {key!r} is given twice in one object: keep one")
+        seen[key] = value
+    return seen
+
+
 def _parsed(path: str | Path, name: str) -> Any:
     """The file's content: JSON when it is JSON, else YAML (None for an empty file)."""
     try:
@@ -33,7 +47,9 @@ def _parsed(path: str | Path, name: str) -> Any:
     except UnicodeDecodeError as error:
         raise ConfigError(f"{name}: cannot be read: byte {error.start} is not UTF-8 text") from None
     try:
-        return json.loads(text)
+        return json.loads(text, object_pairs_hook=unique_object)
+    except DuplicateKey as error:
+        raise ConfigError(f"{name}: {error}") from None
     except ValueError:
         pass  # not JSON: YAML, as Snakemake tries next
     try:

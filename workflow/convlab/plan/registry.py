@@ -6,6 +6,7 @@ The description format is documented in kernels/README.md.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cache
@@ -235,6 +236,24 @@ def _check_shapes(where: str, raw: dict[str, Any]) -> None:
         for entry, values in (raw.get(key) or {}).items():
             if not isinstance(values, list):
                 raise DescriptionError(f"{where}: {key}.{entry} must be a list of values, not {values!r}")
+            if not values:
+                raise DescriptionError(f"{where}: {key}.{entry} is empty: give at least one value")
+    # A tunable that sizes the launch (a stage's block or grid) and a supported stride or filter size
+    # are counts, and a tunable a define passes to the compiler a whole number: a word or a zero there
+    # would fail every cell, or none as it should.
+    sizing = " ".join(str(part) for stage in raw.get("stages") or [] if isinstance(stage, dict)
+                      for part in [*(stage.get("block") or []), *(stage.get("grid") or [])])
+    defined = " ".join(str(value) for value in (raw.get("defines") or {}).values())
+    for key, name, values in [*(("tunables", *entry) for entry in (raw.get("tunables") or {}).items()),
+                              *(("supports", *entry) for entry in (raw.get("supports") or {}).items())]:
+        counts = key == "supports" or re.search(rf"\b{re.escape(str(name))}\b", sizing)
+        whole = counts or re.search(rf"\b{re.escape(str(name))}\b", defined)
+        least = 1 if counts else 0
+        wrong = next((value for value in values
+                      if isinstance(value, bool) or not isinstance(value, int) or value < least), None) if whole else None
+        if wrong is not None:
+            kind = "positive whole numbers" if counts else "whole numbers"
+            raise DescriptionError(f"{where}: {key}.{name} must be {kind}, not {wrong!r}")
 
 
 def _parse(name: str, path: Path) -> KernelSpec:
