@@ -267,7 +267,8 @@ def test_conversions_of_the_picture_reach_the_terminal_as_warnings(tmp_path):
 # Config mistakes: stopped before the DAG is built, the key named
 
 
-WHERE = "error: config (config/config.yaml and --config): "
+# a placeholder for the layer that made the mistake: the test's --configfile
+WHERE = "error: {configfile}: "
 
 
 def bad_config(tmp_path: Path, change: dict) -> Path:
@@ -326,10 +327,12 @@ CONFIG_MISTAKES = {
 def test_a_config_mistake_is_its_exact_line_before_the_dag(tmp_path, case):
     change, expected = CONFIG_MISTAKES[case]
     repo = copy_repo(tmp_path / "repo")
-    result = snakemake(repo, 1, "--dry-run", configfile=str(bad_config(tmp_path, change)), check=False)
+    configfile = bad_config(tmp_path, change)
+    result = snakemake(repo, 1, "--dry-run", configfile=str(configfile), check=False)
     assert result.returncode != 0
     assert_no_traceback(result)
-    assert terminal_lines(result) == expected
+    # the line names the file that made the mistake, not the default config it was laid over
+    assert terminal_lines(result) == [line.replace(WHERE, f"error: --configfile {configfile}: ") for line in expected]
 
 
 # ---------------------------------------------------------------------------------------------

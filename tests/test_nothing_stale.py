@@ -8,7 +8,7 @@ import shutil
 import subprocess
 
 import pytest
-from workflow_helpers import copy_finished_run, snakemake, snakemake_command, snakemake_env
+from workflow_helpers import copy_finished_run, copy_repo, planned_cells, snakemake, snakemake_command, snakemake_env
 
 pytestmark = pytest.mark.pipeline
 
@@ -52,3 +52,13 @@ def test_a_locale_that_is_not_installed_is_said_once_not_by_every_job(tiny_run, 
         "warning: the locale xx_YY.UTF-8 is not installed here: the run's jobs use C.UTF-8 instead (install it, or "
         "set LC_ALL=C.UTF-8)"], result.stderr
     assert "setlocale" not in result.stderr
+
+
+def test_a_mapping_given_with_config_keeps_the_numbers_the_user_typed(tmp_path):
+    """Snakemake hands a --config mapping's values over as text ('64'): read as the user typed them,
+    the grid runs at 64, instead of a schema error about a number the user gave."""
+    repo = copy_repo(tmp_path / "repo")
+    result = snakemake(repo, 1, "--dry-run", "--config", 'conv2d={"strides": [2], "kernels": [direct]}',
+                       'cpu={"sizes": [64], "budget_s": 0.05}')
+    conv2d = {cell for cell in planned_cells(result) if "/conv2d/" in cell}
+    assert conv2d and all("/conv2d/kernel~direct/size~64/stride~2/" in cell for cell in conv2d), conv2d

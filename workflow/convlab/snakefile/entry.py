@@ -47,7 +47,9 @@ def start_run(config: Mapping[str, Any], workflow: Any) -> RunPlan:
     node), its prologue, whose lines go to stderr; and its jobs' environment. The validated config
     carries what the report's intro says of the run, under a key no config file can set."""
     try:
-        plan = RunPlan.build(config, workflow.basedir)
+        settings = workflow.config_settings
+        plan = RunPlan.build(config, workflow.basedir, DEFAULT_CONFIG_FILE, settings.configfiles,
+                             dict(settings.config))
         if workflow.is_main_process:
             # workflow.dryrun is not set yet while the Snakefile is read; the output settings already
             # hold the command line's dry run

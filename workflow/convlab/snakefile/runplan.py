@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +33,8 @@ from convlab.codeversion import (
 from convlab.history.verdictpolicy import VerdictPolicy
 from convlab.measure.row import row_format
 from convlab.plan.cell import CELL_PATH, Cell
-from convlab.plan.config import validate_config
+from convlab.plan.config import validate_run_config
+from convlab.plan.configfile import DEFAULT_CONFIG_FILE
 from convlab.plan.devicelabel import Placement, choose_devices
 from convlab.plan.families import FAMILIES, GALLERY_FAMILY
 from convlab.plan.grid import build_cells, gallery_size, image_sizes, problem_ranks
@@ -152,10 +153,14 @@ class RunPlan:
         self.recorded = f"{RESULTS}/verdicts/latest.txt"
 
     @classmethod
-    def build(cls, config: Mapping[str, Any], basedir: str | Path) -> RunPlan:
-        """The plan of ``config`` (Snakemake's, its defaults not yet filled in). UserError (ConfigError,
-        BackendUnavailable) with one line for a config or a backend that cannot run."""
-        validated = validate_config(dict(config), source="config (config/config.yaml and --config)")
+    def build(cls, config: Mapping[str, Any], basedir: str | Path, default_file: str | None = DEFAULT_CONFIG_FILE,
+              configfiles: Sequence[str | Path] = (), overrides: Mapping[str, Any] | None = None) -> RunPlan:
+        """The plan of ``config`` (Snakemake's, its defaults not yet filled in: ``default_file``, each of
+        ``configfiles`` laid over it, then the --config ``overrides``). UserError (ConfigError,
+        BackendUnavailable) with one line for a config or a backend that cannot run, a config's naming
+        the layer that made it."""
+        default = default_file if default_file and Path(default_file).is_file() else None
+        validated = validate_run_config(dict(config), default, configfiles, dict(overrides or {}))
         choice = choose_backend(validated["backend"])
         placements, device_line = choose_devices(validated, choice.backend, list(choice.gpus))
         # the same grid under each label
