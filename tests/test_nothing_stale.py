@@ -7,8 +7,17 @@ import shlex
 import shutil
 import subprocess
 
+import pandas as pd
 import pytest
-from workflow_helpers import copy_finished_run, copy_repo, planned_cells, snakemake, snakemake_command, snakemake_env
+from workflow_helpers import (
+    convlab,
+    copy_finished_run,
+    copy_repo,
+    planned_cells,
+    snakemake,
+    snakemake_command,
+    snakemake_env,
+)
 
 pytestmark = pytest.mark.pipeline
 
@@ -62,3 +71,22 @@ def test_a_mapping_given_with_config_keeps_the_numbers_the_user_typed(tmp_path):
                        'cpu={"sizes": [64], "budget_s": 0.05}')
     conv2d = {cell for cell in planned_cells(result) if "/conv2d/" in cell}
     assert conv2d and all("/conv2d/kernel~direct/size~64/stride~2/" in cell for cell in conv2d), conv2d
+
+
+def test_a_syntax_error_in_a_cpu_twin_is_its_cells_compile_error_and_a_preview_shows_it_once(tiny_run, tmp_path):
+    repo = copy_finished_run(tiny_run.repo, tmp_path / "repo")
+    with open(repo / TWIN, "a") as twin:
+        twin.write("def broken(:\n")
+    previewed = convlab("watch", "--once", "--configfile", "config/tiny-cpu.yaml", cwd=repo,
+                        PYTHONPATH=str(repo / "workflow"), TMPDIR=snakemake_env(repo)["TMPDIR"])
+    blocks = [line for line in previewed.stdout.splitlines() + previewed.stderr.splitlines()
+              if line.startswith("compile error:")]
+    # direct and conv_naive_batched share the twin: its error is said once
+    assert len(blocks) == 1 and blocks[0].startswith(f"compile error: {TWIN}:") and "SyntaxError" in blocks[0], (
+        previewed.stdout + previewed.stderr)
+    result = snakemake(repo, 1, check=False)
+    rows = [row for row in pd.read_csv(repo / "results" / "cpu-epyc" / "summary.csv").to_dict("records")
+            if row["kernel"] in ("direct", "conv_naive_batched")] if (repo / "results/cpu-epyc/summary.csv").exists() else []
+    assert "internal error" not in result.stderr, result.stderr
+    assert rows and all(row["status"] == "error" and str(row["reason"]).startswith(f"compile: {TWIN}:")
+                        for row in rows), [(row["kernel"], row["status"], row["reason"]) for row in rows]

@@ -9,6 +9,7 @@ import sys
 import time
 from collections.abc import Callable
 from contextlib import contextmanager
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -18,9 +19,10 @@ from threadpoolctl import threadpool_info, threadpool_limits
 from convlab.backends.base import Backend, KernelBuffers, PreparedKernel
 from convlab.measure.hostinfo import cpu_name
 from convlab.measure.timing import Sampler
+from convlab.paths import REPO_ROOT
 from convlab.plan.registry import CPU_TWINS_DIR, KernelSpec, RegistryError
 from convlab.problem.geometry import ConvProblem, GemmProblem
-from convlab.status import DeviceOutOfMemory, UnsupportedCell
+from convlab.status import DeviceOutOfMemory, KernelFailure, UnsupportedCell
 
 TWIN_LAYOUT = {"input": "hwc", "weights": "oihw", "output": "hwc"}
 FLUSH_BYTES = 64 << 20  # larger than any CPU's last-level cache we expect
@@ -41,18 +43,35 @@ def limit_threads(threads: int) -> int:
 
 
 def load_twin(spec: KernelSpec) -> ModuleType:
-    """The cpu twin's module: one of convlab/backends/cpu_twins/, or a file beside the kernel's description."""
+    """The cpu twin's module: one of convlab/backends/cpu_twins/, or a file beside the kernel's
+    description. KernelFailure (stage compile) for a twin that does not load: its file, line and
+    error, as a .cu that does not compile is recorded, not a fault of the measuring process."""
     if spec.twin_path is None:
         raise RegistryError(f"kernel {spec.name!r} has no cpu twin")
-    if spec.twin_path.parent == CPU_TWINS_DIR:
-        return importlib.import_module(f"convlab.backends.cpu_twins.{spec.cpu_twin}")
-    name = f"convlab_extra_twins.{spec.name}"
-    if name not in sys.modules:
-        loader_spec = importlib.util.spec_from_file_location(name, spec.twin_path)
-        module = importlib.util.module_from_spec(loader_spec)
-        loader_spec.loader.exec_module(module)
-        sys.modules[name] = module
-    return sys.modules[name]
+    try:
+        if spec.twin_path.parent == CPU_TWINS_DIR:
+            return importlib.import_module(f"convlab.backends.cpu_twins.{spec.cpu_twin}")
+        name = f"convlab_extra_twins.{spec.name}"
+        if name not in sys.modules:
+            loader_spec = importlib.util.spec_from_file_location(name, spec.twin_path)
+            module = importlib.util.module_from_spec(loader_spec)
+            loader_spec.loader.exec_module(module)
+            sys.modules[name] = module
+        return sys.modules[name]
+    except SyntaxError as error:
+        where = f"{relative_path(error.filename or spec.twin_path)}:{error.lineno}"
+        raise KernelFailure(f"compile: {where}: {type(error).__name__}: {error.msg}", "compile") from None
+    except Exception as error:  # the twin's own code failed as it loaded: the kernel's fault, said as such
+        raise KernelFailure(f"compile: {relative_path(spec.twin_path)} does not load: {type(error).__name__}: {error}",
+                            "compile") from None
+
+
+def relative_path(path: str | os.PathLike) -> str:
+    """A twin's path as the user names it: from the repository root where it lies under it."""
+    try:
+        return str(Path(path).resolve().relative_to(REPO_ROOT))
+    except ValueError:
+        return str(path)
 
 
 class CpuBackend(Backend):

@@ -105,8 +105,9 @@ class Preview:
         does not compile is its first cell's check's to show."""
         if self.request.backend == "cpu":
             failing = twin_syntax_errors(self.saved.values())
-            for block in failing.values():
-                self.say_block(block)
+            # kernels that share a twin's file share its error: said once
+            for block in dict.fromkeys(tuple(block) for block in failing.values()):
+                self.say_block(list(block))
             return [c for c in cells if c.kernel not in failing]
         compile_saved(backend, cells, self.saved,
                       previous_modules(candidates, connection, self.scratch / "previous", restored))

@@ -139,6 +139,7 @@ def checked_cells(backend: Backend, cells: list[Cell], saved: dict[str, Saved], 
     files."""
     passed: list[Cell] = []
     broken: set[str] = set()
+    shown: set[tuple[str, ...]] = set()
     failures: list[str] = []
     failed = False
     for cell in cells:
@@ -155,8 +156,11 @@ def checked_cells(backend: Backend, cells: list[Cell], saved: dict[str, Saved], 
         failed = True
         if check.stage == "compile":
             broken.add(cell.kernel)
-            for line in compile_block(version, check):
-                say(line)
+            block = tuple(compile_block(version, check))
+            if block not in shown:  # kernels that share a file (a cpu twin) share its error
+                shown.add(block)
+                for line in block:
+                    say(line)
             continue
         failures.append(failure_line(cell, version, check))
     for line in failures[:MAX_FAILURE_LINES]:

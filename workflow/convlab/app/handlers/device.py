@@ -64,7 +64,10 @@ def bench(args: argparse.Namespace, console: Console) -> int:
 
 
 def gallery(args: argparse.Namespace, console: Console) -> int:
-    render_edge_map(Cell.from_json(args.spec), args.image, args.out)
+    cell = Cell.from_json(args.spec)
+    failed = render_edge_map(cell, args.image, args.out)
+    if failed:
+        console.warn(f"warning: {args.out}: {cell.kernel} did not run ({failed[:300]}); the gallery shows why")
     return 0
 
 
