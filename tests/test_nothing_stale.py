@@ -10,6 +10,7 @@ import subprocess
 import pandas as pd
 import pytest
 from workflow_helpers import (
+    RESULTS,
     convlab,
     copy_finished_run,
     copy_repo,
@@ -17,6 +18,7 @@ from workflow_helpers import (
     snakemake,
     snakemake_command,
     snakemake_env,
+    terminal_lines,
 )
 
 pytestmark = pytest.mark.pipeline
@@ -85,8 +87,18 @@ def test_a_syntax_error_in_a_cpu_twin_is_its_cells_compile_error_and_a_preview_s
     assert len(blocks) == 1 and blocks[0].startswith(f"compile error: {TWIN}:") and "SyntaxError" in blocks[0], (
         previewed.stdout + previewed.stderr)
     result = snakemake(repo, 1, check=False)
-    rows = [row for row in pd.read_csv(repo / "results" / "cpu-epyc" / "summary.csv").to_dict("records")
-            if row["kernel"] in ("direct", "conv_naive_batched")] if (repo / "results/cpu-epyc/summary.csv").exists() else []
+    summary = repo / RESULTS / "summary.csv"
+    rows = [row for row in pd.read_csv(summary).to_dict("records")
+            if row["kernel"] in ("direct", "conv_naive_batched")] if summary.exists() else []
     assert "internal error" not in result.stderr, result.stderr
     assert rows and all(row["status"] == "error" and str(row["reason"]).startswith(f"compile: {TWIN}:")
                         for row in rows), [(row["kernel"], row["status"], row["reason"]) for row in rows]
+
+
+def test_a_report_before_any_run_is_one_line_naming_what_to_run_first(tmp_path):
+    repo = copy_repo(tmp_path / "repo")
+    result = snakemake(repo, 1, "--report", "results/report.html", check=False)
+    assert result.returncode != 0
+    assert terminal_lines(result) == [
+        f"error: {RESULTS}/summary.csv does not exist, so there is nothing to report yet: run `snakemake "
+        "--cores 1` first (with the same --configfile and --config), then `snakemake --report results/report.html`"]

@@ -42,6 +42,27 @@ def checked_default_config(basedir: str | Path, configfiles: Sequence[str]) -> s
     return DEFAULT_CONFIG_FILE
 
 
+def requested_report(argv: Sequence[str]) -> str | None:
+    """The report file a `snakemake --report FILE` command line asks for, or None (read with
+    Snakemake's own parser, so that every spelling counts; Snakemake has parsed this command line
+    already, so this parse cannot fail)."""
+    from snakemake.cli import get_argument_parser  # here: only the run the user started reads its own command line
+
+    arguments = get_argument_parser().parse_known_args(list(argv))[0]
+    return arguments.report or None
+
+
+def report_refusal(plan: RunPlan, report: str | None) -> str | None:
+    """Why `snakemake --report` cannot make its report yet (None: it can): a device label whose
+    summary is not there, which Snakemake would only name among a page of warnings."""
+    missing = [f"results/{label}/summary.csv" for label in plan.devices
+               if not Path(f"results/{label}/summary.csv").is_file()]
+    if not report or not missing:
+        return None
+    return (f"error: {missing[0]} does not exist, so there is nothing to report yet: run `snakemake --cores 1` "
+            f"first (with the same --configfile and --config), then `snakemake --report {report}`")
+
+
 def start_run(config: Mapping[str, Any], workflow: Any) -> RunPlan:
     """The run's plan; in the run the user started (not a job re-reading the Snakefile on a cluster
     node), its prologue, whose lines go to stderr; and its jobs' environment. The validated config
@@ -51,6 +72,9 @@ def start_run(config: Mapping[str, Any], workflow: Any) -> RunPlan:
         plan = RunPlan.build(config, workflow.basedir, DEFAULT_CONFIG_FILE, settings.configfiles,
                              dict(settings.config))
         if workflow.is_main_process:
+            refused = report_refusal(plan, requested_report(sys.argv[1:]))
+            if refused:
+                raise RunRefused(refused)
             # workflow.dryrun is not set yet while the Snakefile is read; the output settings already
             # hold the command line's dry run
             prologue(plan, workflow.output_settings.dryrun, lambda line: print(line, file=sys.stderr))
