@@ -20,7 +20,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "workflow/logger"))
 from snakemake_logger_plugin_convlab.display import PlainDisplay  # noqa: E402
 from snakemake_logger_plugin_convlab.machinefaults import fault_line, folder_fault, signal_words  # noqa: E402
-from snakemake_logger_plugin_convlab.reporter import STOPPING_LINE, Reporter  # noqa: E402
+from snakemake_logger_plugin_convlab.reporter import INTERRUPTED_LINE, STOPPING_LINE, Reporter  # noqa: E402
 
 from convlab.plan.configfile import check_working_directory  # noqa: E402
 from convlab.snakefile.jobshell import logged  # noqa: E402
@@ -84,6 +84,24 @@ def test_a_stop_asked_for_is_one_line_however_often_snakemake_says_so():
                                                "levelno": logging.INFO, "levelname": "INFO"}))
     assert "".join(written).splitlines() == [STOPPING_LINE]
     assert "run snakemake again" in STOPPING_LINE
+
+
+def test_ctrl_c_is_one_line_saying_how_to_go_on_and_the_jobs_it_stopped_are_no_failures():
+    written: list[str] = []
+    reporter = Reporter(PlainDisplay(written.append), complete_log=lambda: "/repo/.snakemake/log/x.log")
+    reporter.handle(logging.makeLogRecord({"event": LogEvent.RUN_INFO, "stats": {"cell": 4, "total": 5}}))
+    reporter.handle(logging.makeLogRecord({"msg": "Terminating processes on user request, this might take some time.",
+                                           "levelno": logging.INFO, "levelname": "INFO"}))
+    for _ in range(3):  # each job the interruption stopped
+        reporter.handle(logging.makeLogRecord({"event": LogEvent.JOB_ERROR, "rule_name": "cell",
+                                               "log": ["results/x/logs/cells/a.log"]}))
+    reporter.handle(logging.makeLogRecord({"msg": "At least one job did not complete successfully.",
+                                           "levelno": logging.ERROR, "levelname": "ERROR", "event": LogEvent.ERROR}))
+    reporter.close()
+    lines = "".join(written).splitlines()
+    assert lines[1] == INTERRUPTED_LINE and "run the same snakemake command again" in INTERRUPTED_LINE
+    assert not any(line.startswith("error:") for line in lines), lines
+    assert lines[-1].startswith("stopped after ") and "failed" not in lines[-1]
 
 
 def test_the_working_directory_must_be_the_checkout(tmp_path):

@@ -20,7 +20,12 @@ from .machinefaults import fault_line, folder_fault, job_signal, signal_words
 from .progress import RunProgress
 
 # Snakemake's plain (event-less) info lines that a run still shows: its outcome and where the log is.
-SHOWN_INFO = ("Nothing to be done", "Complete log", "Terminating processes on user request")
+SHOWN_INFO = ("Nothing to be done", "Complete log")
+# Snakemake's note on Ctrl-C (SIGINT), which stops the jobs running: shown once, as what happens and
+# what to do; the jobs it stops are not failures of their own.
+INTERRUPTED = "Terminating processes on user request"
+INTERRUPTED_LINE = ("stopped (Ctrl-C): the jobs running now are stopped, every complete row is kept; run the same "
+                    "snakemake command again to measure the rest")
 # Snakemake's note on SIGTERM or SIGINT, repeated as jobs end: shown once, as what happens and what to do.
 STOPPING = "Will exit after finishing currently running jobs"
 STOPPING_LINE = ("stopping (asked to, by SIGTERM or Ctrl-C): the jobs running now finish and nothing new starts; "
@@ -106,6 +111,7 @@ class Reporter:
         self.finished = False
         self.job_errors = 0
         self.stopping = False  # asked to stop (SIGTERM, SIGINT): said once
+        self.interrupted = False  # Ctrl-C: the jobs running are stopped, not failed
         # the signal that killed the last failed command's shell, said with its job's error
         self.killed_by: str | None = None
         self.lock = threading.RLock()
@@ -146,7 +152,7 @@ class Reporter:
         if record.levelno < logging.INFO or not message.strip() or message == "None":
             return
         if record.levelno >= logging.WARNING:
-            if self.run and self.run.jobs_failed and message.strip() == JOBS_FAILED_SUMMARY:
+            if (self.interrupted or self.run and self.run.jobs_failed) and message.strip() == JOBS_FAILED_SUMMARY:
                 return
             if record.levelno >= logging.ERROR and self._traceback(message):
                 return
@@ -159,6 +165,10 @@ class Reporter:
             if not self.stopping:
                 self.stopping = True
                 self.display.print(STOPPING_LINE)
+        elif message.startswith(INTERRUPTED):
+            if not self.interrupted:
+                self.interrupted = True
+                self.display.print(INTERRUPTED_LINE)
         elif message.startswith(SHOWN_INFO) or (self.run is None and not message.startswith(STARTUP_NOTES)):
             self.display.print(message.rstrip())
 
@@ -183,6 +193,8 @@ class Reporter:
         self._draw()
 
     def _job_error(self, record: logging.LogRecord) -> None:
+        if self.interrupted:
+            return  # a job Ctrl-C stopped: the interruption's line said so
         if self.run:
             self.run.job_failed()
         self.job_errors += 1
@@ -203,7 +215,7 @@ class Reporter:
         if getattr(record, "exception", None) == "RuleException" and FAILED_COMMAND.search(message):
             self.killed_by = job_signal(message)
             return
-        if self.run and self.run.jobs_failed and JOBS_FAILED_SUMMARY in message:
+        if (self.interrupted or self.run and self.run.jobs_failed) and JOBS_FAILED_SUMMARY in message:
             return
         if self._traceback(message):
             return
