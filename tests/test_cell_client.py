@@ -5,6 +5,7 @@ way. A fake service on the job's socket stands in for the real one."""
 
 from __future__ import annotations
 
+import ast
 import os
 from pathlib import Path
 
@@ -12,10 +13,10 @@ import pytest
 from fakeservice_helpers import REPO, fake_service, imported, job, named_by_the_run
 from service_helpers import ServiceSandbox, read_row
 
-from convlab.app import cellentry
+from convlab.app import CELL, cellentry
 from convlab.app.commandtable import COMMANDS, TABLE
 from convlab.console import Console
-from convlab.service import client
+from convlab.service import cellrequest, protocol
 from convlab.service.protocol import check_request
 from convlab.service.runsocket import RUN_CODE_ENV
 
@@ -25,8 +26,8 @@ from convlab.service.runsocket import RUN_CODE_ENV
 LEAN = {"_abc", "_codecs", "_collections_abc", "_frozen_importlib_external", "_io", "_signal", "_stat",
         "abc", "codecs", "encodings", "genericpath", "io", "marshal", "os", "posix", "posixpath", "stat", "time",
         "zipimport", "_socket", "__future__"}
-LEAN_CONVLAB = {"convlab", "convlab.app", "convlab.app.cellentry", "convlab.service",
-                "convlab.service.framing", "convlab.service.jobenv", "convlab.service.runsocket"}
+LEAN_CONVLAB = {"convlab", "convlab.app", "convlab.app.cellentry", "convlab.service", "convlab.service.cellrequest",
+                "convlab.service.jobenv", "convlab.service.runsocket"}
 RULE_START = ("-c", "from convlab.app.cellentry import run; run()")
 # Every module a cell job may import on its way to the service where it finds the service itself,
 # by top-level name: the interpreter's own start and `-m` (runpy) ...
@@ -121,10 +122,10 @@ def test_the_lean_json_writer_writes_what_json_reads():
 
     for value in ({"a": "x\u0000\u001f\"\\/\u2028é😀", "n": None, "i": -3, "f": 1e-7, "g": 1.5e16,
                    "d": {"nested": "yes"}}, {}):
-        assert json.loads(cellentry.json_text(value)) == value
+        assert json.loads(cellrequest.json_text(value)) == value
     for bad in (float("inf"), float("nan"), True, [1]):
         with pytest.raises(ValueError):
-            cellentry.json_text({"x": bad})
+            cellrequest.json_text({"x": bad})
 
 
 def test_the_thin_entry_sends_the_request_the_whole_command_line_sends(sandbox, tmp_path):
@@ -163,10 +164,10 @@ def test_a_service_that_does_not_answer_in_time_leaves_the_job_to_write_the_erro
     for name, value in sandbox.env.items():
         monkeypatch.setenv(name, value)
     monkeypatch.setenv("CONVLAB_CELL_TIMEOUT_S", "0.1")
-    monkeypatch.setattr(client, "ANSWER_GRACE_S", 0.2)
+    monkeypatch.setattr(cellrequest, "ANSWER_GRACE_S", 0.2)
     service = fake_service(sandbox, silent=True)
     out = tmp_path / "row.csv"
-    assert client.measure_through_service(sandbox.cell("direct").to_json(), str(out), None, None, Console()) == 0
+    assert cellentry.send_cell({"spec": sandbox.cell("direct").to_json(), "out": str(out)}, Console()) == 0
     service.close()
     reason = "timeout after 0.1 s (the measurement service did not answer and was killed)"
     assert capsys.readouterr().out == f"{out}: error {reason}\n"
@@ -179,7 +180,7 @@ def test_a_service_that_does_not_answer_in_time_leaves_the_job_to_write_the_erro
     ["cell", "--out", "o.csv", "--image", "", "--bandwidth", "b.json", "--spec", "{}"],
 ])
 def test_the_thin_entry_parses_the_rules_lines(argv):
-    values = dict(zip(argv[1::2], argv[2::2]))
+    values = {flag.removeprefix("--"): value for flag, value in zip(argv[1::2], argv[2::2])}
     assert cellentry.parse(argv) == values
 
 
@@ -198,10 +199,38 @@ def test_any_other_line_is_left_to_the_whole_command_line(argv):
 
 
 def test_the_thin_entry_knows_the_cell_command_as_the_table_has_it():
-    (cell,) = [command for command in TABLE if command.runs == "cell"]
-    assert cell.name == cellentry.COMMAND
-    assert {flag: bool(argument.options.get("required")) for argument in cell.arguments
-            for flag in argument.flags} == cellentry.OPTIONS
+    (cell,) = [command for command in TABLE if command.runs == CELL]
+    assert cellentry.parse([cell.name, "--spec", "{}", "--out", "o.csv"]) == {"spec": "{}", "out": "o.csv"}
+    assert [(argument.flags, bool(argument.options.get("required")), argument.path) for argument in cell.arguments] \
+        == [((f"--{name}",), required, path) for name, (required, path, _) in cellrequest.OPTIONS.items()]
+
+
+# The modules a cell request passes through on the job's side, from its command line to the socket.
+WAYS_IN = ("__main__.py", "app/cellentry.py", "app/cli.py", "app/forward.py", "app/handlers/service.py",
+           "service/client.py", "service/jobenv.py", "service/runsocket.py", "run/inprocess.py")
+
+
+def spelled(path: Path, names: set[str]) -> set[str]:
+    """Which of ``names`` the module at ``path`` spells as a string, or reads off a parsed command line
+    (``args.<name>``)."""
+    tree = ast.parse(path.read_text())
+    strings = {node.value for node in ast.walk(tree) if isinstance(node, ast.Constant) and isinstance(node.value, str)}
+    read = {node.attr for node in ast.walk(tree)
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "args"}
+    return (strings | read) & names
+
+
+def test_one_module_names_the_cell_requests_fields():
+    package = Path(cellrequest.__file__).parent.parent
+    options = set(cellrequest.OPTIONS)
+    # the run's own two fields are jobenv.run_fields()'s, which every job asks for its run
+    fields = set(protocol.REQUEST_FIELDS[cellrequest.OP]) - {"op", *cellrequest.RUN_FIELDS}
+    flags = {f"--{name}" for name in options}
+    assert {module: spelled(package / module, fields | flags) for module in WAYS_IN} == dict.fromkeys(WAYS_IN, set())
+    assert spelled(Path(cellrequest.__file__), fields) == fields
+    # the service checks a request by the same names, and a worker reads the cell's by them
+    assert spelled(package / "service/protocol.py", options | flags | {cellrequest.CLIENT, cellrequest.REPLY}) == set()
+    assert spelled(package / "service/worker.py", options | flags) == set()
 
 
 def test_with_the_service_off_the_whole_command_line_measures_the_cell(monkeypatch):

@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from convlab.app import CELL, DEVICE, JOB, PLACES, TOOLS
 from convlab.app.cli import main
-from convlab.app.command import CELL, DEVICE, JOB, TOOLS, Command, arg, call, handler_of, in_directory
+from convlab.app.command import Command, arg, call, handler_of, in_directory
 from convlab.app.commandtable import COMMANDS, TABLE, build_parser, parse
 from convlab.app.workerentry import run_command
 from convlab.console import Console
@@ -68,6 +69,7 @@ def test_where_each_command_runs():
     assert by_place[TOOLS] == ["aggregate", "counters-report", "downscale", "figures", "findings", "gpus",
                                "history-page", "record", "roofline", "seed-compare", "seed-figure", "seed-table",
                                "source"]
+    assert set(PLACES) - set(COMMANDS) == set()  # every place is a command's
 
 
 def test_a_worker_runs_what_the_job_would_and_takes_its_paths_from_the_jobs_directory(tmp_path, monkeypatch):

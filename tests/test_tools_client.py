@@ -11,8 +11,7 @@ from pathlib import Path
 import pytest
 from fakeservice_helpers import FakeService, fake_service, imported, job, named_by_the_run
 
-from convlab.app import cellentry
-from convlab.app.command import TOOLS
+from convlab.app import TOOLS, cellentry
 from convlab.app.commandtable import TABLE
 from convlab.service.protocol import check_request, send_message
 from convlab.service.runsocket import RUN_CODE_ENV
@@ -34,9 +33,14 @@ class HangsUpOnce(FakeService):
         connection.close()
 
 
-def test_the_thin_entry_knows_the_tools_commands_as_the_table_has_them():
-    assert cellentry.TOOLS_COMMANDS == {command.name for command in TABLE if command.runs == TOOLS}
-    assert cellentry.TOOLS_POOL == TOOLS
+def test_the_thin_entry_sends_every_tools_command_of_the_table_and_no_other(monkeypatch):
+    """Which lines the thin entry sends as a tools worker's, by the table's own entries."""
+    monkeypatch.delenv("CONVLAB_SERVICE", raising=False)
+    sent = []
+    monkeypatch.setattr(cellentry, "send_to_tools", lambda argv: sent.append(argv[0]) or 0)
+    for command in TABLE:
+        cellentry.main([command.name, "--flag", "value"])
+    assert sent == [command.name for command in TABLE if command.runs == TOOLS]
 
 
 @pytest.mark.parametrize("reply,said", [

@@ -12,7 +12,8 @@ from __future__ import annotations
 import os
 import sys
 
-from convlab.app.command import JOB, call
+from convlab.app import JOB
+from convlab.app.command import call
 from convlab.app.commandtable import parse
 from convlab.app.forward import forward as forward_to_service
 from convlab.console import Console

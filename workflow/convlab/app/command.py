@@ -15,17 +15,10 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from convlab.app import DEVICE, TOOLS, WHERE, place_of
 from convlab.console import Console
 from convlab.machinefaults import machine_fault
 from convlab.status import UserError
-
-# Where a command runs while the measurement service is on (with CONVLAB_SERVICE=off, and for a
-# worker itself, every command runs in the process that parsed it).
-JOB = "job"  # the process that was started: hand runs, the benchmark, the service itself
-CELL = "cell"  # a device's worker measures it; the job is the service's thin client
-DEVICE = "device"  # a device's worker, the pool of the backend it names (Command.pool)
-TOOLS = "tools"  # a tools worker: the data and report commands
-WHERE = (JOB, CELL, DEVICE, TOOLS)
 
 Handler = Callable[[argparse.Namespace, Console], int]
 
@@ -65,7 +58,8 @@ def file_args(*flags: str) -> tuple[Argument, ...]:
 
 @dataclass(frozen=True)
 class Command:
-    """One command: its name, its help, its arguments, the handler that runs it and where it runs.
+    """One command: its name, its help, its arguments, the handler that runs it and where it runs
+    (``runs``: convlab.app.PLACES's place for its name, unless given).
 
     ``handler`` is "module:function", imported when the command runs, as a console script's entry
     point is: the table is read by every job, and a cell job, a thin client of the service, must
@@ -76,7 +70,7 @@ class Command:
     help: str
     handler: str
     arguments: tuple[Argument, ...] = ()
-    runs: str = JOB
+    runs: str | None = None
     # DEVICE: the backend whose worker runs it, from its arguments
     pool: Callable[[argparse.Namespace], str] | None = None
     # its handler imports the standard library only, so `python -S` runs it without restarting
@@ -84,6 +78,8 @@ class Command:
     description: str | None = None
 
     def __post_init__(self) -> None:
+        if self.runs is None:
+            object.__setattr__(self, "runs", place_of(self.name))  # frozen: set once, as it is made
         if self.runs not in WHERE:
             raise ValueError(f"command {self.name}: runs={self.runs!r}, not one of {WHERE}")
         if (self.runs == DEVICE) != (self.pool is not None):

@@ -1,11 +1,12 @@
 """The command table: every ``python -m convlab`` command, its arguments, its handler and where it
 runs. The command line (convlab.app.cli) and the service's workers (convlab.service.worker)
-both parse with it. A new command is one entry here, its handler (convlab.app.handlers) and, if a
-rule runs it, its rule.
+both parse with it. A new command is one entry here, its handler (convlab.app.handlers), its place
+if it does not run in the job's own process and, if a rule runs it, its rule.
 
-Where a command runs (convlab.app.command): JOB in the process that was started; CELL measured by
-a device's worker, the job its thin client; DEVICE on the worker of the backend it names; TOOLS on
-a tools worker. With CONVLAB_SERVICE=off every command runs in its own process. Arguments marked
+Where a command runs is convlab.app.PLACES's, by name, which a job reads without this table's
+imports: JOB in the process that was started; CELL measured by a device's worker, the job its thin
+client; DEVICE on the worker of the backend it names (its entry's ``pool``); TOOLS on a tools
+worker. With CONVLAB_SERVICE=off every command runs in its own process. Arguments marked
 ``path=True`` are files or folders, taken relative to the job's directory wherever the command runs.
 
 Standard library only: every job reads this table before it knows whether it needs site-packages.
@@ -17,11 +18,12 @@ import argparse
 import json
 from typing import NoReturn
 
-from convlab.app.command import CELL, DEVICE, TOOLS, Argument, Command, arg, file_arg, file_args, parser_of
+from convlab.app.command import Argument, Command, arg, file_arg, file_args, parser_of
 from convlab.history.verdictpolicy import DRIFT_FLOOR, LAUNCH_BOUND_FLOOR, LAUNCH_BOUND_MS
 from convlab.paths import DEFAULT_CONFIG
 from convlab.report.figuretable import NAMES as FIGURE_NAMES
 from convlab.report.seeds import SEEDS, figure_names
+from convlab.service.cellrequest import OPTIONS as CELL_OPTIONS
 
 DESCRIPTION = """Command line: the entry points Snakemake calls, and running one cell by hand.
 
@@ -51,6 +53,19 @@ def device_grid_args(results_help: str = "results/<device>",
             arg("--config", required=True, help=config_help))
 
 
+def cell_arguments() -> tuple[Argument, ...]:
+    """The cell command's arguments: the options of a cell request (convlab.service.cellrequest), by
+    which the job's thin entry parses the rule's line without this table."""
+    return tuple(arg(f"--{name}", path=path, required=required, **({"help": text} if text else {}))
+                 for name, (required, path, text) in CELL_OPTIONS.items())
+
+
+def cell_options(args: argparse.Namespace) -> dict[str, str | None]:
+    """A parsed cell line's options, by name, as the one way in for a cell request takes them
+    (convlab.app.cellentry.send_cell)."""
+    return {name: getattr(args, name) for name in CELL_OPTIONS}
+
+
 SIDE = ("a summary CSV, a folder holding summary.csv, or a state of the results database: a run id, a commit, "
         "@latest or @previous")
 
@@ -68,14 +83,9 @@ TABLE: tuple[Command, ...] = (
         arg("--image", path=True, help="default: data/input_<size>.png"),
         arg("--out", path=True, help="write the row(s) as CSV here"),
     )),
-    # A cell job starts at a thin entry of its own (convlab.app.cellentry): it parses the rule's line without
-    # this table (tests/test_cell_client.py holds its options to these) and sends the cell to the service.
-    Command("cell", "run one cell of the grid (called by Snakemake)", f"{HANDLERS}.service:cell", (
-        arg("--spec", required=True, help="the cell as JSON"),
-        arg("--image", path=True, help="the picture the cell reads (families on random data have none)"),
-        arg("--bandwidth", path=True),
-        file_arg("--out"),
-    ), runs=CELL),
+    # A cell job starts at a thin entry of its own (convlab.app.cellentry): it parses the rule's line by the
+    # same options without this table and sends the cell to the service.
+    Command("cell", "run one cell of the grid (called by Snakemake)", f"{HANDLERS}.service:cell", cell_arguments()),
     Command("serve", "the measurement service (cell jobs start it themselves)", f"{HANDLERS}.service:serve", (
         arg("--idle-timeout", type=float, default=60.0, help="seconds without a cell before it exits"),
         arg("--status", action="store_true", help="print the running service's identity and workers"),
@@ -87,18 +97,18 @@ TABLE: tuple[Command, ...] = (
     Command("bandwidth", "measure device-to-device copy bandwidth", f"{HANDLERS}.device:bandwidth", (
         arg("--backend", required=True, choices=["cuda", "cpu"]),
         file_arg("--out"),
-    ), runs=DEVICE, pool=backend_option),
+    ), pool=backend_option),
     Command("ceiling", "measure the FP32 compute ceiling (library SGEMM, no TF32)", f"{HANDLERS}.device:ceiling", (
         arg("--backend", required=True, choices=["cuda", "cpu"]),
         file_arg("--out"),
-    ), runs=DEVICE, pool=backend_option),
+    ), pool=backend_option),
     Command("compile-kernels", "compile the grid's kernels ahead of its cells, in parallel, into a worker and CuPy's "
             "disk cache", f"{HANDLERS}.device:compile_kernels", (
         arg("--config", required=True, help="the run's validated config as JSON"),
         arg("--device", required=True, help="the device label the grid is built for"),
         arg("--backend", required=True, choices=["cuda", "cpu"]),
         file_arg("--out", help="a JSON record: modules compiled, already cached, failed, seconds, threads"),
-    ), runs=DEVICE, pool=backend_option),
+    ), pool=backend_option),
     Command("bench", "floor benchmark: ours vs cuDNN vs naive vs a copy, printed ratios", f"{HANDLERS}.device:bench", (
         arg("--sizes", type=int, nargs="*", default=[128, 256, 512, 1024, 2048, 4096],
             help="image sizes of the floor benchmark (none: skip it)"),
@@ -125,12 +135,12 @@ TABLE: tuple[Command, ...] = (
         arg("--size", type=int, required=True),
         arg("--user-image", path=True),
         file_arg("--out"),
-    ), runs=TOOLS),
+    )),
     Command("downscale", "scale the source to one size", f"{HANDLERS}.pictures:downscale", (
         file_arg("--source"),
         arg("--size", type=int, required=True),
         file_arg("--out"),
-    ), runs=TOOLS),
+    )),
     Command("aggregate", "collect cell rows into the summary CSV, or into one family's slice of it",
             f"{HANDLERS}.report:aggregate", (
         file_arg("--out"),
@@ -139,17 +149,17 @@ TABLE: tuple[Command, ...] = (
             help="write the rows as a family's slice of the summary (summary/<family>.csv): as the cells wrote them, "
                  "in the summary's order, without its warnings"),
         arg("--slices", action="store_true", help="the files are families' slices, joined into the whole summary"),
-    ), runs=TOOLS),
+    )),
     Command("figures", "render the report figures from the summary", f"{HANDLERS}.report:figures", (
         *file_args("--summary", "--outdir"),
         arg("--figure", choices=FIGURE_NAMES,
             help="render this one only, into its file (convlab/report/figuretable.py); default: all of them (the "
                  "report runs one job per figure)"),
-    ), runs=TOOLS),
+    )),
     Command("gallery", "save one kernel's edge map as an image", f"{HANDLERS}.device:gallery", (
         arg("--spec", required=True),
         *file_args("--image", "--out"),
-    ), runs=DEVICE, pool=spec_backend),
+    ), pool=spec_backend),
     Command("seed-compare", "join the seeds' numbers with this run's (report stage)",
             f"{HANDLERS}.report:seed_compare", (
         arg("--seeds", path=True, help="config/seeds/seed_tables.csv"),
@@ -160,30 +170,30 @@ TABLE: tuple[Command, ...] = (
                                            "summary has no row"),
         arg("--parts", path=True, nargs="+", help="instead: join these families' comparisons into one"),
         file_arg("--out"),
-    ), runs=TOOLS),
+    )),
     Command("seed-figure", "one figure of a seed (report stage)", f"{HANDLERS}.report:seed_figure", (
         arg("--seed", required=True, choices=list(SEEDS)),
         arg("--figure", required=True, choices=figure_names(), help="one of the seed's figures (convlab/report/seeds.py)"),
         *file_args("--comparison", "--summary", "--out"),
-    ), runs=TOOLS),
+    )),
     Command("seed-table", "one seed's table page (report stage)", f"{HANDLERS}.report:seed_table", (
         arg("--seed", required=True, choices=list(SEEDS)),
         *file_args("--comparison", "--out"),
-    ), runs=TOOLS),
+    )),
     Command("roofline", "roofline of every ok cell (report stage)", f"{HANDLERS}.report:roofline", (
         *file_args("--summary", "--bandwidth", "--ceiling", "--out"),
-    ), runs=TOOLS),
+    )),
     Command("counters-report", "the measured roofline and the findings of the hardware counters (report stage)",
             f"{HANDLERS}.report:counters_report", (
         *file_args("--summary", "--counters", "--bandwidth", "--ceiling", "--figure", "--out"),
-    ), runs=TOOLS),
+    )),
     Command("findings", "findings page computed from the data (report stage)", f"{HANDLERS}.report:findings", (
         *file_args("--summary", "--comparison", "--bandwidth", "--ceiling", "--out"),
-    ), runs=TOOLS),
+    )),
     Command("gpus", "the page comparing every device under results/ (report stage)", f"{HANDLERS}.report:gpus", (
         arg("--results", path=True, default="results", help="the folder holding one folder per device"),
         file_arg("--out"),
-    ), runs=TOOLS),
+    )),
     Command("compare", "compare two result sets cell by cell (B/A and a verdict)", f"{HANDLERS}.history:compare", (
         # a side is a path or a name in the database: resolved by the handler, which runs here
         arg("a", metavar="A", help=SIDE),
@@ -207,12 +217,12 @@ TABLE: tuple[Command, ...] = (
         *device_grid_args(),
         arg("--run-id", default="", help="the run whose re-measured cells are paired"),
         file_arg("--out", help="the pairs (verdicts/paired.csv)"),
-    ), runs=DEVICE, pool=backend_option),
+    ), pool=backend_option),
     Command("counters", "read every ok cell's hardware counters with Nsight Compute, from a replayed launch of each",
             f"{HANDLERS}.counters:counters", (
         *device_grid_args(),
         file_arg("--out", help="the counters of each ok cell (results/<device>/counters.csv)"),
-    ), runs=DEVICE, pool=backend_option),
+    ), pool=backend_option),
     Command("counters-replay", "inside Nsight Compute: each planned cell's profiled launch (the counters step "
             "starts it)", f"{HANDLERS}.counters:counters_replay", (
         file_arg("--plan", help="the cells, as JSON"),
@@ -223,7 +233,7 @@ TABLE: tuple[Command, ...] = (
         arg("--run-id", default="", help="the run whose jobs measured the cells the verdicts are about "
                                         "(default: a new run, which measured none)"),
         arg("--pairs", path=True, help="the run's side-by-side measurements (verdicts/paired.csv, from pair)"),
-    ), runs=TOOLS),
+    )),
     Command("check-verdicts", "an A/A self-check: a sample of the last run's cells measured side by side with "
             "themselves here now; the false-call rate and the smallest change a pair here calls",
             f"{HANDLERS}.selfcheck:check_verdicts", (
@@ -265,7 +275,7 @@ TABLE: tuple[Command, ...] = (
         arg("--fail-on", choices=["slower"]),
         # the watch that asked: the preview stops once it has gone
         arg("--watcher", type=int, help=argparse.SUPPRESS),
-    ), runs=DEVICE, pool=backend_option),
+    ), pool=backend_option),
     Command("history", "a device's runs, or a kernel's or cell's measurements over time",
             f"{HANDLERS}.history:history", (
         arg("--kernel", help="one kernel's measurements"),
@@ -278,7 +288,7 @@ TABLE: tuple[Command, ...] = (
         file_arg("--results", help="results/<device>"),
         file_arg("--verdicts", help="verdicts/latest.csv"),
         *file_args("--figure", "--out"),
-    ), runs=TOOLS),
+    )),
 )
 
 COMMANDS: dict[str, Command] = {command.name: command for command in TABLE}

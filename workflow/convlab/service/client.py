@@ -7,9 +7,9 @@ If the service dies during the cell, the cell is sent once more to a fresh servi
 dies too, or the service stops answering past the cell's timeout, this process writes the
 ``error`` row itself, so a run never hangs and never loses a row.
 
-Every cell job imports this module before it sends its cell (convlab.app.cellentry): what only a
-rare path needs (starting the service, writing a failure row) is imported on that path, and typing
-by type checkers only.
+A cell job imports this module where the run's socket did not take its cell (convlab.app.cellentry's
+send_cell picks the route): what only a rare path needs (starting the service, writing a failure row) is
+imported on that path, and typing by type checkers only.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import sys
 import time
 
 from convlab.console import Console
+from convlab.service import cellrequest
 from convlab.service.identity import (
     Identity,
     RuntimeDirError,
@@ -30,14 +31,7 @@ from convlab.service.identity import (
     current_identity,
     runtime_dir,
 )
-from convlab.service.jobenv import (
-    ANSWER_GRACE_S,
-    RUN_ID_ENV,
-    cell_timeout_s,
-    env_seconds,
-    job_start,
-    run_fields,
-)
+from convlab.service.jobenv import RUN_ID_ENV, env_seconds
 from convlab.service.protocol import ProtocolError, receive_message, send_message
 from convlab.service.runsocket import RUN_CODE_ENV, SOCKET_ENV, hand_to_jobs
 
@@ -227,27 +221,26 @@ def _await_service_exit(paths: ServicePaths, seconds: float = 10.0) -> None:
         time.sleep(0.02)
 
 
-def _write_own_row(spec_text: str, out: str, reason: str, started_at: float) -> str:
+def _write_own_row(request: dict[str, Any], reason: str) -> str:
     # here, not at the top: a failure path (the service died twice, or did not answer), kept out of the
     # start of every cell job
     from convlab.measure.row import failure_row, write_row_atomically
     from convlab.measure.rowjournal import keep_unrecorded
 
-    spec = json.loads(spec_text)
-    row = failure_row(spec, "error", reason, job_ms=(time.time() - started_at) * 1e3)
+    out, started_at = request[cellrequest.OUT], cellrequest.job_start_of(request)[1]
+    row = failure_row(json.loads(request[cellrequest.SPEC]), "error", reason, job_ms=(time.time() - started_at) * 1e3)
     write_row_atomically(row, out)
     keep_unrecorded(out, os.environ.get(RUN_ID_ENV))
     return f"{out}: error {reason}"
 
 
-def measure_through_service(spec: str, out: str, image: str | None, bandwidth: str | None, console: Console,
-                            failed: OSError | None = None) -> int:
-    """The cell job: one status line on stdout and exit 0 once the row is written; one error line
-    on stderr and exit 2 when the cell could not be asked for (bad spec, no backend). ``failed``:
-    what the cell's first request met, where the job's lean path (convlab.app.cellentry) sent it."""
-    startup_ms, started_at = job_start()
+def measure_through_service(request: dict[str, Any], console: Console, failed: OSError | None = None) -> int:
+    """The retrying client's route for a cell ``request`` (convlab.app.cellentry.send_cell): one
+    status line on stdout and exit 0 once the row is written; one error line on stderr and exit 2
+    when the cell could not be asked for (bad spec, no runtime folder). ``failed``: what its first
+    sending met, where the run's socket took it first."""
     try:
-        json.loads(spec)
+        json.loads(request[cellrequest.SPEC])
         paths = service_paths()
     except json.JSONDecodeError as error:
         console.warn(f"error: --spec is not JSON: {error}")
@@ -255,32 +248,26 @@ def measure_through_service(spec: str, out: str, image: str | None, bandwidth: s
     except RuntimeDirError as error:
         console.warn(f"error: {error}")
         return 2
-    timeout_s = cell_timeout_s()
-    absolute = {name: (os.path.abspath(value) if value else None)
-                for name, value in (("image", image), ("bandwidth", bandwidth), ("out", out))}
-    client = {"pid": os.getpid(), "started_at": started_at, "startup_ms": startup_ms}
     for attempt in (1, 2):
-        request = {"op": "cell", "spec": spec, "timeout_s": timeout_s, **absolute, **run_fields(),
-                   "client": {**client, "sent_at": time.time()}}
         try:
             if attempt == 1 and failed is not None:
                 raise failed
-            response = ask(paths, request, timeout_s + ANSWER_GRACE_S)
+            response = ask(paths, cellrequest.message(request), cellrequest.answer_timeout_s(request))
         except ServiceUnavailable as error:
             console.warn(f"error: {error}")
             return 2
         except TimeoutError:
             _kill_unanswering_service(paths)
-            console.say(_write_own_row(spec, absolute["out"], f"timeout after {timeout_s:g} s (the measurement "
-                                       "service did not answer and was killed)", started_at))
+            console.say(_write_own_row(request, f"timeout after {request[cellrequest.TIMEOUT_S]:g} s (the "
+                                       "measurement service did not answer and was killed)"))
             return 0
         except (ConnectionError, ProtocolError) as error:
             if attempt == 1:
                 console.warn(f"the measurement service went away during this cell ({error}); sending it to a fresh one")
                 _await_service_exit(paths)
                 continue
-            console.say(_write_own_row(spec, absolute["out"], f"the measurement service died during this cell twice "
-                                       f"({error}); log: {paths.log}", started_at))
+            console.say(_write_own_row(request, f"the measurement service died during this cell twice ({error}); "
+                                       f"log: {paths.log}"))
             return 0
         if not response.get("ok"):
             console.warn(f"error: {response.get('error')}")

@@ -1,9 +1,8 @@
 """The client/service protocol: one JSON object each way, framed by a 4-byte length (standard library only).
 
 Requests:
-  {"op": "cell", "spec": <cell JSON text>, "image": path|null, "bandwidth": path|null, "out": path,
-   "timeout_s": number, "client": {"pid": int, "started_at": epoch s, "startup_ms": ms, "sent_at": epoch s},
-   "reply": "json"|"text"}
+  {"op": "cell", ...}  -> one cell measured by a device's worker, its row written; its fields are
+                          convlab.service.cellrequest's, the one module that names them
   {"op": "run", "argv": [...], "cwd": path, "pool": "tools"|"cuda"|"cpu", "timeout_s": number}
       -> any other command a rule runs (python -m convlab <argv>), in a warm worker:
          {"ok": true, "exit_code": int, "stdout": str, "stderr": str}
@@ -14,8 +13,8 @@ Requests:
                      (operands, pictures, pooled memory) and stay warm for the next run
   {"op": "stop"}  -> the service finishes the cells in flight and exits
 
-Responses: {"ok": true, ...} or {"ok": false, "error": "<one line>"}. A cell request with
-"reply": "text" is answered with the text "ok\n<status line>" or "error\n<one line>" instead (a
+Responses: {"ok": true, ...} or {"ok": false, "error": "<one line>"}. A cell request that asks for
+a text reply is answered with the text "ok\n<status line>" or "error\n<one line>" instead (a
 refusal before the request is read is JSON still): the cell job then needs no JSON decoder, whose
 import is a good part of its start.
 """
@@ -26,27 +25,31 @@ import json
 import socket
 import struct
 
-from convlab.service.framing import HEADER_BYTES, MAX_MESSAGE, read_exactly
+from convlab.service import cellrequest
+from convlab.service.cellrequest import HEADER_BYTES, MAX_MESSAGE, read_exactly
 
-TYPE_CHECKING = False  # typing's flag, without importing typing: every cell job imports this module
+TYPE_CHECKING = False  # typing's flag, without importing typing: a job's client imports this module
 if TYPE_CHECKING:
     from typing import Any
 
 HEADER = struct.Struct(">I")
+# A cell request's fields (convlab.service.cellrequest names them) and the types taken for each
+CELL_FIELDS = {"op": str, **{name: str if required else (str, type(None))
+                             for name, (required, _, _) in cellrequest.OPTIONS.items()},
+               cellrequest.TIMEOUT_S: (int, float), cellrequest.CLIENT: dict,
+               **dict.fromkeys(cellrequest.RUN_FIELDS, str), cellrequest.REPLY: str}
 REQUEST_FIELDS = {
-    "cell": {"op": str, "spec": str, "image": (str, type(None)), "bandwidth": (str, type(None)), "out": str,
-             "timeout_s": (int, float), "client": dict, "git_commit": str, "run_id": str, "reply": str},
+    cellrequest.OP: CELL_FIELDS,
     "run": {"op": str, "argv": list, "cwd": str, "pool": str, "timeout_s": (int, float)},
     "ping": {"op": str},
     "start": {"op": str, "pool": str},
     "rest": {"op": str},
     "stop": {"op": str},
 }
-REQUIRED = {"cell": {"op", "spec", "out", "client"}, "run": {"op", "argv", "cwd", "pool"}, "ping": {"op"},
+CELL_REQUIRED = {"op", cellrequest.CLIENT, *(name for name, (required, _, _) in cellrequest.OPTIONS.items() if required)}
+REQUIRED = {cellrequest.OP: CELL_REQUIRED, "run": {"op", "argv", "cwd", "pool"}, "ping": {"op"},
             "start": {"op", "pool"}, "rest": {"op"}, "stop": {"op"}}
 POOLS = ("cuda", "cpu", "tools")
-REPLIES = ("json", "text")
-CLIENT_FIELDS = {"pid", "started_at", "startup_ms", "sent_at"}
 
 
 class ProtocolError(ValueError):
@@ -105,16 +108,18 @@ def check_request(message: dict[str, Any]) -> dict[str, Any]:
         raise ProtocolError("argv holds strings only")
     if op in ("run", "start") and message["pool"] not in POOLS:
         raise ProtocolError(f"unknown pool {message['pool']!r} (known: {', '.join(POOLS)})")
-    if op == "cell":
-        client = message["client"]
-        if set(client) - CLIENT_FIELDS:
-            raise ProtocolError(f"unknown client field(s): {', '.join(sorted(set(client) - CLIENT_FIELDS))}")
+    if op == cellrequest.OP:
+        client = message[cellrequest.CLIENT]
+        unknown = sorted(set(client) - set(cellrequest.CLIENT_FIELDS))
+        if unknown:
+            raise ProtocolError(f"unknown client field(s): {', '.join(unknown)}")
         if not all(isinstance(value, (int, float)) for value in client.values()):
             raise ProtocolError("client fields are numbers")
-        if message.get("timeout_s", 1) <= 0:
-            raise ProtocolError("timeout_s must be positive")
-        if message.get("reply", "json") not in REPLIES:
-            raise ProtocolError(f"unknown reply {message['reply']!r} (known: {', '.join(REPLIES)})")
+        if message.get(cellrequest.TIMEOUT_S, 1) <= 0:
+            raise ProtocolError(f"{cellrequest.TIMEOUT_S} must be positive")
+        reply = message.get(cellrequest.REPLY, cellrequest.JSON_REPLY)
+        if reply not in cellrequest.REPLIES:
+            raise ProtocolError(f"unknown reply {reply!r} (known: {', '.join(cellrequest.REPLIES)})")
     return message
 
 

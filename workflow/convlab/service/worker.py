@@ -40,6 +40,7 @@ from convlab.pictures import loading as pictures
 from convlab.plan import problemcache
 from convlab.run.celljob import CellJob, JobContext, measure_job, status_line
 from convlab.run.warmup import shapes_from_environment, shapes_text, warm_up_beside
+from convlab.service.cellrequest import job_fields
 from convlab.status import ERROR, OOM, UserError
 
 PARENT_POLL_S = 0.2
@@ -108,8 +109,7 @@ def measure_one(job: dict[str, Any], backend: Backend) -> dict[str, Any]:
     """One cell: its row written to the job's pending path, and the reply for the service."""
     taken_at = time.time()
     request = job["request"]
-    cell_job = CellJob(spec=request["spec"], out=request["out"], image=request.get("image"),
-                       bandwidth=request.get("bandwidth"))
+    cell_job = CellJob(**job_fields(request))
     faults: list[str | None] = []
 
     def settle(status: str) -> None:

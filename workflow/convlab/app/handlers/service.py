@@ -1,5 +1,5 @@
-"""`cell` measured in the job's own process (CONVLAB_SERVICE=off; with the service on the job is its
-thin client: convlab.app.cellentry), and `serve`, the measurement service itself.
+"""`cell` where it runs in the job's own process (CONVLAB_SERVICE=off; with the service on the job is
+its thin client), and `serve`, the measurement service itself.
 
 Standard library only at import: `serve` runs under ``python -S``.
 """
@@ -7,19 +7,13 @@ Standard library only at import: `serve` runs under ``python -S``.
 from __future__ import annotations
 
 import argparse
-import importlib
-import os
 import sys
 
+from convlab.app.cellentry import send_cell
+from convlab.app.commandtable import cell_options
 from convlab.console import Console
-from convlab.measure.phases import PhaseClock
-from convlab.measure.rowjournal import keep_unrecorded
 from convlab.service import control
-from convlab.service.jobenv import RUN_ID_ENV, job_start
 
-# Measuring here needs NumPy, the backends and the kernels' code, which the thin client never
-# imports: they are imported when this path is taken, and their time is the row's `imports` phase.
-IN_PROCESS = "convlab.run.inprocess"
 # What the service runs to start a worker (it appends --backend and --index): the service's worker
 # with the command table's runner, which the service itself does not import.
 WORKER_COMMAND = (sys.executable, "-m", "convlab.app.workerentry")
@@ -27,14 +21,7 @@ WORKER_COMMAND = (sys.executable, "-m", "convlab.app.workerentry")
 
 def cell(args: argparse.Namespace, console: Console) -> int:
     """One cell measured in this process, with a cold start: its status line once its row is written."""
-    startup_ms, started_at = job_start()
-    clock = PhaseClock()
-    in_process = importlib.import_module(IN_PROCESS)
-    clock.lap("imports")
-    console.say(in_process.measure_here(args.spec, args.out, args.image, args.bandwidth,
-                                        {"startup": startup_ms, **clock.laps}, started_at))
-    keep_unrecorded(args.out, os.environ.get(RUN_ID_ENV))
-    return 0
+    return send_cell(cell_options(args), console, in_this_process=True)
 
 
 def serve(args: argparse.Namespace, console: Console) -> int:
