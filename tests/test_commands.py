@@ -116,7 +116,8 @@ def fails_on_a_full_disk(args: argparse.Namespace, console: Console) -> int:
     ("fails_with_a_bug", 1, "error: probe failed: KeyError: 'missing'"),
     # the machine's fault: its path and the fix, no traceback
     ("fails_on_a_full_disk", 2, "error: results/h100/summary.csv could not be written: the disk is full: free space "
-                                "on that disk (data/ and results/ can be removed and made again) and run again"),
+                                "on that disk and run again (data/ and the drawings under results/<device>/ can be made "
+                                "again; its history.sqlite and cells/ hold the measurements: keep them)"),
 ])
 def test_one_function_turns_a_failure_into_its_exit_status(handler, code, last):
     console = Console.collecting()

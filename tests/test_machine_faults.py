@@ -210,6 +210,7 @@ def test_ffmpeg_stopped_by_the_file_size_limit_is_one_line_with_the_fix(tmp_path
 
 class FullDisk:
     f_bavail = 0
+    f_frsize = 4096
 
 
 def test_a_write_to_a_full_disk_that_names_no_file_names_the_full_folder(tmp_path, monkeypatch):
@@ -217,8 +218,9 @@ def test_a_write_to_a_full_disk_that_names_no_file_names_the_full_folder(tmp_pat
     (tmp_path / "results").mkdir()
     monkeypatch.setattr(os, "statvfs", lambda folder: FullDisk())
     assert fault_line("OSError: [Errno 28] No space left on device") == (
-        "error: results/ could not be written: the disk is full: free space on that disk (data/ and results/ can be "
-        "removed and made again) and run again")
+        "error: results/ could not be written: the disk is full: free space on that disk and run again (data/ and the "
+        "drawings under results/<device>/ can be made again; its history.sqlite and cells/ hold the measurements: keep "
+        "them)")
 
 
 def test_a_failed_job_whose_log_is_empty_on_a_full_disk_says_the_disk_is_full(tmp_path, monkeypatch):
@@ -231,7 +233,12 @@ def test_a_failed_job_whose_log_is_empty_on_a_full_disk_says_the_disk_is_full(tm
     reporter = Reporter(PlainDisplay(written.append), complete_log=lambda: "/repo/.snakemake/log/x.log")
     reporter.handle(logging.makeLogRecord({"msg": "Error in rule cell", "levelno": logging.ERROR, "levelname": "ERROR",
                                            "event": LogEvent.JOB_ERROR, "rule_name": "cell", "log": [str(log)]}))
-    assert "".join(written).splitlines() == [
-        f"error: rule cell failed; its log: {log}",
-        f"error: {log} could not be written: the disk is full: free space on that disk (data/ and results/ can be "
-        "removed and made again) and run again"]
+    said = [f"error: rule cell failed; its log: {log}",
+            f"error: {log} could not be written: the disk is full: free space on that disk and run again (data/ and the "
+            "drawings under results/<device>/ can be made again; its history.sqlite and cells/ hold the measurements: "
+            "keep them)"]
+    assert "".join(written).splitlines() == said
+    # the next job the full disk fails: its own line, and no second line of the same fault
+    reporter.handle(logging.makeLogRecord({"msg": "Error in rule cell", "levelno": logging.ERROR, "levelname": "ERROR",
+                                           "event": LogEvent.JOB_ERROR, "rule_name": "cell", "log": [str(log)]}))
+    assert "".join(written).splitlines() == [*said, f"error: rule cell failed; its log: {log}"]

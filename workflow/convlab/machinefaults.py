@@ -18,7 +18,8 @@ ERRNO_FIXES = {
     30: ("is on a read-only file system", "make that folder writable, or run from a writable copy of the checkout"),
     13: ("cannot be written (permission denied)", "give yourself write permission there (chmod -R u+w) and run again"),
     28: ("could not be written: the disk is full",
-         "free space on that disk (data/ and results/ can be removed and made again) and run again"),
+         "free space on that disk and run again (data/ and the drawings under results/<device>/ can be made "
+         "again; its history.sqlite and cells/ hold the measurements: keep them)"),
     27: ("could not be written: larger than this shell's file-size limit",
          "raise the limit (ulimit -f unlimited) and run again"),
     122: ("could not be written: the disk quota is used up", "free space within your quota and run again"),
@@ -76,15 +77,18 @@ def unwritable_folder() -> str | None:
 
 
 def full_folder() -> str | None:
-    """Where a run writes, the first folder on a disk with no space left: for a full disk whose
-    message names no path (a write, not an open, failed)."""
-    for folder in WRITTEN:
+    """Where a run writes, the folder on the disk with the least space left: for a full disk whose
+    message names no path (a write, not an open, failed). By the least, not by none: the disk can have
+    freed a little since the write failed, or keep blocks for root."""
+    free = []
+    for order, folder in enumerate(WRITTEN):  # on one disk, the first folder a run writes
         try:
-            if os.path.isdir(folder) and os.statvfs(folder).f_bavail == 0:
-                return folder + "/"
+            if os.path.isdir(folder):
+                info = os.statvfs(folder)
+                free.append((info.f_bavail * info.f_frsize, order, folder + "/"))
         except OSError:
             continue
-    return None
+    return min(free)[2] if free else None
 
 
 def folder_fault(path: str) -> str | None:

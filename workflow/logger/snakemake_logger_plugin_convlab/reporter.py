@@ -112,6 +112,7 @@ class Reporter:
         self.job_errors = 0
         self.stopping = False  # asked to stop (SIGTERM, SIGINT): said once
         self.interrupted = False  # Ctrl-C: the jobs running are stopped, not failed
+        self.faults_said: set[str] = set()  # the machine's faults shown: each once
         # the signal that killed the last failed command's shell, said with its job's error
         self.killed_by: str | None = None
         self.lock = threading.RLock()
@@ -201,10 +202,12 @@ class Reporter:
         if self.job_errors <= JOB_ERRORS_SHOWN:
             logs = [str(log) for log in getattr(record, "log", None) or []]
             self.display.print(job_error_line(getattr(record, "rule_name", "?"), logs, self.killed_by))
-            # a log the job could not write (a full disk) holds nothing: the machine's fault instead
-            faults = {folder_fault(log) for log in logs if empty_file(log)} - {None}
+            # a log the job could not write (a full disk) holds nothing: the machine's fault instead,
+            # once, however many jobs it fails
+            faults = {folder_fault(log) for log in logs if empty_file(log)} - {None} - self.faults_said
             for fault in sorted(faults):
                 self.display.print(fault)
+            self.faults_said |= faults
         elif self.job_errors == JOB_ERRORS_SHOWN + 1:
             self.display.print("error: more jobs failed; the complete log lists them all")
         self.killed_by = None
@@ -231,8 +234,10 @@ class Reporter:
             return False
         where = self.complete_log() or self.keep(message)
         fault = fault_line(cause)
-        if fault:  # the machine's fault: what to do, not the program's traceback
-            self.display.print(fault)
+        if fault:  # the machine's fault: what to do, not the program's traceback; once
+            if fault not in self.faults_said:
+                self.faults_said.add(fault)
+                self.display.print(fault)
             return True
         self.display.print(f"error: {cause}" + (f" (its traceback: {where})" if where else ""))
         if not where:
