@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import sqlite3
 import subprocess
 import time
@@ -237,6 +238,28 @@ def test_rows_that_wait_are_added_by_the_next_run_that_can_write_and_history_say
     assert kept(store.database_path(results)) == 3 * len(cells) + 4
     assert not any("wait" in text for text in history_lines(results))
     assert check_results_database(results, cells, THRESHOLD) == []
+
+
+def test_rows_on_disk_the_database_lacks_are_recorded_whoever_deleted_what(lab):
+    """Rows that waited, their journal in unrecorded/ deleted: recorded by the next run, read again from
+    their files. The database deleted: started again from every row on disk, none called written by hand."""
+    results, cells = lab
+    recorded_three_runs(results, cells)
+    plant(cells[:3], "20261125T090000-lost", 2.0, hour=15)
+    shutil.rmtree(results / "unrecorded")
+    (line,) = check_results_database(results, cells, THRESHOLD, dry_run=True)
+    assert line.startswith("history: 3 rows on disk are not in ") and kept(store.database_path(results)) == 3 * len(cells)
+    (line,) = check_results_database(results, cells, THRESHOLD)
+    assert line == ("history: recorded, without a verdict: 3 rows on disk that no recorded run placed (a deleted "
+                    "journal or database, or rows copied in), read again from their cells' files")
+    assert kept(store.database_path(results)) == 3 * len(cells) + 3
+    assert check_results_database(results, cells, THRESHOLD) == []
+    store.database_path(results).unlink()
+    for suffix in ("-wal", "-shm"):
+        Path(f"{store.database_path(results)}{suffix}").unlink(missing_ok=True)
+    (line,) = check_results_database(results, cells, THRESHOLD)
+    assert f"{len(cells)} rows on disk that no recorded run placed" in line and HAND_LABEL not in line
+    assert kept(store.database_path(results), "SELECT count(*) FROM measurements WHERE kernel_hash IS NULL") == len(cells)
 
 
 def test_history_says_rows_wait_that_no_record_step_has_tried(lab):

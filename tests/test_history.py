@@ -375,7 +375,7 @@ def test_only_cells_a_job_of_this_run_measured_get_a_verdict(lab):
     recorded = record(results_of(folder), cells, DEVICE)
     assert recorded.verdicts == [] and recorded.added == 2
     assert recorded.lines[0] == f"history: no cell of {DEVICE} was re-measured in this run"
-    assert "without a verdict: 2 rows that no job of a run placed" in recorded.lines[1]
+    assert "without a verdict: 2 rows on disk that no recorded run placed" in recorded.lines[1]
 
 
 def test_a_changed_input_picture_is_named_in_the_verdict(lab):

@@ -225,11 +225,12 @@ def add_rows(results_dir: Path, cells: list[Cell], run_id: str, damage: str | No
         measurements = [measurement_of(entry.cell, entry.row, entry.run_id or run_id,
                                        hashes(entry.cell.kernel, entry.cell.backend), inputs(entry.cell))
                         for entry in fresh]
-        if rebuilt is not None:
-            for entry, measurement in zip(fresh, measurements):
-                if entry.run_id is None:
-                    # read again from its file: which kernel files, settings and picture it ran is not known
-                    measurement.update(kernel_hash=None, spec_hash=None, input_hash=None)
+        for entry, measurement in zip(fresh, measurements):
+            if entry.run_id is None:
+                # a row on disk that no recorded run placed (its journal or the database deleted, a
+                # copy, a hand), read again from its file: which kernel files, settings and picture
+                # it ran is not known, so no later verdict names a change against it
+                measurement.update(kernel_hash=None, spec_hash=None, input_hash=None)
         history = store.ok_history(connection, [m["cell"] for m in measurements]) if connection else {}
         verdicts = []
         for entry, measurement in zip(fresh, measurements):
@@ -313,8 +314,8 @@ def other_rows_lines(fresh: list[Found], run_id: str, lead: str = "  also record
                      f"(run {', '.join(earlier)})")
     unplaced = sum(entry.run_id is None for entry in fresh)
     if unplaced:
-        lines.append(f"{lead}, without a verdict: {unplaced} rows that no job of a run placed (written by "
-                     "hand, or by an older convlab)")
+        lines.append(f"{lead}, without a verdict: {unplaced} rows on disk that no recorded run placed (a "
+                     "deleted journal or database, or rows copied in), read again from their cells' files")
     return lines
 
 

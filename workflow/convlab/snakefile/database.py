@@ -1,13 +1,16 @@
 """The results database checked by every run, while Snakemake builds the DAG, a run with nothing
 to do included: a damaged database is moved aside and started again from what can be read (one
-line), and rows that wait in unrecorded/ are added by the first run that can write it.
+line), rows that wait in unrecorded/ are added by the first run that can write it, and so are the
+rows on disk the database lacks, whoever deleted what (their journal in unrecorded/, the database).
 
 A healthy database with nothing waiting costs its header, SQLite's structural check within a
-budget and a look into unrecorded/; the rows on disk are read only when there is something to add.
+budget, a look into unrecorded/ and each row file's check looked up in it; the rows are read whole
+only when there is something to add.
 """
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
 from convlab.history import store
@@ -15,12 +18,33 @@ from convlab.history.rebuild import database_damage
 from convlab.history.record import add_rows, other_rows_lines
 from convlab.measure.rowjournal import CELLS, new_run_id, unrecorded_rows
 from convlab.plan.cell import Cell
+from convlab.snakefile.freshness import cell_row_check
 
 # The most SQLite's structural check may take before a run: it covers a database of many MB in
 # this time (a larger one's rest is checked by the record step, which checks in full).
 CHECK_BUDGET_S = 0.2
 # How long adding the waiting rows waits for a lock before the run goes on without them.
 LOCK_TIMEOUT_S = 1.0
+
+
+def rows_not_kept(results_dir: Path, tails: set[str], database: Path) -> list[str]:
+    """The checks of the rows on disk (of the cells under ``tails``) that the database lacks: rows
+    whose journal in unrecorded/ was deleted while they waited, or a database deleted (every row).
+    A database that cannot be read lacks none here: the record step says why."""
+    on_disk = [check for tail in tails if (check := cell_row_check(results_dir / "cells" / tail))]
+    if not on_disk:
+        return []
+    try:
+        connection = store.open_for_reading(database)
+    except store.HistoryUnavailable:
+        return on_disk if not database.exists() else []
+    try:
+        known = store.known_checks(connection, on_disk)
+    except sqlite3.Error:
+        return []
+    finally:
+        connection.close()
+    return [check for check in on_disk if check not in known]
 
 
 def check_results_database(results_dir: str | Path, cells: list[Cell], threshold: float,
@@ -33,8 +57,12 @@ def check_results_database(results_dir: str | Path, cells: list[Cell], threshold
     damage = database_damage(path, CHECK_BUDGET_S)
     tails = {cell.path.partition(CELLS)[2] for cell in cells}
     waiting = [row for row in unrecorded_rows(results_dir) if row.cell_tail in tails]
-    if damage is None and not waiting:
+    unknown = 0 if damage or waiting else len(rows_not_kept(results_dir, tails, path))
+    if damage is None and not waiting and not unknown:
         return []
+    if dry_run and unknown:
+        return [f"history: {unknown} rows on disk are not in {path}; the real run adds them (a dry run changes "
+                "nothing)"]
     if dry_run:
         if damage is not None:
             return [f"warning: {path} is damaged ({damage}); the real run will move it aside and start a new one "
