@@ -47,7 +47,7 @@ def test_a_read_only_results_folder_stops_the_run_with_one_line_naming_it(tiny_r
                              f"mount --bind -o ro results results && exec {run}"],
                             cwd=repo, env=snakemake_env(repo), capture_output=True, text=True, timeout=600)
     assert result.returncode != 0
-    said = [line for line in result.stderr.splitlines() if line.strip()]
+    said = terminal_lines(result)
     assert said[-1] == ("error: results is on a read-only file system: make that folder writable, or run from a "
                         "writable copy of the checkout"), result.stderr
     assert len(said) == 2 and said[0].startswith("backend cpu"), result.stderr  # the run's first line, then this

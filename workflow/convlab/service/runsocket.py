@@ -15,12 +15,11 @@ import os
 # Environment that changes what a worker computes or which code it runs. The service's settings
 # (idle and cell timeouts) are not here: they do not change a measurement.
 # PYTHONPATH is not here: the interpreter, the checkout and the code's hash already say what runs.
-# The thread pools' variables are here too: a worker sizes its BLAS, OpenMP and OpenCV pools as it
-# starts, and a service started under other ones would keep measuring with its own.
-THREAD_ENV = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS",
-              "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS", "OPENCV_FOR_THREADS_NUM", "OMP_THREAD_LIMIT")
+# The thread pools' variables (OMP_NUM_THREADS and the like) are not here: Snakemake sets them for
+# each job to its own threads, so that a cell job and a report job would find two services, and the
+# cpu worker sets its pools' sizes itself (convlab.backends.cpu.CPU_THREADS: the code's hash names it).
 IDENTITY_ENV = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "SLURM_JOB_ID", "SLURM_STEP_ID", "CUPY_TF32",
-                "CUPY_CACHE_DIR", "CONVLAB_EXTRA_KERNELS", "CONVLAB_GIT_COMMIT", *THREAD_ENV)
+                "CUPY_CACHE_DIR", "CONVLAB_EXTRA_KERNELS", "CONVLAB_GIT_COMMIT")
 # The code's hash as the run that starts the jobs computed it once: a cell job would otherwise read
 # and hash every module of the package to find its service.
 RUN_CODE_ENV = "CONVLAB_RUN_CODE"

@@ -42,14 +42,20 @@ def checked_default_config(basedir: str | Path, configfiles: Sequence[str]) -> s
     return DEFAULT_CONFIG_FILE
 
 
-def requested_report(argv: Sequence[str]) -> str | None:
-    """The report file a `snakemake --report FILE` command line asks for, or None (read with
-    Snakemake's own parser, so that every spelling counts; Snakemake has parsed this command line
-    already, so this parse cannot fail)."""
+def command_line(argv: Sequence[str]) -> Any:
+    """The run's command line as Snakemake read it (its own parser, so that every spelling counts;
+    Snakemake has parsed it already, so this parse cannot fail). Read here because the workflow does
+    not hold these settings yet while the Snakefile is read."""
     from snakemake.cli import get_argument_parser  # here: only the run the user started reads its own command line
 
-    arguments = get_argument_parser().parse_known_args(list(argv))[0]
-    return arguments.report or None
+    return get_argument_parser().parse_known_args(list(argv))[0]
+
+
+def params_trigger(arguments: Any) -> bool:
+    """Whether Snakemake re-runs a job whose params changed (its default; off with --rerun-triggers
+    mtime, say, where the user asked for file times alone)."""
+    triggers = getattr(arguments, "rerun_triggers", None)
+    return not triggers or any(str(getattr(trigger, "name", trigger)).lower() == "params" for trigger in triggers)
 
 
 def report_refusal(plan: RunPlan, report: str | None) -> str | None:
@@ -72,7 +78,9 @@ def start_run(config: Mapping[str, Any], workflow: Any) -> RunPlan:
         plan = RunPlan.build(config, workflow.basedir, DEFAULT_CONFIG_FILE, settings.configfiles,
                              dict(settings.config))
         if workflow.is_main_process:
-            refused = report_refusal(plan, requested_report(sys.argv[1:]))
+            arguments = command_line(sys.argv[1:])
+            plan.params_decide = params_trigger(arguments)
+            refused = report_refusal(plan, arguments.report or None)
             if refused:
                 raise RunRefused(refused)
             # workflow.dryrun is not set yet while the Snakefile is read; the output settings already

@@ -127,14 +127,20 @@ def damaged_rows(plan: RunPlan, dry_run: bool) -> list[str]:
 
 def rows_of_changed_settings(plan: RunPlan, dry_run: bool) -> list[str]:
     """A row knows the settings it was measured with: one of other settings is measured again,
-    whether or not Snakemake's records of the params survive."""
+    whether or not Snakemake's records of the params survive (unless the run turned the params trigger
+    off)."""
+    if not plan.params_decide:
+        return []
     others = rows_of_other_settings((cell.path, cell.spec_hash) for cell in plan.cells)
     return remove_rows_of_other_settings(others, dry_run)
 
 
 def rows_of_changed_code(plan: RunPlan, dry_run: bool) -> list[str]:
     """A row knows the code that measured it: one of another convlab or another measurement code is
-    measured again, whatever Snakemake's records say."""
+    measured again, whatever Snakemake's records say (unless the run turned the params trigger off:
+    the code's hash is a param)."""
+    if not plan.params_decide:
+        return []
     others = rows_of_other_code((cell.path for cell in plan.cells), plan.code["measurement"], __version__)
     return remove_rows_of_other_code(others, dry_run)
 

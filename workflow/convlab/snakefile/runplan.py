@@ -151,6 +151,9 @@ class RunPlan:
         self.gallery_family = GALLERY_FAMILY.name
         # the verdict's file: the report's drawing jobs wait for it (as an ancient() input)
         self.recorded = f"{RESULTS}/verdicts/latest.txt"
+        # whether a row whose settings or measuring code differ from the plan's is measured again: as
+        # Snakemake's params trigger does, unless the user turned it off (--rerun-triggers mtime)
+        self.params_decide = True
 
     @classmethod
     def build(cls, config: Mapping[str, Any], basedir: str | Path, default_file: str | None = DEFAULT_CONFIG_FILE,
