@@ -4,14 +4,7 @@
 # convlab.snakefile.prologue) and sets the jobs' environment (convlab.snakefile.jobenvironment).
 import os
 
-from convlab.snakefile.api import (
-    CELL_PATH,
-    LOG_PATH,
-    logged,
-    run_ended,
-    run_started,
-    start_run,
-)
+from convlab.snakefile.api import logged, run_ended, run_started, start_run
 
 PLAN = start_run(config, workflow)
 # validated, every default filled in
@@ -20,6 +13,8 @@ BACKEND = PLAN.backend
 DEVICES = PLAN.devices
 FAMILIES = PLAN.families
 RESULTS = PLAN.results
+CELL_PATH = PLAN.cell_path
+LOG_PATH = PLAN.log_path
 RUNNER = PLAN.runner
 CODE = PLAN.code
 BANDWIDTH = PLAN.bandwidth

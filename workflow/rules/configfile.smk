@@ -10,9 +10,7 @@ sys.path.insert(0, str(Path(workflow.basedir) / "workflow"))
 
 from convlab.snakefile.api import checked_default_config
 
-DEFAULT_CONFIG = checked_default_config(
-    workflow.basedir, workflow.config_settings.configfiles
-)
+DEFAULT_CONFIG = checked_default_config(workflow)
 
 
 configfile: DEFAULT_CONFIG

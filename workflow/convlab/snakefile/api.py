@@ -9,8 +9,7 @@ The rules hold rules, wildcard constraints and one-line lookups on the run's pla
 
 from __future__ import annotations
 
-from convlab.plan.cell import CELL_PATH, LOG_PATH
 from convlab.snakefile.entry import checked_default_config, run_ended, run_started, start_run
 from convlab.snakefile.jobshell import logged
 
-__all__ = ["CELL_PATH", "LOG_PATH", "checked_default_config", "logged", "run_ended", "run_started", "start_run"]
+__all__ = ["checked_default_config", "logged", "run_ended", "run_started", "start_run"]

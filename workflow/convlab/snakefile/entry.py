@@ -27,15 +27,15 @@ def refuse(error: UserError) -> NoReturn:
     sys.exit(str(error) if isinstance(error, RunRefused) else f"error: {error}")
 
 
-def checked_default_config(basedir: str | Path, configfiles: Sequence[str]) -> str:
+def checked_default_config(workflow: Any) -> str:
     """The default config file, once it is known to parse: a mistake in it is one `error:` line naming
     the file and, for bad YAML, the line and column (Snakemake's own error names neither). The rules
     read kernels/ and config/ where Snakemake runs: `snakemake -s path/Snakefile` from another folder
     is one line that says where to run it. A missing default is a mistake only without --configfile:
     Snakemake then runs on those alone."""
     try:
-        check_working_directory(basedir)
-        if Path(DEFAULT_CONFIG_FILE).exists() or not configfiles:
+        check_working_directory(workflow.basedir)
+        if Path(DEFAULT_CONFIG_FILE).exists() or not workflow.config_settings.configfiles:
             check_config_files([DEFAULT_CONFIG_FILE])
     except UserError as error:
         refuse(error)

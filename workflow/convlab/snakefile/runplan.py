@@ -32,7 +32,7 @@ from convlab.codeversion import (
 )
 from convlab.history.verdictpolicy import VerdictPolicy
 from convlab.measure.row import row_format
-from convlab.plan.cell import CELL_PATH, Cell
+from convlab.plan.cell import CELL_PATH, LOG_PATH, Cell
 from convlab.plan.config import validate_run_config
 from convlab.plan.configfile import DEFAULT_CONFIG_FILE
 from convlab.plan.devicelabel import Placement, choose_devices
@@ -104,6 +104,9 @@ class RunPlan:
         self.kernels = dict(kernels)
         self.runner, self.cell_client = job_commands(basedir)
         self.results = RESULTS
+        # a cell's row and its job's log, by its wildcards
+        self.cell_path = CELL_PATH
+        self.log_path = LOG_PATH
         self.midway = MIDWAY
         self.report_suspect = REPORT_SUSPECT
         self.redrawn = REDRAWN
