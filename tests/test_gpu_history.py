@@ -20,7 +20,7 @@ ANCHOR = "    float acc[CONV_K];\n"
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory) -> Path:
     repo = copy_repo(tmp_path_factory.mktemp("gpu-history") / "repo")
-    for picture in (REPO / "data").glob("*.png"):  # the device machine may have no ffmpeg
+    for picture in [*(REPO / "data").glob("*.png"), *(REPO / "data").glob("*.json")]:  # no ffmpeg on a device: the pictures and their records
         (repo / "data").mkdir(exist_ok=True)
         shutil.copy2(picture, repo / "data" / picture.name)
     config = {"backend": "cuda", "device": DEVICE, "conv2d": {"sizes": [1024, 2048], "strides": [1, 2],

@@ -173,7 +173,7 @@ def test_two_users_runs_on_one_gpu_both_complete_and_never_overlap(users, shared
     repos = {}
     for user in users:
         repo = copy_repo(root / user / "repo")
-        for picture in (REPO / "data").glob("*.png"):  # the device machine may have no ffmpeg
+        for picture in [*(REPO / "data").glob("*.png"), *(REPO / "data").glob("*.json")]:  # no ffmpeg on a device: pictures, records
             (repo / "data").mkdir(exist_ok=True)
             shutil.copy2(picture, repo / "data" / picture.name)
         (repo / "config" / "two-users-gpu.yaml").write_text(yaml.safe_dump(config))
