@@ -212,6 +212,18 @@ def test_history_lists_runs_and_a_kernels_measurements_and_compare_takes_previou
     assert main(["compare", run_ids[0], "c0ffee", "--fail-on", "slower"]) == 1
 
 
+def test_the_gate_after_a_first_run_says_there_is_nothing_to_compare_yet(lab, capsys):
+    folder, cells = lab
+    write_rows(cells, 1.0)
+    record(results_of(folder), cells, DEVICE)
+    assert main(["compare", "@previous", "@latest", "--fail-on", "slower"]) == 0
+    said = capsys.readouterr().out.strip()
+    assert said.startswith("compare: @previous: the results database holds only one run (")
+    assert said.endswith("nothing to compare yet; the run that measures cells again makes a previous one to compare "
+                         "with")
+    assert main(["compare", "@previous", "c0ffee"]) == 2  # another side than @latest: still a mistake
+
+
 def test_compare_of_two_states_with_no_slower_cell_passes_the_gate(lab, capsys):
     cells = lab[1]
     recorded_twice(lab, 0.5)

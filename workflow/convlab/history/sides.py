@@ -32,6 +32,10 @@ def device_folder(results: str | Path, device: str | None) -> Path:
                        "name one with --device")
 
 
+class NothingBefore(CompareError):
+    """@previous where the database holds one run: the first run has nothing before it."""
+
+
 def is_database_side(spec: str) -> bool:
     return spec.startswith("@") or not Path(spec).exists()
 
@@ -47,7 +51,7 @@ def _resolve(connection, spec: str) -> tuple[str, str, object]:
         raise CompareError("the results database holds no run yet")
     if spec in (LATEST, PREVIOUS):
         if spec == PREVIOUS and len(runs) < 2:
-            raise CompareError(f"{spec}: the results database holds only one run ({runs[0][1]})")
+            raise NothingBefore(f"{spec}: the results database holds only one run ({runs[0][1]})")
         rowid, run_id, _ = runs[-1] if spec == LATEST else runs[-2]
         return run_id, "run", rowid
     if spec.startswith("@"):

@@ -12,7 +12,7 @@ from convlab.history.compare import CompareError, compare_result_sets
 from convlab.history.listing import history_lines
 from convlab.history.pairfile import read_pairs
 from convlab.history.record import record as record_rows
-from convlab.history.sides import device_folder, load_side
+from convlab.history.sides import LATEST, NothingBefore, device_folder, load_side
 from convlab.history.verdictpolicy import DRIFT_FLOOR, VerdictPolicy
 from convlab.plan.grid import build_cells
 from convlab.report.comparepage import write_comparison_page
@@ -25,7 +25,15 @@ def compare(args: argparse.Namespace, console: Console) -> int:
     if args.retired_threshold is not None:
         raise CompareError(f"--threshold is now --floor (the drift floor, {DRIFT_FLOOR:g} unless given); the "
                            "threshold is config verdicts.threshold, the change a run's pairs are judged by")
-    a = load_side(args.a, args.results, args.device)
+    try:
+        a = load_side(args.a, args.results, args.device)
+    except NothingBefore as first:
+        if args.b != LATEST:
+            raise
+        # the gate after a first run: nothing to compare yet is no failure
+        console.say(f"compare: {first}: nothing to compare yet; the run that measures cells again makes a "
+                    "previous one to compare with")
+        return 0
     b = load_side(args.b, args.results, args.device)
     comparison = compare_result_sets(a, b, args.out, args.floor)
     page = write_comparison_page(comparison, args.html)
