@@ -27,17 +27,23 @@ CHECK_BUDGET_S = 0.2
 LOCK_TIMEOUT_S = 1.0
 
 
-def rows_not_kept(results_dir: Path, tails: set[str], database: Path) -> list[str]:
+def rows_not_kept(results_dir: Path, tails: set[str], database: Path, untouched: bool = False) -> list[str]:
     """The checks of the rows on disk (of the cells under ``tails``) that the database lacks: rows
     whose journal in unrecorded/ was deleted while they waited, or a database deleted (every row).
-    A database that cannot be read lacks none here: the record step says why."""
+    A database that cannot be read lacks none here: the record step says why. ``untouched``: read it
+    as an immutable file (a dry run writes nothing, not even SQLite's shared-memory file)."""
     on_disk = [check for tail in tails if (check := cell_row_check(results_dir / "cells" / tail))]
     if not on_disk:
         return []
+    if not database.exists():
+        return on_disk
     try:
-        connection = store.open_for_reading(database)
-    except store.HistoryUnavailable:
-        return on_disk if not database.exists() else []
+        if untouched:
+            connection = sqlite3.connect(f"{database.resolve().as_uri()}?immutable=1", uri=True)
+        else:
+            connection = store.open_for_reading(database)
+    except (store.HistoryUnavailable, sqlite3.Error):
+        return []
     try:
         known = store.known_checks(connection, on_disk)
     except sqlite3.Error:
@@ -57,7 +63,7 @@ def check_results_database(results_dir: str | Path, cells: list[Cell], threshold
     damage = database_damage(path, CHECK_BUDGET_S)
     tails = {cell.path.partition(CELLS)[2] for cell in cells}
     waiting = [row for row in unrecorded_rows(results_dir) if row.cell_tail in tails]
-    unknown = 0 if damage or waiting else len(rows_not_kept(results_dir, tails, path))
+    unknown = 0 if damage or waiting else len(rows_not_kept(results_dir, tails, path, untouched=dry_run))
     if damage is None and not waiting and not unknown:
         return []
     if dry_run and unknown:
