@@ -15,6 +15,8 @@ from convlab.history import store
 from convlab.history.kernelversions import restore_kernel_version
 from convlab.history.verdictrule import verdict_of_interval
 from convlab.paths import REPO_ROOT
+from convlab.plan.config import validate_config
+from convlab.plan.grid import build_cells
 from convlab.plan.registry import get_kernel, read_kernel_folder
 from convlab.run.paired import GRAPH_BELOW_MS, PairRefused, measure_pair
 from convlab.run.runner import run_cell
@@ -103,3 +105,22 @@ def test_cells_near_the_graph_line_are_sampled_alike_on_both_sides_and_same_with
         # SAME on a quiet GPU; beside the suite's other half, at worst UNCLEAR, never a call
         assert verdict_of_interval(result.low, result.high, THRESHOLD) in ("SAME", "UNCLEAR")
         assert abs(result.ratio - 1) < 0.03
+
+
+@pytest.mark.gpu
+def test_a_kernel_of_four_launches_against_itself_is_same_in_every_pair(backend):
+    """winograd_batched (three transforms and a cuBLAS GEMM a run) at batch 1 runs about 0.05 ms a
+    run: with the rounds' order strictly alternating, half of its pairs against itself came out
+    x0.96 or x1.04 with narrow intervals on an H200."""
+    config = validate_config({
+        "backend": "cuda", "winograd_layers": {"layers": [[64, 112, 112, 128]], "batches": [1],
+                                               "kernels": ["winograd_batched"]},
+        "kernels": {"winograd_batched": {"block": [128]}},
+        **{family: {"enabled": False} for family in ("conv2d", "tiling", "gemm")}})
+    (cell,) = build_cells(config, "cuda")
+    for _ in range(6):
+        result = measure_pair(cell, None, get_kernel("winograd_batched"), THRESHOLD / 4, 1.0, backend)
+        print(f"winograd_batched against itself: x{result.ratio:.4f} [{result.low:.4f}, {result.high:.4f}], "
+              f"{result.rounds} rounds, sampled {result.sampling}")
+        assert verdict_of_interval(result.low, result.high, THRESHOLD) in ("SAME", "UNCLEAR")
+        assert abs(result.ratio - 1) < 0.02
