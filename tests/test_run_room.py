@@ -215,3 +215,46 @@ def test_a_row_of_another_measurement_code_is_measured_again_whatever_its_check_
     write_row_atomically({**mine, "convlab_version": "0.0.9"}, row)
     prologue.rows_of_changed_code(lab, dry_run=False)
     assert not row.exists()
+
+
+def test_a_row_dated_ahead_of_an_edit_of_its_kernel_is_measured_again_by_its_files_content(lab):
+    """Rows copied from a machine whose clock runs ahead are dated after every later edit of their
+    kernel's files: the results database's hash of the files each row ran decides instead."""
+    import json
+
+    from convlab.history import store
+    from convlab.measure.row import failure_row, write_row_atomically
+
+    cell = lab.cells[0]
+    row = Path(cell.path)
+    row.parent.mkdir(parents=True)
+    write_row_atomically(failure_row(json.loads(cell.to_json()), "error", "a test row"), row)
+    check = row.read_text().strip().splitlines()[-1].rsplit(",", 1)[-1]
+
+    def recorded_with(kernel_hash: str) -> None:
+        database = store.database_path(f"results/{cell.device}")
+        for path in database.parent.glob(database.name + "*"):
+            path.unlink()
+        connection, _ = store.open_for_writing(database)
+        measurement = dict.fromkeys(store.MEASUREMENT_FIELDS)
+        measurement.update(row_check=check, run_id="20260101T000000-0000", cell=cell.path, kernel=cell.kernel,
+                           git_commit="", kernel_hash=kernel_hash, row_json="{}")
+        store.add_measurements(connection, "host", [measurement])
+        connection.close()
+
+    recorded_with(lab.kernel_hash(cell.kernel, cell.backend))
+    assert prologue.rows_of_edited_kernel_files(lab, dry_run=False) == [] and row.exists()
+
+    recorded_with("0123456789ab")  # its kernel's files were edited since this row was measured
+    year_ahead = row.stat().st_mtime + 365 * 86400
+    os.utime(row, (year_ahead, year_ahead))
+    said = prologue.rows_of_edited_kernel_files(lab, dry_run=True)
+    assert row.exists() and said[0].startswith("1 rows are dated after their kernel's files but were measured on "
+                                               "other files") and said[0].endswith("a real run measures them again")
+    said = prologue.rows_of_edited_kernel_files(lab, dry_run=False)
+    assert not row.exists() and said[0].endswith("measured again") and str(row) in said[0]
+
+    # an edit newer than its row: Snakemake's times measure it again too, so nothing more is said
+    write_row_atomically(failure_row(json.loads(cell.to_json()), "error", "a test row"), row)
+    os.utime(row, (1_000_000, 1_000_000))
+    assert prologue.rows_of_edited_kernel_files(lab, dry_run=False) == [] and not row.exists()

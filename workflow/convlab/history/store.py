@@ -252,6 +252,18 @@ def known_checks(connection: sqlite3.Connection, checks: Iterable[str]) -> set[s
     return found
 
 
+def kernel_hashes(connection: sqlite3.Connection, checks: Iterable[str]) -> dict[str, str]:
+    """The hash of the kernel files each of ``checks`` was recorded with, where it is kept and known."""
+    wanted = list(checks)
+    found: dict[str, str] = {}
+    for start in range(0, len(wanted), 500):
+        chunk = wanted[start:start + 500]
+        marks = ",".join("?" * len(chunk))
+        found.update((check, kernel_hash) for check, kernel_hash in connection.execute(
+            f"SELECT row_check, kernel_hash FROM measurements WHERE row_check IN ({marks})", chunk) if kernel_hash)
+    return found
+
+
 def _measurement(record: tuple[Any, ...]) -> Measurement:
     return Measurement(*record)
 

@@ -27,6 +27,35 @@ CHECK_BUDGET_S = 0.2
 LOCK_TIMEOUT_S = 1.0
 
 
+def _reading(database: Path, untouched: bool) -> sqlite3.Connection:
+    """The database read-only; ``untouched``: as an immutable file (a dry run writes nothing, not
+    even SQLite's shared-memory file)."""
+    if untouched:
+        return sqlite3.connect(f"{database.resolve().as_uri()}?immutable=1", uri=True)
+    return store.open_for_reading(database)
+
+
+def rows_of_edited_kernels(rows: dict[str, str], database: Path, untouched: bool = False) -> list[str]:
+    """The row files (of ``rows``: each cell's row path and the hash of its kernel's files now)
+    whose measurement the database recorded with other kernel files: their cells are due whatever
+    the files' times say (a row dated ahead by another clock or a copy hides an edit from
+    Snakemake). Rows the database lacks or cannot tell are left to the times."""
+    checks = {path: check for path in rows if (check := cell_row_check(path))}
+    if not checks or not database.exists():
+        return []
+    try:
+        connection = _reading(database, untouched)
+    except (store.HistoryUnavailable, sqlite3.Error):
+        return []
+    try:
+        recorded = store.kernel_hashes(connection, checks.values())
+    except sqlite3.Error:
+        return []
+    finally:
+        connection.close()
+    return [path for path, check in checks.items() if check in recorded and recorded[check] != rows[path]]
+
+
 def rows_not_kept(results_dir: Path, tails: set[str], database: Path, untouched: bool = False) -> list[str]:
     """The checks of the rows on disk (of the cells under ``tails``) that the database lacks: rows
     whose journal in unrecorded/ was deleted while they waited, or a database deleted (every row).
@@ -38,10 +67,7 @@ def rows_not_kept(results_dir: Path, tails: set[str], database: Path, untouched:
     if not database.exists():
         return on_disk
     try:
-        if untouched:
-            connection = sqlite3.connect(f"{database.resolve().as_uri()}?immutable=1", uri=True)
-        else:
-            connection = store.open_for_reading(database)
+        connection = _reading(database, untouched)
     except (store.HistoryUnavailable, sqlite3.Error):
         return []
     try:

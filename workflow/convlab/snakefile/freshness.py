@@ -160,3 +160,31 @@ def remove_rows_of_other_settings(rows: list[Path], dry_run: bool) -> list[str]:
         row.unlink(missing_ok=True)
     return [f"{len(rows)} rows were measured with other settings than the config gives their cells now "
             f"(the first: {rows[0]}); measured again"]
+
+
+def dated_after(row: str | Path, files: Iterable[str | Path]) -> bool:
+    """Whether a row file is dated after every one of ``files`` there is (Snakemake's times then keep it)."""
+    try:
+        dated = Path(row).stat().st_mtime
+    except OSError:
+        return False
+    times = []
+    for path in files:
+        try:
+            times.append(Path(path).stat().st_mtime)
+        except OSError:
+            continue
+    return bool(times) and all(dated >= time for time in times)
+
+
+def remove_rows_of_edited_kernels(rows: list[str], hidden: list[str], dry_run: bool) -> list[str]:
+    """Remove the rows measured on other kernel files than those on disk now, so that this run
+    measures their cells (each stays in the results database); one line for those whose times hid
+    the edit (``hidden``): the others Snakemake would measure again by their times too."""
+    if dry_run:
+        return [f"{len(hidden)} rows are dated after their kernel's files but were measured on other files (a clock "
+                f"ahead, a copied row; the first: {hidden[0]}); a real run measures them again"] if hidden else []
+    for row in rows:
+        Path(row).unlink(missing_ok=True)
+    return [f"{len(hidden)} rows are dated after their kernel's files but were measured on other files (a clock "
+            f"ahead, a copied row; the first: {hidden[0]}); measured again"] if hidden else []

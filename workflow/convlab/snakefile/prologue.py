@@ -19,8 +19,11 @@ from convlab.machinefaults import machine_fault
 from convlab.pictures.source import check_source_image, source_disagrees
 from convlab.plan.cpusources import cpu_source_note, sources_edited_since_recorded
 from convlab.snakefile.damaged import move_damaged_rows, moved_lines
-from convlab.snakefile.database import check_results_database
+from convlab.history.store import database_path
+from convlab.snakefile.database import check_results_database, rows_of_edited_kernels
 from convlab.snakefile.freshness import (
+    dated_after,
+    remove_rows_of_edited_kernels,
     remove_rows_of_other_code,
     remove_rows_of_other_settings,
     remove_stale,
@@ -154,6 +157,21 @@ def results_database(plan: RunPlan, dry_run: bool) -> list[str]:
     return lines
 
 
+def rows_of_edited_kernel_files(plan: RunPlan, dry_run: bool) -> list[str]:
+    """A row's measurement is kept with the hash of the kernel files it ran: one of other files than
+    those on disk now is measured again, whatever the files' times say (a row dated ahead by another
+    clock, or copied, would hide every later edit from Snakemake)."""
+    lines = []
+    for label in plan.devices:
+        rows = {cell.path: plan.kernel_hash(cell.kernel, cell.backend) for cell in plan.cells if cell.device == label}
+        rows = {path: wanted for path, wanted in rows.items() if wanted}
+        edited = rows_of_edited_kernels(rows, database_path(f"results/{label}"), untouched=dry_run)
+        by_path = {cell.path: cell for cell in plan.cells}
+        hidden = [row for row in edited if dated_after(row, plan.files_of(by_path[row].kernel, by_path[row].backend))]
+        lines += remove_rows_of_edited_kernels(edited, hidden, dry_run)
+    return lines
+
+
 def stale_summary_files(plan: RunPlan, dry_run: bool) -> list[str]:
     """A slice or a summary that no longer holds the rows it stands for (put back from a copy,
     edited) is removed, with the summary made from it: both are targets, so this run makes them
@@ -202,7 +220,7 @@ def report_stage_mark(plan: RunPlan, dry_run: bool) -> list[str]:
 # summaries made from them.
 STEPS: tuple[Callable[[RunPlan, bool], list[str]], ...] = (
     no_live_run, backend_line, installed_locale, writable_results, source_picture, damaged_rows, rows_of_changed_settings, rows_of_changed_code,
-    results_database,
+    results_database, rows_of_edited_kernel_files,
     stale_summary_files, cpu_sources, stale_lock, report_stage_mark)
 
 

@@ -24,6 +24,8 @@ from convlab.bench.sgemm import OURS as SGEMM_OURS
 from convlab.codeversion import (
     benchmark_version,
     data_version,
+    file_contents,
+    fingerprint_contents,
     gallery_version,
     history_version,
     measurement_version,
@@ -32,6 +34,7 @@ from convlab.codeversion import (
 )
 from convlab.history.verdictpolicy import VerdictPolicy
 from convlab.measure.row import row_format
+from convlab.paths import REPO_ROOT
 from convlab.plan.cell import CELL_PATH, LOG_PATH, Cell
 from convlab.plan.config import validate_run_config
 from convlab.plan.configfile import DEFAULT_CONFIG_FILE
@@ -138,6 +141,7 @@ class RunPlan:
         self.grid = json.dumps(self.config, sort_keys=True)
         self.report = ReportPlan(self.config, self.choice, self.devices, self.cells, basedir)
         self._files: dict[tuple[str, str], tuple[str, ...]] = {}
+        self._kernel_hashes: dict[tuple[str, str], str] = {}
         self._libraries: dict[tuple[str, str], str] = {}
         # the pictures: the source (generated, or made from the user's picture) and its record
         self.source_size = self.config["source_size"]
@@ -222,6 +226,18 @@ class RunPlan:
         if key not in self._files:
             self._files[key] = tuple(relative(path) for path in self.kernels[kernel].files(backend))
         return self._files[key]
+
+    def kernel_hash(self, kernel: str, backend: str) -> str:
+        """The hash of a kernel's own files now, as the results database keeps it beside each of its
+        measurements ('' where the files lie outside the checkout)."""
+        key = (kernel, backend)
+        if key not in self._kernel_hashes:
+            try:
+                contents = file_contents(self.kernels[kernel].files(backend), root=REPO_ROOT)
+            except ValueError:
+                contents = None
+            self._kernel_hashes[key] = fingerprint_contents(contents) if contents is not None else ""
+        return self._kernel_hashes[key]
 
     def libraries_of(self, kernel: str, backend: str) -> str:
         """The libraries a kernel calls and their installed versions: a cell's params carry them, so
