@@ -258,3 +258,18 @@ def test_a_row_dated_ahead_of_an_edit_of_its_kernel_is_measured_again_by_its_fil
     write_row_atomically(failure_row(json.loads(cell.to_json()), "error", "a test row"), row)
     os.utime(row, (1_000_000, 1_000_000))
     assert prologue.rows_of_edited_kernel_files(lab, dry_run=False) == [] and not row.exists()
+
+
+def test_files_dated_in_the_future_are_dated_now_and_a_dry_run_only_says_so(lab):
+    """Snakemake stops a run whose summary, made now, is older than a row dated by a clock ahead."""
+    row = Path(lab.cells[0].path)
+    row.parent.mkdir(parents=True)
+    row.write_text("a row\n")
+    ahead = row.stat().st_mtime + 365 * 86400
+    os.utime(row, (ahead, ahead))
+    said = prologue.files_from_the_future(lab, dry_run=True)
+    assert said == [f"1 files are dated in the future by another clock (a copy, a cluster node; the first: {row}); "
+                    "a real run dates them now"] and row.stat().st_mtime == ahead
+    said = prologue.files_from_the_future(lab, dry_run=False)
+    assert said[0].endswith("dated now") and row.stat().st_mtime < ahead - 300 * 86400
+    assert prologue.files_from_the_future(lab, dry_run=False) == []

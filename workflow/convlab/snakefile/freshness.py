@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import csv
 import io
+import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -188,3 +189,41 @@ def remove_rows_of_edited_kernels(rows: list[str], hidden: list[str], dry_run: b
         Path(row).unlink(missing_ok=True)
     return [f"{len(hidden)} rows are dated after their kernel's files but were measured on other files (a clock "
             f"ahead, a copied row; the first: {hidden[0]}); measured again"] if hidden else []
+
+
+# How far ahead of this host's clock a file's date may lie before it is taken for another clock's (a
+# network file system's server, a node, an archive): a few seconds of drift are common.
+AHEAD_SLACK_S = 60.0
+
+
+def files_dated_ahead(folders: Iterable[str | Path], now: float) -> list[Path]:
+    """The files under ``folders`` dated more than AHEAD_SLACK_S after ``now``."""
+    ahead = []
+    for folder in folders:
+        for root, _, names in os.walk(folder):
+            for name in names:
+                path = Path(root, name)
+                try:
+                    if path.lstat().st_mtime > now + AHEAD_SLACK_S:
+                        ahead.append(path)
+                except OSError:
+                    continue
+    return sorted(ahead)
+
+
+def date_now(files: list[Path], now: float, dry_run: bool) -> list[str]:
+    """Date ``files`` ``now``, so that Snakemake's comparison of an output's time with its inputs' holds
+    (a summary made now would otherwise be older than its rows, and the run stop); one line for all.
+    What a file stands for is checked by its content, not by this date."""
+    if not files:
+        return []
+    said = (f"{len(files)} files are dated in the future by another clock (a copy, a cluster node; the first: "
+            f"{files[0]})")
+    if dry_run:
+        return [f"{said}; a real run dates them now"]
+    for path in files:
+        try:
+            os.utime(path, (now, now), follow_symlinks=False)
+        except OSError:
+            continue
+    return [f"{said}; dated now"]

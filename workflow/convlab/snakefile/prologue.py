@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -22,7 +23,9 @@ from convlab.snakefile.damaged import move_damaged_rows, moved_lines
 from convlab.history.store import database_path
 from convlab.snakefile.database import check_results_database, rows_of_edited_kernels
 from convlab.snakefile.freshness import (
+    date_now,
     dated_after,
+    files_dated_ahead,
     remove_rows_of_edited_kernels,
     remove_rows_of_other_code,
     remove_rows_of_other_settings,
@@ -172,6 +175,15 @@ def rows_of_edited_kernel_files(plan: RunPlan, dry_run: bool) -> list[str]:
     return lines
 
 
+def files_from_the_future(plan: RunPlan, dry_run: bool) -> list[str]:
+    """Files of the results and the pictures dated ahead of this host's clock are dated now, once
+    the rows among them were checked by their content (rows_of_edited_kernel_files): Snakemake
+    would otherwise find every summary made now older than its rows and stop the run."""
+    now = time.time()
+    folders = [Path(f"results/{label}") for label in plan.devices] + [Path("data")]
+    return date_now(files_dated_ahead([folder for folder in folders if folder.is_dir()], now), now, dry_run)
+
+
 def stale_summary_files(plan: RunPlan, dry_run: bool) -> list[str]:
     """A slice or a summary that no longer holds the rows it stands for (put back from a copy,
     edited) is removed, with the summary made from it: both are targets, so this run makes them
@@ -220,7 +232,7 @@ def report_stage_mark(plan: RunPlan, dry_run: bool) -> list[str]:
 # summaries made from them.
 STEPS: tuple[Callable[[RunPlan, bool], list[str]], ...] = (
     no_live_run, backend_line, installed_locale, writable_results, source_picture, damaged_rows, rows_of_changed_settings, rows_of_changed_code,
-    results_database, rows_of_edited_kernel_files,
+    results_database, rows_of_edited_kernel_files, files_from_the_future,
     stale_summary_files, cpu_sources, stale_lock, report_stage_mark)
 
 
