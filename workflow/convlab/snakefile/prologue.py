@@ -16,11 +16,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 from convlab import __version__
+from convlab.history.store import database_path
 from convlab.machinefaults import machine_fault
 from convlab.pictures.source import check_source_image, source_disagrees
 from convlab.plan.cpusources import cpu_source_note, sources_edited_since_recorded
 from convlab.snakefile.damaged import move_damaged_rows, moved_lines
-from convlab.history.store import database_path
 from convlab.snakefile.database import check_results_database, rows_of_edited_kernels
 from convlab.snakefile.freshness import (
     date_now,
