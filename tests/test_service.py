@@ -380,3 +380,18 @@ def test_the_service_runs_this_checkouts_package_and_names_this_checkout():
     assert Path(client.PACKAGE_PARENT) == workflow and pool.PACKAGE_PARENT == workflow
     assert Path(identity.PACKAGE_DIR) == workflow / "convlab"
     assert current_identity().repo == str(REPO)
+
+
+def test_serve_stop_and_status_see_a_service_that_a_run_started_with_another_environment(sandbox, tmp_path):
+    """A run's jobs carry variables the user's shell lacks (here one of the identity's), so their
+    service has another identity than the shell's: `serve --status` and `--stop` find it by its
+    checkout all the same."""
+    assert sandbox.run(sandbox.cell("direct"), tmp_path / "row.csv", CUPY_TF32="1").returncode == 0
+    pid = sandbox.info()["pid"]
+    assert sandbox.info()["identity"]["env"].get("CUPY_TF32") == "1"
+    assert sandbox.status()["pid"] == pid
+    stopped = sandbox.convlab("serve", "--stop")
+    assert stopped.stdout.strip() == f"measurement service {pid} stopped", stopped.stdout + stopped.stderr
+    assert wait_for_exit(pid, 30)
+    again = sandbox.convlab("serve", "--stop")
+    assert again.stdout.strip() == "no measurement service is running for this checkout"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import os
 import time
 from collections.abc import Sequence
 from contextlib import nullcontext
@@ -42,33 +43,67 @@ def run(console: Console, idle_timeout_s: float, worker_command: Sequence[str], 
     return service
 
 
+def checkout_services() -> list[tuple[ServicePaths, dict]]:
+    """The live services of this checkout, whatever environment started them (a run's jobs carry
+    variables and an interpreter the user's shell may not: another identity, so another socket),
+    this environment's own first: each found by the identity its info file names, and asked."""
+    own = current_identity()
+    directory = runtime_dir()
+    keys = [own.key] + sorted(name[: -len(".json")] for name in os.listdir(directory)
+                             if name.endswith(".json") and name[: -len(".json")] != own.key)
+    found = []
+    for key in keys:
+        paths = ServicePaths.for_key(directory, key)
+        try:
+            with open(paths.info) as handle:
+                repo = json.load(handle).get("identity", {}).get("repo")
+        except (OSError, ValueError, AttributeError):
+            continue
+        if repo != own.repo:
+            continue
+        try:
+            found.append((paths, ask(paths, {"op": "ping"}, timeout_s=10, start=False)))
+        except (ConnectionError, OSError, ProtocolError):
+            continue
+    return found
+
+
 def status(console: Console) -> int:
+    """Each live service of this checkout, as it answers a ping."""
     try:
-        answer = ask(service_paths(), {"op": "ping"}, timeout_s=10, start=False)
-    except (ConnectionError, OSError, ProtocolError, RuntimeDirError) as error:
-        console.say(f"no measurement service is running for this checkout and environment ({error})")
+        found = checkout_services()
+    except RuntimeDirError as error:
+        console.say(f"no measurement service is running for this checkout ({error})")
         return 1
-    console.say(json.dumps(answer, indent=2))
+    if not found:
+        console.say("no measurement service is running for this checkout")
+        return 1
+    for _, answer in found:
+        console.say(json.dumps(answer, indent=2))
     return 0
 
 
 def stop(console: Console, quiet: bool = False) -> int:
-    """Ask the running service to stop; quietly (a clean-up) says nothing when none runs."""
+    """Ask every live service of this checkout to stop (a run's too); quietly (a clean-up) says
+    nothing when none runs."""
     try:
-        answer = ask(service_paths(), {"op": "stop"}, timeout_s=10, start=False)
+        found = checkout_services()
     except RuntimeDirError as error:
         if not quiet:
             console.say(f"error: {error}")
         return 0 if quiet else 1
-    except (ConnectionError, OSError, ProtocolError):
-        if not quiet:
-            console.say("no measurement service is running for this checkout and environment")
-        return 0
-    pid = int(answer.get("pid", 0))
-    deadline = time.monotonic() + STOP_WAIT_S
-    while pid and process_alive(pid) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    state = "still finishing its cells" if pid and process_alive(pid) else "stopped"
-    console.say(f"measurement service {pid} {state}")
+    if not found and not quiet:
+        console.say("no measurement service is running for this checkout")
+    for paths, _ in found:
+        try:
+            answer = ask(paths, {"op": "stop"}, timeout_s=10, start=False)
+        except (ConnectionError, OSError, ProtocolError):
+            continue  # it ended meanwhile
+        pid = int(answer.get("pid", 0))
+        deadline = time.monotonic() + STOP_WAIT_S
+        while pid and process_alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        state = "still finishing its cells" if pid and process_alive(pid) else "stopped"
+        console.say(f"measurement service {pid} {state}")
     return 0
 
