@@ -249,14 +249,14 @@ def test_a_bad_cell_line_is_refused_with_one_error_line_as_the_command_table_wor
     assert (thin.returncode, thin.stdout, thin.stderr) == (whole.returncode, whole.stdout, whole.stderr)
     assert thin.returncode == 2 and "Traceback" not in thin.stderr
     errors = [line for line in thin.stderr.splitlines() if "error:" in line]
-    assert errors == [thin.stderr.splitlines()[-1]] and errors[0].startswith("python -m convlab")
+    assert errors == [thin.stderr.splitlines()[-1]] and errors[0].startswith("convlab")
 
 
 def test_the_cell_commands_help_is_the_command_tables(sandbox):
     thin = job(sandbox, ["cell", "--help"])
     whole = job(sandbox, ["cell", "--help"], "-c", "import sys; from convlab.app.cli import main; sys.exit(main(sys.argv[1:]))")
     assert (thin.returncode, thin.stdout, thin.stderr) == (whole.returncode, whole.stdout, whole.stderr)
-    assert thin.returncode == 0 and thin.stdout.startswith("usage: python -m convlab cell [-h] --spec SPEC")
+    assert thin.returncode == 0 and thin.stdout.startswith("usage: convlab cell [-h] --spec SPEC")
     assert COMMANDS["cell"].arguments[0].options["help"] in thin.stdout
 
 

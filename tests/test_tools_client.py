@@ -5,6 +5,7 @@ the job's socket stands in for the real one."""
 
 from __future__ import annotations
 
+import re
 import socket
 from pathlib import Path
 
@@ -79,7 +80,7 @@ def test_help_and_other_commands_are_the_whole_command_lines(sandbox, line):  # 
     service = fake_service(sandbox, {"ok": True, "exit_code": 0, "stdout": "", "stderr": ""})
     result = job(sandbox, line, **named_by_the_run(sandbox, service))
     service.close()
-    assert result.returncode == 0 and result.stdout.startswith("usage: python -m convlab"), result.stderr
+    assert result.returncode == 0 and result.stdout.startswith("usage: convlab "), result.stderr
     assert service.requests == []
 
 
@@ -89,3 +90,17 @@ def test_without_a_service_named_by_the_run_the_whole_command_line_finds_it(sand
     service.close()
     assert (result.returncode, result.stdout) == (0, "found\n")
     assert FULL_CLIENT <= imported(result.stderr) and len(service.requests) == 1
+
+
+def test_help_lists_the_users_commands_and_names_the_workflows_steps_apart():
+    from convlab.app.commandtable import COMMANDS, WORKFLOW_STEPS, build_parser
+
+    text = build_parser().format_help()
+    listed, _, apart = text.partition("steps the workflow runs")
+    assert text.startswith("usage: convlab [-h] <command> ...")
+    for name in COMMANDS:
+        mentioned_in_list = re.search(rf"^    {re.escape(name)}(\s|$)", listed, re.MULTILINE) is not None
+        assert mentioned_in_list == (name not in WORKFLOW_STEPS), name
+        named_apart = " ".join(apart.split()).partition(": ")[2].split(", ")
+        assert (name in named_apart) == (name in WORKFLOW_STEPS), name
+    assert {"compare", "watch", "run", "check-verdicts", "history"} <= set(COMMANDS) - WORKFLOW_STEPS

@@ -10,8 +10,9 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import textwrap
 import traceback
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -94,14 +95,22 @@ class Command:
 
 
 def parser_of(commands: Iterable[Command], description: str,
-              parser_class: type[argparse.ArgumentParser] = argparse.ArgumentParser) -> argparse.ArgumentParser:
-    """The command line of ``commands``: one subcommand each, its name in ``args.command``."""
-    parser = parser_class(prog="python -m convlab", description=description,
+              parser_class: type[argparse.ArgumentParser] = argparse.ArgumentParser,
+              steps: Collection[str] = ()) -> argparse.ArgumentParser:
+    """The command line of ``commands``: one subcommand each, its name in ``args.command``. The
+    ``steps`` (what the workflow's rules and other commands run) are kept out of the list of the
+    user's commands and named apart after it."""
+    commands = list(commands)
+    apart = [command.name for command in commands if command.name in steps]
+    epilog = textwrap.fill(f"steps the workflow runs (each takes --help): {', '.join(apart)}", 100) if apart else None
+    parser = parser_class(prog="convlab", description=description, epilog=epilog,
                           formatter_class=argparse.RawDescriptionHelpFormatter)
-    subcommands = parser.add_subparsers(dest="command", required=True)
+    subcommands = parser.add_subparsers(dest="command", required=True, metavar="<command>", title="commands")
     for command in commands:
         extra = {"description": command.description} if command.description else {}
-        sub = subcommands.add_parser(command.name, help=command.help, **extra)
+        if command.name not in steps:
+            extra["help"] = command.help
+        sub = subcommands.add_parser(command.name, **extra)
         for argument in command.arguments:
             sub.add_argument(*argument.flags, **argument.options)
     return parser

@@ -25,10 +25,19 @@ from convlab.report.figuretable import NAMES as FIGURE_NAMES
 from convlab.report.seeds import SEEDS, figure_names
 from convlab.service.cellrequest import OPTIONS as CELL_OPTIONS
 
-DESCRIPTION = """Command line: the entry points Snakemake calls, and running one cell by hand.
+DESCRIPTION = """convlab: the 2D-convolution lab's commands. The lab itself is a Snakemake workflow
+(`snakemake --cores 1` in the checkout); these run a cell by hand, compare and watch results,
+benchmark, and serve the measurements. For example:
 
-  python -m convlab run --kernel direct --size 1024 --stride 2 --block 16
+  convlab run --kernel direct --size 1024 --stride 2 --block 16
+  convlab compare @previous @latest
 """
+# What the workflow's rules (and other commands: watch, compile-ahead, Nsight Compute) run: listed
+# apart in --help, as the user seldom types them.
+WORKFLOW_STEPS = frozenset({
+    "cell", "compile-kernels", "source", "downscale", "aggregate", "figures", "gallery", "seed-compare",
+    "seed-figure", "seed-table", "roofline", "counters-report", "findings", "gpus", "pair", "counters",
+    "counters-replay", "record", "preview", "history-page"})
 
 HANDLERS = "convlab.app.handlers"
 
@@ -296,7 +305,7 @@ COMMANDS: dict[str, Command] = {command.name: command for command in TABLE}
 
 def build_parser() -> argparse.ArgumentParser:
     """The whole command line, one subcommand per entry of the table."""
-    return parser_of(TABLE, DESCRIPTION)
+    return parser_of(TABLE, DESCRIPTION, steps=WORKFLOW_STEPS)
 
 
 class _NotThisWay(Exception):
