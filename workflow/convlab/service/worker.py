@@ -35,6 +35,7 @@ from typing import Any, TextIO
 from convlab.backends import get_backend
 from convlab.backends.base import Backend
 from convlab.codeversion import measurement_version
+from convlab.machinefaults import machine_fault
 from convlab.measure.provenance import now_utc
 from convlab.pictures import loading as pictures
 from convlab.plan import problemcache
@@ -129,6 +130,14 @@ def measure_one(job: dict[str, Any], backend: Backend) -> dict[str, Any]:
         row = measure_job(cell_job, backend, context)
     except UserError as error:
         return {"ok": False, "error": str(error)}
+    except OSError as error:
+        # a fault of the machine (results/ made read-only mid-run, a full disk): its one line, with
+        # the path and the fix; any other OSError is a bug below
+        line = machine_fault(error.errno, error.filename or "") if error.errno else None
+        if line is not None:
+            return {"ok": False, "error": line.removeprefix("error: ")}
+        traceback.print_exc()
+        return {"ok": False, "error": f"internal error in the measurement worker: {type(error).__name__}: {error}"}
     except Exception as error:  # a pipeline bug: the traceback goes to the service log
         traceback.print_exc()
         return {"ok": False, "error": f"internal error in the measurement worker: {type(error).__name__}: {error}"}
