@@ -39,3 +39,17 @@ def test_every_device_folder_is_listed_and_each_pair_compared(tmp_path):
 def test_one_device_says_what_to_do(tmp_path):
     summary(tmp_path / "h100", "NVIDIA H100", 1.0)
     assert "Only one device has results here" in gpus_html(tmp_path)
+
+
+def test_the_seed_column_names_the_ratio_as_it_is_computed(tmp_path):
+    """A seed time of 2 ms against 1 ms here is a ratio of 2: this device is faster, and the column's
+    name says which way the ratio goes."""
+    from convlab.report.gpus import SPEED_RATIO, seed_table
+
+    summary(tmp_path / "h200", "NVIDIA H200", 1.0)
+    (tmp_path / "h200" / "seeds").mkdir()
+    pd.DataFrame([{"seed": "001", "seed_gpu": "RTX 3050", "unit": "ms", "seed_value": 2.0, "this_value": 1.0,
+                   "ratio": 2.0}]).to_csv(tmp_path / "h200" / "seeds" / "comparison.csv", index=False)
+    table = seed_table({"h200": tmp_path / "h200" / "summary.csv"})
+    assert table[SPEED_RATIO].tolist() == [2.0]
+    assert SPEED_RATIO.startswith("median speed ratio (seed time / this time") and "> 1: faster here" in SPEED_RATIO

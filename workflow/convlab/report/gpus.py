@@ -76,9 +76,13 @@ def pair_table(summaries: dict[str, Path]) -> tuple[pd.DataFrame, dict[tuple[str
     return pd.DataFrame(lines), per_kernel
 
 
+SPEED_RATIO = "median speed ratio (seed time / this time; > 1: faster here)"
+
+
 def seed_table(summaries: dict[str, Path]) -> pd.DataFrame:
     """Per device and seed table: the seeds' GPU, how many numbers were compared, and the median
-    ratio this device / the seed's GPU, in the seed's unit."""
+    of their ratios, each this device's speed over the seed GPU's (the seed's time / this time; this
+    GFLOPS / the seed's): > 1 is faster here."""
     lines = []
     for label, path in summaries.items():
         comparison = path.parent / "seeds" / "comparison.csv"
@@ -88,7 +92,7 @@ def seed_table(summaries: dict[str, Path]) -> pd.DataFrame:
         frame = frame[pd.to_numeric(frame["ratio"], errors="coerce").notna()]
         for (seed, gpu, unit), group in frame.groupby(["seed", "seed_gpu", "unit"]):
             lines.append({"label": label, "seed": seed, "seed GPU": gpu, "unit": unit, "numbers": len(group),
-                          "median ratio (this / seed)": float(pd.to_numeric(group["ratio"]).median())})
+                          SPEED_RATIO: float(pd.to_numeric(group["ratio"]).median())})
     return pd.DataFrame(lines)
 
 
