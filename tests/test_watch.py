@@ -248,8 +248,11 @@ class LiveWatch:
     def __init__(self, repo: Path, *args: str) -> None:
         env = {**os.environ, **watch_env(repo)}
         env.pop("CONVLAB_SERVICE", None)
+        # Ctrl-C as in a terminal: a shell without job control starts background commands with SIGINT
+        # ignored, and a test run so (`.ci/run &`) would hand that on to the watch
         self.process = subprocess.Popen([sys.executable, "-m", "convlab", "watch", *args], cwd=repo, env=env,
-                                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         self.lines: list[str] = []
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()
