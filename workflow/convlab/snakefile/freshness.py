@@ -182,13 +182,14 @@ def remove_rows_of_edited_kernels(rows: list[str], hidden: list[str], dry_run: b
     """Remove the rows measured on other kernel files than those on disk now, so that this run
     measures their cells (each stays in the results database); one line for those whose times hid
     the edit (``hidden``): the others Snakemake would measure again by their times too."""
-    if dry_run:
-        return [f"{len(hidden)} rows are dated after their kernel's files but were measured on other files (a clock "
-                f"ahead, a copied row; the first: {hidden[0]}); a real run measures them again"] if hidden else []
-    for row in rows:
-        Path(row).unlink(missing_ok=True)
-    return [f"{len(hidden)} rows are dated after their kernel's files but were measured on other files (a clock "
-            f"ahead, a copied row; the first: {hidden[0]}); measured again"] if hidden else []
+    said = (f"{len(hidden)} rows are dated after their kernel's files but were measured on other files (a clock "
+            f"ahead, a copied row; the first: {hidden[0]})") if hidden else ""
+    if not dry_run:
+        for row in rows:
+            Path(row).unlink(missing_ok=True)
+    if not said:
+        return []
+    return [f"{said}; a real run measures them again" if dry_run else f"{said}; measured again"]
 
 
 # How far ahead of this host's clock a file's date may lie before it is taken for another clock's (a
