@@ -91,9 +91,9 @@ def test_path_arguments_and_their_defaults_are_taken_from_the_jobs_directory(tmp
     assert moved.out == str(tmp_path / "s.csv") and moved.cells == [str(tmp_path / "a.csv"), "/abs/b.csv"]
     command, args = parse(["gpus", "--out", "gpus.html"])
     assert in_directory(command, args, str(tmp_path)).results == str(tmp_path / "results")
-    command, args = parse(["record", "--results", "r", "--backend", "cpu", "--device", "d", "--config", "{}"])
+    command, args = parse(["record", "--results", "r", "--backend", "cpu", "--device", "d", "--grid", "g.json"])
     moved = in_directory(command, args, str(tmp_path))
-    assert (moved.config, moved.device, moved.results) == ("{}", "d", str(tmp_path / "r"))
+    assert (moved.grid, moved.device, moved.results) == (str(tmp_path / "g.json"), "d", str(tmp_path / "r"))
     assert in_directory(command, args, os.getcwd()) is args
 
 

@@ -19,6 +19,7 @@ from convlab.backends.sourcemodule import STANDARD, grid_modules, source_module
 from convlab.plan.config import load_config
 from convlab.plan.families import family
 from convlab.plan.grid import build_cells
+from convlab.plan.gridfile import save_grid
 from convlab.plan.registry import get_kernel
 
 CONFIGS = Path(__file__).resolve().parents[1] / "config"
@@ -90,13 +91,12 @@ def test_with_everything_cached_the_pool_does_nothing():
 
 
 def test_compile_kernels_on_the_cpu_writes_its_record_and_compiles_nothing(tmp_path):
-    config = json.dumps(load_config(TINY))
+    config = load_config(TINY)
+    grid = str(save_grid(config, build_cells(config, "cpu"), "local", tmp_path))
     out = tmp_path / "compiled.json"
-    command, args = parse(["compile-kernels", "--config", config, "--device", "local", "--backend", "cpu",
-                           "--out", str(out)])
+    command, args = parse(["compile-kernels", "--grid", grid, "--backend", "cpu", "--out", str(out)])
     assert command.worker_pool(args) == "cpu"
-    reply = run_command(["compile-kernels", "--config", config, "--device", "local", "--backend", "cpu",
-                         "--out", str(out)], str(tmp_path))
+    reply = run_command(["compile-kernels", "--grid", grid, "--backend", "cpu", "--out", str(out)], str(tmp_path))
     assert reply["exit_code"] == 0, reply["stderr"]
     record = json.loads(out.read_text())
     assert record == {"backend": "cpu", "cells": 0, "modules": 0, "compiled": 0, "cached": 0, "failed": 0,

@@ -22,6 +22,8 @@ from convlab.measure.ncureport import (
     speaking_cells,
 )
 from convlab.plan.families import problem_key
+from convlab.plan.grid import build_cells
+from convlab.plan.gridfile import save_grid
 from convlab.report.counterfindings import findings_lines, load_counters
 
 HEAD = ["ID", "Process ID", "thread Domain:Push/Pop_Range:PL_Type:PL_Value:CLR_Type:Color:Msg_Type:Msg", "Kernel Name",
@@ -109,7 +111,6 @@ def lab(tmp_path, monkeypatch):
     """A cuda grid of three cells with planted ok rows (no GPU needed: nothing is measured)."""
     from convlab.measure.row import build_row, write_row_atomically
     from convlab.plan.config import validate_config
-    from convlab.plan.grid import build_cells
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("CONVLAB_SERVICE", "off")
@@ -133,8 +134,9 @@ def run_counters(folder, config, backend: str = "cuda"):
     from convlab.app.cli import main
 
     out = folder / "results" / "h100" / "counters.csv"
+    grid = save_grid(config, build_cells(config, backend, "h100"), "h100", folder)
     code = main(["counters", "--results", str(folder / "results" / "h100"), "--backend", backend, "--device", "h100",
-                 "--config", json.dumps(config), "--out", str(out)])
+                 "--grid", str(grid), "--out", str(out)])
     return code, pd.read_csv(out, keep_default_na=False)
 
 

@@ -30,7 +30,7 @@ GPU = "needs a CUDA GPU"
 AS_HELP = {
     "convlab bench": f"the floor and SGEMM benchmark {GPU}",
     "convlab bench --sizes 128 256 512 2048 4096": f"the floor and SGEMM benchmark {GPU}",
-    "convlab compile-kernels --config JSON --device LABEL --backend cuda --out FILE":
+    "convlab compile-kernels --grid FILE --backend cuda --out FILE":
         f"compiles the grid's CUDA kernels into a GPU worker ({GPU}); its arguments are placeholders",
     "convlab run --kernel direct --size 1024 --stride 2 --block 16": f"--block is a CUDA launch's ({GPU})",
     "convlab run --kernel direct --size 1024 --block 64": f"--block is a CUDA launch's ({GPU})",

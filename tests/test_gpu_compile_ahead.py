@@ -12,6 +12,7 @@ from service_helpers import ServiceSandbox, read_row
 
 from convlab.plan.config import validate_config
 from convlab.plan.grid import build_cells
+from convlab.plan.gridfile import save_grid
 
 pytestmark = pytest.mark.gpu
 
@@ -41,8 +42,8 @@ def test_compile_kernels_fills_the_worker_so_that_a_cells_setup_no_longer_compil
     cold, ahead = (sandbox_with_a_cold_kernel_cache(tmp_path / name) for name in ("cold", "ahead"))
     try:
         assert cold.run(cell, tmp_path / "cold.csv").returncode == 0
-        compile_args = ("compile-kernels", "--config", json.dumps(config), "--device", "local", "--backend", "cuda",
-                        "--out", str(tmp_path / "compiled.json"))
+        grid = save_grid(config, build_cells(config, "cuda"), "local", tmp_path)
+        compile_args = ("compile-kernels", "--grid", str(grid), "--backend", "cuda", "--out", str(tmp_path / "compiled.json"))
         result = ahead.convlab(*compile_args)
         assert result.returncode == 0, result.stderr
         record = json.loads((tmp_path / "compiled.json").read_text())

@@ -4,7 +4,6 @@ whose counters cannot be read stays ok with the reason."""
 
 from __future__ import annotations
 
-import json
 import sys
 
 import pandas as pd
@@ -12,6 +11,8 @@ import pytest
 from gpu_helpers import write_image
 
 from convlab.measure.ncureport import METRICS, by_cell, cell_counters
+from convlab.plan.grid import build_cells
+from convlab.plan.gridfile import save_grid
 from convlab.run.nsightprofile import ncu_command, run_profiled
 
 # The input read from DRAM once, up to partly used sectors at the picture's edges
@@ -55,7 +56,6 @@ def measured_grid(tmp_path, monkeypatch):
     """One measured cell of each family (conv2d, tiling, winograd_layers, gemm) in a results folder."""
     from convlab.measure.row import write_row_atomically
     from convlab.plan.config import validate_config
-    from convlab.plan.grid import build_cells
     from convlab.run.runner import run_cell
 
     monkeypatch.chdir(tmp_path)
@@ -81,8 +81,9 @@ def run_counters(tmp_path, config):
     from convlab.app.cli import main
 
     out = tmp_path / "results" / "gpu" / "counters.csv"
+    grid = save_grid(config, build_cells(config, "cuda", "gpu"), "gpu", tmp_path)
     assert main(["counters", "--results", str(tmp_path / "results" / "gpu"), "--backend", "cuda", "--device", "gpu",
-                 "--config", json.dumps(config), "--out", str(out)]) == 0
+                 "--grid", str(grid), "--out", str(out)]) == 0
     return pd.read_csv(out, keep_default_na=False)
 
 

@@ -223,17 +223,18 @@ def test_the_cells_to_pair_are_those_whose_kernel_files_changed_since_a_kept_ver
 def test_the_pair_step_writes_an_empty_file_where_nothing_can_be_paired(tmp_path, monkeypatch):
     """No database yet (a first run), and pairing turned off: no device is touched (this machine
     may have none) and the record step reads an empty file."""
-    import json
-
     monkeypatch.setenv("CONVLAB_SERVICE", "off")  # in this process: the service's cuda worker needs CuPy
     from convlab.app.cli import main
     from convlab.plan.config import validate_config
+    from convlab.plan.grid import build_cells
+    from convlab.plan.gridfile import save_grid
 
     for verdicts in ({}, {"paired": False}):
         config = validate_config({"backend": "cuda", "verdicts": verdicts})
         out = tmp_path / "paired.csv"
+        grid = save_grid(config, build_cells(config, "cuda", "h100"), "h100", tmp_path)
         assert main(["pair", "--results", str(tmp_path / "results"), "--backend", "cuda", "--device", "h100",
-                     "--config", json.dumps(config), "--run-id", "run-1", "--out", str(out)]) == 0
+                     "--grid", str(grid), "--run-id", "run-1", "--out", str(out)]) == 0
         assert read_pairs(out) == {} and out.read_text().startswith("cell,kernel,previous_hash")
 
 

@@ -14,12 +14,14 @@ import pytest
 from workflow_helpers import REPO
 
 from convlab.plan.configfile import read_config_file
+from convlab.plan.gridfile import read_grid
 from convlab.service.jobenv import RUN_COMMIT_ENV, RUN_ID_ENV
 from convlab.snakefile import api, prologue, runlife
 from convlab.snakefile.jobenvironment import export_job_environment
 from convlab.snakefile.prologue import RunRefused
 from convlab.snakefile.runlock import CLEAN_NAME
 from convlab.snakefile.runplan import RunPlan
+from convlab.status import UserError
 
 RULES = sorted((REPO / "workflow" / "rules").glob("*.smk")) + [REPO / "Snakefile"]
 # Snakemake's directives that may stand at the top of a rules file, besides rules themselves.
@@ -172,6 +174,32 @@ def test_the_run_starts_and_ends_without_snakemake(lab, monkeypatch):
     assert (Path(".snakemake") / CLEAN_NAME).exists() and ended == [True, False]
 
 
+def test_the_jobs_read_the_grid_the_run_planned_named_by_its_content(lab, monkeypatch):
+    monkeypatch.setenv("CONVLAB_SERVICE", "off")
+    label = lab.devices[0]
+    path = lab.grid_of(SimpleNamespace(device=label))
+    assert not Path(path).exists()  # a dry run, which never starts, writes nothing
+    runlife.on_start(lab, fake_workflow("local", ["cell"]))
+    planned = read_grid(path)
+    assert planned.cells == [cell for cell in lab.cells if cell.device == label]
+    assert planned.config == {key: value for key, value in lab.config.items() if key != "report_intro"}
+    # an edit after the run started: a job still reads the cells the DAG was built from
+    Path("kernels/direct.yaml").write_text(Path("kernels/direct.yaml").read_text() + "\n# edited\n")
+    assert read_grid(path).cells == planned.cells
+    # another grid is another file, so the jobs' params name another
+    config = read_config_file(REPO / "config" / "config.yaml")
+    config.update(read_config_file(REPO / "config" / "tiny-cpu.yaml"))
+    config["conv2d"] = {**config["conv2d"], "strides": [1]}
+    other = RunPlan.build(config, REPO)
+    assert other.grid_file(label) != path and not Path(other.grid_file(label)).exists()
+    Path(path).write_text('{"config": {}')
+    with pytest.raises(UserError, match="grid file cannot be read") as refused:
+        read_grid(path)
+    assert "\n" not in str(refused.value)
+    runlife.on_start(lab, fake_workflow("local", ["cell"]))  # its content decides: a damaged file is written again
+    assert read_grid(path).cells == planned.cells
+
+
 def test_cuda_without_a_gpu_where_the_jobs_run_stops_the_start_with_one_line(lab, monkeypatch):
     lab.choice = SimpleNamespace(**{**lab.choice.__dict__, "backend": "cuda", "gpus": ()})
     with pytest.raises(SystemExit, match="^error: .*GPU"):
@@ -273,3 +301,17 @@ def test_files_dated_in_the_future_are_dated_now_and_a_dry_run_only_says_so(lab)
     said = prologue.files_from_the_future(lab, dry_run=False)
     assert said[0].endswith("dated now") and row.stat().st_mtime < ahead - 300 * 86400
     assert prologue.files_from_the_future(lab, dry_run=False) == []
+
+
+def test_grid_files_of_other_runs_beyond_a_few_are_dropped(tmp_path):
+    from convlab.plan.gridfile import GRID_DIR, OTHERS_KEPT, save_grid
+
+    folder = tmp_path / GRID_DIR
+    folder.mkdir(parents=True)
+    paths = [folder / f"cpu-{index}.json" for index in range(OTHERS_KEPT + 3)]
+    for age, path in enumerate(reversed(paths)):
+        path.write_text("{}")
+        os.utime(path, (1e9 - age, 1e9 - age))  # the last is the newest
+    newest = save_grid({"run": "new"}, [], "cpu", tmp_path)
+    kept = set(newest.parent.glob("*.json"))
+    assert kept == {newest, *paths[-OTHERS_KEPT:]}

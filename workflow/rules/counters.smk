@@ -25,11 +25,11 @@ rule counters:
         results=lambda wildcards, output: os.path.dirname(output.table),
         backend=BACKEND,
         device=lambda wildcards: wildcards.device,
-        grid=PLAN.grid,
+        grid=PLAN.grid_of,
     shell:
         logged(
             "{params.runner} counters --results {params.results} --backend {params.backend} "
-            "--device {params.device} --config {params.grid:q} --out {output.table}"
+            "--device {params.device} --grid {params.grid:q} --out {output.table}"
         )
 
 

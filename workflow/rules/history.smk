@@ -21,11 +21,11 @@ rule pair:
         results=lambda wildcards, input: os.path.dirname(input.summary),
         backend=BACKEND,
         device=lambda wildcards: wildcards.device,
-        grid=PLAN.grid,
+        grid=PLAN.grid_of,
     shell:
         logged(
             "{params.runner} pair --results {params.results} --backend {params.backend} "
-            '--device {params.device} --config {params.grid:q} --run-id "$CONVLAB_RUN_ID" '
+            '--device {params.device} --grid {params.grid:q} --run-id "$CONVLAB_RUN_ID" '
             "--out {output.pairs}"
         )
 
@@ -58,13 +58,13 @@ rule history:
         backend=BACKEND,
         device=lambda wildcards: wildcards.device,
         # the grid the rows belong to: each row's kernel files and settings are hashed from it
-        grid=PLAN.grid,
+        grid=PLAN.grid_of,
         # with several device labels each verdict says whose it is
         heading=PLAN.verdict_heading,
     shell:
         logged(
             "{params.runner} record --results {params.results} --backend {params.backend} "
-            '--device {params.device} --config {params.grid:q} --run-id "$CONVLAB_RUN_ID" '
+            '--device {params.device} --grid {params.grid:q} --run-id "$CONVLAB_RUN_ID" '
             "--pairs {input.pairs}",
             then="{{ printf '%s' {params.heading:q}; cat {output.verdicts}; }} >&2",
         )

@@ -52,14 +52,17 @@ def spec_backend(args: argparse.Namespace) -> str:
     return json.loads(args.spec).get("backend", "cpu")
 
 
-def device_grid_args(results_help: str = "results/<device>",
-                     config_help: str = "the run's validated config as JSON") -> tuple[Argument, ...]:
+def device_grid_args(results_help: str = "results/<device>", planned: bool = True) -> tuple[Argument, ...]:
     """The arguments of a step over one device's grid (pair, counters, record, preview): the device's
-    results folder, the backend, the device label and the config the grid is built from."""
+    results folder, the backend, the device label and the grid: a run's step reads the grid file the
+    run planned (convlab.plan.gridfile); a preview builds it from the config and the kernels' files as
+    they are now."""
+    grid = (file_arg("--grid", help="the grid file the run wrote as it started (its config and this device's cells)")
+            if planned else arg("--config", required=True, help="the validated config as JSON"))
     return (file_arg("--results", help=results_help),
             arg("--backend", required=True, choices=["cuda", "cpu"]),
             arg("--device", required=True),
-            arg("--config", required=True, help=config_help))
+            grid)
 
 
 def cell_arguments() -> tuple[Argument, ...]:
@@ -113,8 +116,7 @@ TABLE: tuple[Command, ...] = (
     ), pool=backend_option),
     Command("compile-kernels", "compile the grid's kernels ahead of its cells, in parallel, into a worker and CuPy's "
             "disk cache", f"{HANDLERS}.device:compile_kernels", (
-        arg("--config", required=True, help="the run's validated config as JSON"),
-        arg("--device", required=True, help="the device label the grid is built for"),
+        file_arg("--grid", help="the grid file the run wrote as it started (its config and one device's cells)"),
         arg("--backend", required=True, choices=["cuda", "cpu"]),
         file_arg("--out", help="a JSON record: modules compiled, already cached, failed, seconds, threads"),
     ), pool=backend_option),
@@ -274,7 +276,7 @@ TABLE: tuple[Command, ...] = (
                    "exits 0."),
     Command("preview", "one preview of kernels' cells against their last recorded version, recording nothing "
             "(watch runs it)", f"{HANDLERS}.preview:preview", (
-        *device_grid_args("results/<device>: its database is read from a copy", "the validated config as JSON"),
+        *device_grid_args("results/<device>: its database is read from a copy", planned=False),
         arg("--kernels", nargs="*", default=[], help="the kernels to preview (none: nothing is measured)"),
         arg("--sizes", type=int, nargs="+"),
         arg("--strides", type=int, nargs="+"),

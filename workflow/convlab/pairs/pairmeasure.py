@@ -28,8 +28,8 @@ from convlab.history.pairing import Candidate, candidates, restore_previous
 from convlab.history.verdictpolicy import DRIFT_FLOOR, VerdictPolicy, floor_for
 from convlab.history.verdictrule import Ratio
 from convlab.history.vouching import why_unvouched
+from convlab.plan.cell import Cell
 from convlab.plan.families import family
-from convlab.plan.grid import build_cells
 from convlab.plan.registry import KernelSpec, read_kernel_folder
 from convlab.run.paired import PairRefused, Recorded, measure_pair
 
@@ -99,7 +99,7 @@ def recorded_side(module_hash: str, kernel_ms: float | None, row: Mapping[str, o
                     why_unvouched(row) or "")
 
 
-def run_pairs(config: dict[str, Any], backend_name: str, device: str, results: str | Path,
+def run_pairs(config: dict[str, Any], cells: list[Cell], backend_name: str, results: str | Path,
               run_id: str) -> tuple[list[PairRow], float]:
     """The pair step: each of the run's re-measured cells whose kernel files changed, measured side
     by side with its previous version on the device, under its lock (none where pairs are off or
@@ -107,7 +107,6 @@ def run_pairs(config: dict[str, Any], backend_name: str, device: str, results: s
     policy = VerdictPolicy.from_config(config)
     if not (policy.paired and run_id):
         return [], 0.0
-    cells = build_cells(config, backend_name, device)
     chosen, connection = candidates(results, cells, run_id)
     own_s = sum(c.service_ms or 0.0 for c in chosen) / 1e3
     if not chosen:

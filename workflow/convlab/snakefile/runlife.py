@@ -1,7 +1,8 @@
 """The run's start and end: what happens as Snakemake starts the first job (Snakemake's `onstart`)
 and once the last has ended (`onsuccess`, `onerror`), besides the rules.
 
-At the start: the run forgets that the last one ended cleanly (until this one does), refuses what
+At the start: the run forgets that the last one ended cleanly (until this one does), writes the
+grid its jobs read (convlab.plan.gridfile), refuses what
 would fail every measurement, lifts Snakemake's job-rate limit where it paces nothing, and, where it
 will measure cells, starts the measurement service and the compile-ahead without waiting for them.
 At the end: the service rests (or stops, after a failure), and a clean end is noted.
@@ -60,7 +61,7 @@ def compile_ahead(plan: RunPlan) -> list[subprocess.Popen]:
         log = Path(f"results/{label}/logs/device/{plan.backend}_compile_kernels.log")
         log.parent.mkdir(parents=True, exist_ok=True)
         out = plan.compiled.format(device=label)
-        command = (f"{plan.runner} compile-kernels --config {shlex.quote(plan.grid)} --device {label} "
+        command = (f"{plan.runner} compile-kernels --grid {shlex.quote(plan.grid_file(label))} "
                    f"--backend {plan.backend} --out {out}")
         with open(log, "w") as output:
             started.append(subprocess.Popen(command, shell=True, stdout=output, stderr=subprocess.STDOUT))
@@ -76,6 +77,7 @@ def on_start(plan: RunPlan, workflow: Any) -> None:
     """As Snakemake starts the first job (see this module's docstring). UserError where the run must
     not go on. On a cluster each group starts its service and compiles as its cells ask."""
     forget_clean_run()
+    plan.write_grids()
     executor = workflow.executor_plugin.name
     preflight(plan, executor)
     lift_local_rate_limit(workflow)

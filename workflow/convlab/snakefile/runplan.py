@@ -9,7 +9,6 @@ methods, which Snakemake calls as input and params functions. Nothing here runs 
 
 from __future__ import annotations
 
-import json
 import os
 import shlex
 from collections.abc import Mapping, Sequence
@@ -41,6 +40,7 @@ from convlab.plan.configfile import DEFAULT_CONFIG_FILE
 from convlab.plan.devicelabel import Placement, choose_devices
 from convlab.plan.families import FAMILIES, GALLERY_FAMILY
 from convlab.plan.grid import build_cells, gallery_size, image_sizes, problem_ranks
+from convlab.plan.gridfile import grid_path, grid_text, write_grid
 from convlab.plan.libraryversions import identity as library_identity
 from convlab.plan.registry import KernelSpec, load_registry, relative
 from convlab.snakefile.reportplan import ReportPlan
@@ -137,8 +137,11 @@ class RunPlan:
         self.code = code_versions(self.backend)
         # the numbers the verdicts are judged by, read from the config once
         self.policy = VerdictPolicy.from_config(self.config)
-        # The grid as the jobs that need it whole (pair, record, counters) are given it.
-        self.grid = json.dumps(self.config, sort_keys=True)
+        # The grid as the jobs that need it whole (pair, record, counters, the compile-ahead) read it:
+        # a file per device label named by its content, written as the run starts (write_grids). The
+        # config as validated: the report's intro is added to self.config after the plan is built.
+        self._grid_config = dict(self.config)
+        self._grid_texts: dict[str, str] = {}
         self.report = ReportPlan(self.config, self.choice, self.devices, self.cells, basedir)
         self._files: dict[tuple[str, str], tuple[str, ...]] = {}
         self._kernel_hashes: dict[tuple[str, str], str] = {}
@@ -184,6 +187,23 @@ class RunPlan:
                 "experiment": "|".join(FAMILIES), "kernel": "|".join(sorted(self.kernels)),
                 # the problem is a path (size~N/stride~S/filter~F, ...); the variant is the last component
                 "problem": r"[a-z_]+~.+", "variant": r"[^/]+"}
+
+    # -- the grid a job over a device label's cells reads
+    def grid_file(self, label: str) -> str:
+        """The file a device label's grid is read from by its jobs (convlab.plan.gridfile)."""
+        if label not in self._grid_texts:
+            cells = [cell for cell in self.cells if cell.device == label]
+            self._grid_texts[label] = grid_text(self._grid_config, cells)
+        return grid_path(label, self._grid_texts[label])
+
+    def grid_of(self, wildcards: Any) -> str:
+        """grid_file() of a job's device wildcard."""
+        return self.grid_file(wildcards.device)
+
+    def write_grids(self) -> None:
+        """Each device label's grid file, as the run starts."""
+        for label in self.devices:
+            write_grid(self.grid_file(label), self._grid_texts[label])
 
     # -- a cell job's lookups, by its wildcards
     def cell_of(self, wildcards: Any) -> Cell:

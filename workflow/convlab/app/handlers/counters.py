@@ -22,18 +22,17 @@ from convlab.console import Console
 from convlab.history.record import read_rows
 from convlab.pictures import loading as pictures
 from convlab.plan.cell import Cell
-from convlab.plan.grid import build_cells
+from convlab.plan.gridfile import read_grid
 from convlab.run.counterreplay import as_timed, replay_cells
 from convlab.run.nsightprofile import read_counters
 
 
 def counters(args: argparse.Namespace, console: Console) -> int:
     started = time.perf_counter()
-    config = json.loads(args.config)
+    grid = read_grid(args.grid)
     results = Path(args.results)
-    ok = [(cell, row) for cell, row in read_rows(build_cells(config, args.backend, args.device))
-          if row.get("status") == "ok"]
-    every_stall = config.get("counter_stalls") == "every"
+    ok = [(cell, row) for cell, row in read_rows(grid.cells) if row.get("status") == "ok"]
+    every_stall = grid.config.get("counter_stalls") == "every"
     table, read_now, profiled = read_counters(ok, results, Path(args.out), args.backend, every_stall)
     if profiled.kernels:
         whose = "" if every_stall else " the findings speak for"

@@ -19,7 +19,7 @@ from convlab.bench.floor import format_table, run_benchmark, write_results
 from convlab.bench.sgemm import format_gemm_table, run_gemm_benchmark
 from convlab.console import Console
 from convlab.plan.cell import Cell
-from convlab.plan.grid import build_cells
+from convlab.plan.gridfile import read_grid
 from convlab.report.gallery import render_edge_map
 
 
@@ -78,7 +78,7 @@ def compile_kernels(args: argparse.Namespace, console: Console) -> int:
     to its cells, which report their own compile error. A backend that compiles nothing (the cpu)
     only writes the record."""
     backend = get_backend(args.backend)
-    cells = build_cells(json.loads(args.config), backend.name, args.device) if backend.compiles_sources else []
+    cells = read_grid(args.grid).cells if backend.compiles_sources else []
     modules = grid_modules(cells)
     # its threads take every core: no cell is timed meanwhile, but a worker's warm-up (untimed) may run
     with untimed_device(backend.device_key()):

@@ -5,7 +5,6 @@ and `history-page` draws the report's history figure and page."""
 from __future__ import annotations
 
 import argparse
-import json
 
 from convlab.console import Console
 from convlab.history.compare import CompareError, compare_result_sets
@@ -14,7 +13,7 @@ from convlab.history.pairfile import read_pairs
 from convlab.history.record import record as record_rows
 from convlab.history.sides import LATEST, NothingBefore, device_folder, load_side
 from convlab.history.verdictpolicy import DRIFT_FLOOR, VerdictPolicy
-from convlab.plan.grid import build_cells
+from convlab.plan.gridfile import read_grid
 from convlab.report.comparepage import write_comparison_page
 from convlab.report.historypage import write_history_page
 
@@ -49,11 +48,10 @@ def compare(args: argparse.Namespace, console: Console) -> int:
 
 def record(args: argparse.Namespace, console: Console) -> int:
     """Add the run's new rows to the device's results database and write its verdicts."""
-    config = json.loads(args.config)
-    cells = build_cells(config, args.backend, args.device)
-    policy = VerdictPolicy.from_config(config)
-    recorded = record_rows(args.results, cells, args.device, policy.threshold, run_id=args.run_id or None,
-                           pairs=read_pairs(args.pairs), config=config)
+    grid = read_grid(args.grid)
+    policy = VerdictPolicy.from_config(grid.config)
+    recorded = record_rows(args.results, grid.cells, args.device, policy.threshold, run_id=args.run_id or None,
+                           pairs=read_pairs(args.pairs), config=grid.config)
     for warning in recorded.warnings:
         console.warn(f"warning: {warning}")
     console.say(f"run {recorded.run_id}: {len(recorded.verdicts)} new rows, {recorded.added} added to the database")

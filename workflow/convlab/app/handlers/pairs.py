@@ -5,19 +5,19 @@ convlab.pairs.pairmeasure), into verdicts/paired.csv for the record step."""
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from collections import Counter
 
 from convlab.console import Console
 from convlab.history.pairfile import write_pairs
 from convlab.pairs.pairmeasure import refusal_kind, run_pairs
+from convlab.plan.gridfile import read_grid
 
 
 def pair(args: argparse.Namespace, console: Console) -> int:
-    config = json.loads(args.config)
     started = time.perf_counter()
-    rows, own_s = run_pairs(config, args.backend, args.device, args.results, args.run_id)
+    grid = read_grid(args.grid)
+    rows, own_s = run_pairs(grid.config, grid.cells, args.backend, args.results, args.run_id)
     write_pairs(args.out, rows)
     measured = sum(row.measured for row in rows)
     if rows:
