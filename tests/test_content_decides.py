@@ -108,6 +108,33 @@ def test_a_cu_touched_or_reverted_is_no_edit_to_note_and_an_edit_is(tiny_run: Fi
     assert notes() == []
 
 
+@pytest.mark.pipeline
+def test_pictures_made_again_keep_their_rows_and_another_picture_measures_its_cells_again(
+        tiny_run: FinishedRun, tmp_path):
+    repo = copy_finished_run(tiny_run.repo, tmp_path / "repo")
+    rows = {path: path.read_bytes() for path in (repo / RESULTS / "cells").rglob("*.csv")}
+    shutil.rmtree(repo / "data")
+    dry = snakemake(repo, 1, "--dry-run")
+    assert any(line.startswith("data/input_64.png is missing: a real run makes it again") for line in terminal_lines(dry))
+    assert not (repo / "data").exists()  # a dry run makes nothing
+    result = snakemake(repo, 2)
+    lines = terminal_lines(result)
+    assert any(line.startswith("data/input_64.png was missing: made again; the ") and line.endswith(" are kept")
+               for line in lines), lines
+    assert {path: path.read_bytes() for path in rows} == rows  # not one cell measured again
+    assert "Nothing to be done" in snakemake(repo, 2).stderr
+    picture = repo / "data" / "input_64.png"
+    pixels = cv2.imread(str(picture))
+    pixels[0, 0] = 255 - pixels[0, 0]
+    cv2.imwrite(str(picture), pixels)  # another picture under the same name
+    reading = {path for path in rows if "/size~64/" in str(path) and ("/conv2d/" in str(path) or "/tiling/" in str(path))}
+    result = snakemake(repo, 2)
+    assert any(line.startswith(f"data/input_64.png: {len(reading)} rows were measured on another picture")
+               for line in terminal_lines(result)), terminal_lines(result)
+    changed = {path for path in rows if path.read_bytes() != rows[path]}
+    assert reading and reading <= changed
+
+
 def test_stale_summaries_compare_the_row_checks_a_slice_holds_with_its_cells(tmp_path):
     results = tmp_path / "results"
     cells = []

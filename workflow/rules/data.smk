@@ -4,7 +4,8 @@
 # the source job with the same one-line `error:` on stderr. The source job runs first (priority), so
 # the run stops before any cell, also before the cells on random data (CNN layers, GEMM) that need
 # no picture. A source that the config no longer asks for is removed by the prologue with the
-# pictures downscaled from it, which are targets, so that this run makes them again.
+# pictures downscaled from it; the prologue makes a picture that rows were measured on again itself
+# (convlab.snakefile.picturecontent), and these rules make the others.
 
 
 rule source_image:

@@ -14,7 +14,6 @@ unrecorded/, whatever happens to their cells' files, and the next run that recor
 
 from __future__ import annotations
 
-import hashlib
 import json
 import socket
 from collections.abc import Mapping
@@ -33,6 +32,7 @@ from convlab.history.waiting import clear_reason, note_reason
 from convlab.measure.row import COLUMNS, DamagedRow, OtherFormat, read_row_file
 from convlab.measure.rowjournal import FOLDER, UnrecordedRow, forget, new_run_id, unrecorded_rows
 from convlab.paths import REPO_ROOT
+from convlab.pictures.source import picture_hash
 from convlab.plan.cell import Cell
 from convlab.plan.cpusources import keep_sources
 from convlab.plan.registry import load_registry
@@ -117,7 +117,7 @@ class InputHashes:
             return ""
         if cell.image not in self.known:
             try:
-                self.known[cell.image] = hashlib.sha256(Path(cell.image).read_bytes()).hexdigest()[:12]
+                self.known[cell.image] = picture_hash(cell.image)
             except OSError:
                 self.known[cell.image] = ""
         return self.known[cell.image]

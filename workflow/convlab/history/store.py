@@ -252,15 +252,22 @@ def known_checks(connection: sqlite3.Connection, checks: Iterable[str]) -> set[s
     return found
 
 
-def kernel_hashes(connection: sqlite3.Connection, checks: Iterable[str]) -> dict[str, str]:
-    """The hash of the kernel files each of ``checks`` was recorded with, where it is kept and known."""
+# What a measurement records of what it ran on, by the content: its kernel's files, its picture.
+CONTENT_HASHES = ("kernel_hash", "input_hash")
+
+
+def recorded_hashes(connection: sqlite3.Connection, checks: Iterable[str], column: str) -> dict[str, str]:
+    """The content hash (``column``, one of CONTENT_HASHES) each of ``checks`` was recorded with,
+    where it is kept and known."""
+    if column not in CONTENT_HASHES:
+        raise ValueError(f"{column} is not a content hash of a measurement")
     wanted = list(checks)
     found: dict[str, str] = {}
     for start in range(0, len(wanted), 500):
         chunk = wanted[start:start + 500]
         marks = ",".join("?" * len(chunk))
-        found.update((check, kernel_hash) for check, kernel_hash in connection.execute(
-            f"SELECT row_check, kernel_hash FROM measurements WHERE row_check IN ({marks})", chunk) if kernel_hash)
+        found.update((check, value) for check, value in connection.execute(
+            f"SELECT row_check, {column} FROM measurements WHERE row_check IN ({marks})", chunk) if value)
     return found
 
 

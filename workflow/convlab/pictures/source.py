@@ -26,6 +26,7 @@ from typing import Any
 import ffmpeg
 import numpy as np
 
+from convlab.codeversion import data_version
 from convlab.machinefaults import killed_by
 from convlab.pictures.header import FFMPEG_MAX_EDGE, header_size
 from convlab.status import UserError
@@ -99,12 +100,30 @@ def sidecar_path(out: str | Path) -> Path:
     return Path(out).with_suffix(".json")
 
 
-def _write_sidecar(out: str | Path, record: dict[str, Any]) -> None:
+def _write_sidecar(out: str | Path, record: dict[str, Any]) -> dict[str, Any]:
+    """Write the record with the code that made the pictures (another makes them again before a
+    run's jobs read them); the record as written."""
+    record = {**record, "code": data_version()}
     sidecar_path(out).write_text(json.dumps(record, indent=2) + "\n")
+    return record
+
+
+def made_by_other_code(image: str | Path) -> bool:
+    """Whether the source picture ``image`` was made by other picture code than this (by its
+    record; one without a readable record too)."""
+    try:
+        return json.loads(sidecar_path(image).read_text()).get("code") != data_version()
+    except (OSError, ValueError, AttributeError):
+        return True
 
 
 def file_sha256(path: str | Path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def picture_hash(path: str | Path) -> str:
+    """A picture's content as a cell's measurement records it (the results database's input_hash)."""
+    return file_sha256(path)[:12]
 
 
 def generated_by(size: int) -> str:
@@ -154,8 +173,7 @@ def generate_source(out: str | Path, size: int, warn: Callable[[str], None] = wa
          f"render the {size}x{size} source", warn)
     record = {"source_image": None, "generated": generated_by(size), "size": size, "conversions": [],
               "png_sha256": file_sha256(out)}
-    _write_sidecar(out, record)
-    return record
+    return _write_sidecar(out, record)
 
 
 def png_problem(blob: bytes) -> str | None:
@@ -319,7 +337,7 @@ def import_source(user_image: str | Path, out: str | Path, size: int,
         "conversions": conversions,
         "png_sha256": file_sha256(out),
     }
-    _write_sidecar(out, record)
+    record = _write_sidecar(out, record)
     # warning: lines reach the terminal (the source rule copies them from its log): the picture
     # measured is not quite the one given
     for conversion in conversions:

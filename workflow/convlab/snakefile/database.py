@@ -11,6 +11,7 @@ only when there is something to add.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterable
 from pathlib import Path
 
 from convlab.history import store
@@ -35,25 +36,32 @@ def _reading(database: Path, untouched: bool) -> sqlite3.Connection:
     return store.open_for_reading(database)
 
 
+def recorded_hashes(rows: Iterable[str], database: Path, column: str, untouched: bool = False) -> dict[str, str]:
+    """What the database recorded (``column``: the kernel files' hash, or the picture's) for the
+    measurement of each row file of ``rows`` it keeps and can tell, by the row's check."""
+    checks = {path: check for path in rows if (check := cell_row_check(path))}
+    if not checks or not database.exists():
+        return {}
+    try:
+        connection = _reading(database, untouched)
+    except (store.HistoryUnavailable, sqlite3.Error):
+        return {}
+    try:
+        recorded = store.recorded_hashes(connection, checks.values(), column)
+    except sqlite3.Error:
+        return {}
+    finally:
+        connection.close()
+    return {path: recorded[check] for path, check in checks.items() if check in recorded}
+
+
 def rows_of_edited_kernels(rows: dict[str, str], database: Path, untouched: bool = False) -> list[str]:
     """The row files (of ``rows``: each cell's row path and the hash of its kernel's files now)
     whose measurement the database recorded with other kernel files: their cells are due whatever
     the files' times say (a row dated ahead by another clock or a copy hides an edit from
     Snakemake). Rows the database lacks or cannot tell are left to the times."""
-    checks = {path: check for path in rows if (check := cell_row_check(path))}
-    if not checks or not database.exists():
-        return []
-    try:
-        connection = _reading(database, untouched)
-    except (store.HistoryUnavailable, sqlite3.Error):
-        return []
-    try:
-        recorded = store.kernel_hashes(connection, checks.values())
-    except sqlite3.Error:
-        return []
-    finally:
-        connection.close()
-    return [path for path, check in checks.items() if check in recorded and recorded[check] != rows[path]]
+    recorded = recorded_hashes(rows, database, "kernel_hash", untouched)
+    return [path for path, kernel_hash in recorded.items() if kernel_hash != rows[path]]
 
 
 def rows_not_kept(results_dir: Path, tails: set[str], database: Path, untouched: bool = False) -> list[str]:

@@ -35,6 +35,7 @@ from convlab.snakefile.freshness import (
     stale_summaries,
 )
 from convlab.snakefile.jobenvironment import FALLBACK_LOCALE, missing_locale
+from convlab.snakefile.picturecontent import check_pictures
 from convlab.snakefile.runlock import follows_clean_run, live_run_line, mark_report_stage, release_stale_lock
 from convlab.snakefile.runplan import RunPlan
 from convlab.status import UserError
@@ -175,6 +176,14 @@ def rows_of_edited_kernel_files(plan: RunPlan, dry_run: bool) -> list[str]:
     return lines
 
 
+def pictures_by_content(plan: RunPlan, dry_run: bool) -> list[str]:
+    """A picture's rows stand by its content, not its file's time: a missing picture that rows were
+    measured on is made again now (the same picture keeps them), and a row measured on another
+    picture than the one on disk is measured again (convlab.snakefile.picturecontent)."""
+    user_image = plan.config["source_image"] or None
+    return check_pictures(plan.cells, plan.source_image, plan.source_size, user_image, dry_run)
+
+
 def files_from_the_future(plan: RunPlan, dry_run: bool) -> list[str]:
     """Files of the results and the pictures dated ahead of this host's clock are dated now, once
     the rows among them were checked by their content (rows_of_edited_kernel_files): Snakemake
@@ -232,7 +241,7 @@ def report_stage_mark(plan: RunPlan, dry_run: bool) -> list[str]:
 # summaries made from them.
 STEPS: tuple[Callable[[RunPlan, bool], list[str]], ...] = (
     no_live_run, backend_line, installed_locale, writable_results, source_picture, damaged_rows, rows_of_changed_settings, rows_of_changed_code,
-    results_database, rows_of_edited_kernel_files, files_from_the_future,
+    results_database, pictures_by_content, rows_of_edited_kernel_files, files_from_the_future,
     stale_summary_files, cpu_sources, stale_lock, report_stage_mark)
 
 
