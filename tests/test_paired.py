@@ -260,6 +260,9 @@ def test_the_history_page_shows_a_paired_cells_interval_and_how_it_was_measured(
     page = history_page(folder, judged)
     assert "1.031 [1.025, 1.037]" in page
     assert "paired: side by side with the previous version, 12 rounds" in page
+    # a verdict, a name or a number is never broken inside; the cell's path breaks after a slash
+    assert "white-space:nowrap" in page and "overflow-wrap:anywhere" not in page
+    assert '<td class="wrap">results/<wbr>x/<wbr>cells/<wbr>c.csv</td>' in page
 
 
 def test_a_pair_of_the_same_machine_code_is_same_without_rounds_and_says_so(tmp_path):

@@ -9,6 +9,7 @@ edited cells, and a live watch through saves, a crashing twin, a save mid-previe
 from __future__ import annotations
 
 import csv
+import json
 import os
 import signal
 import subprocess
@@ -40,7 +41,7 @@ from convlab.measure.row import read_row_file
 from convlab.pairs.previewplan import narrowed
 from convlab.paths import REPO_ROOT
 from convlab.plan.registry import get_kernel, read_kernel_folder
-from convlab.plan.runconfig import laid_over
+from convlab.plan.runconfig import laid_over, run_config
 from convlab.run.paired import measure_pair
 from convlab.savedfiles import SavedFiles
 from convlab.status import UserError
@@ -211,6 +212,33 @@ def test_once_exits_1_on_slower_with_fail_on_and_0_when_nothing_differs(finished
     assert list(rows[0]) == list(CSV_COLUMNS)
     assert [(row["kernel"], row["verdict"]) for row in rows] == [("direct", "SLOWER")] * 3
     assert all(float(row["ratio_low"]) > 1 for row in rows)
+
+
+# a grid of the tiny config's families whose cells no run recorded, on a picture no run made
+UNRECORDED = """cpu:
+  sizes: [80]
+  tiling: {sizes: [80]}
+  winograd_layers: {layers: [[3, 8, 8, 4]], batches: [1]}
+  gemm: {sizes: [40]}
+"""
+
+
+@pytest.mark.pipeline
+def test_a_grid_no_run_recorded_is_said_so_and_a_missing_picture_names_how_to_make_it(finished, monkeypatch):
+    (finished / "unrecorded.yaml").write_text(UNRECORDED)
+    once = watch_once(finished, "--configfile", TINY, "--configfile", "unrecorded.yaml", service="off")
+    assert once.returncode == 0, once.stdout + once.stderr
+    assert once.stdout.startswith(f"preview: no cell of this grid is recorded in {RESULTS} yet, so no edit to "
+                                  "compare: a run of this grid records them"), once.stdout
+    monkeypatch.chdir(finished)
+    config, _ = run_config([TINY, "unrecorded.yaml"])
+    device = RESULTS.split("/")[1]
+    preview = convlab("preview", "--results", RESULTS, "--backend", "cpu", "--device", device, "--config",
+                      json.dumps(config), "--kernels", "direct", cwd=finished, **watch_env(finished))
+    assert preview.returncode == 2, preview.stdout + preview.stderr
+    assert preview.stderr.strip() == ("error: data/input_80.png does not exist yet: make the grid's pictures with "
+                                      "`snakemake --cores 1 data/input_80.png` (with the same --configfile), or run "
+                                      "the grid once"), preview.stderr
 
 
 @pytest.mark.pipeline

@@ -197,6 +197,10 @@ def run_preview(run: Preview, cells: list[Cell], connection: sqlite3.Connection 
         say(f"preview: {shown(request.results)} has no results database yet: no version is recorded to "
             "pair with (a run that measures cells records them)")
     recorded = recorded_versions(connection, cells)
+    if request.differing and connection is not None and not any(c.path in recorded for c in cells):
+        say(f"preview: no cell of this grid is recorded in {shown(request.results)} yet, so no edit to compare: "
+            "a run of this grid records them (snakemake --cores 1, with the same --configfile)")
+        return False
     if request.differing:
         wanted = differing(cells, run.saved, recorded)
         run.saved = {kernel: saved for kernel, saved in run.saved.items() if kernel in wanted}
@@ -211,6 +215,11 @@ def run_preview(run: Preview, cells: list[Cell], connection: sqlite3.Connection 
     for kernel in kernels:
         if run.saved[kernel].spec is None:
             raise UserError(f"{kernel}: {run.saved[kernel].why_not}")
+    missing = sorted({c.image for c in todo if c.image and not Path(c.image).is_file()})
+    if missing:
+        raise UserError(f"{missing[0]} does not exist yet{f' (nor {len(missing) - 1} more)' if len(missing) > 1 else ''}: "
+                        f"make the grid's pictures with `snakemake --cores 1 {' '.join(missing)}` (with the same "
+                        "--configfile), or run the grid once")
     say(f"preview of {', '.join(kernels)}: {len(todo)} {'cell' if len(todo) == 1 else 'cells'} of {request.device}")
     backend = get_backend(request.backend)
     restored: dict[str, KernelSpec] = {}

@@ -318,15 +318,18 @@ def write_history_page(folder: str | Path, latest_csv: str | Path, figure_out: s
     body = "".join(
         f'<tr style="background:{colours.get(r["verdict"], "#fff")}">'
         + "".join(f"<td>{html.escape(v)}</td>" for v in (
-            r["verdict"], r["kernel"], short_cell(r["cell"]), r["previous_ms"], r["kernel_ms"], _ratio_text(r),
-            r["changed"].replace(";", ", "), _note(r)))
+            r["verdict"], r["kernel"]))
+        # the cell's path breaks after a slash, the note between words; a verdict, a name or a number never
+        + f'<td class="wrap">{"/<wbr>".join(html.escape(part) for part in short_cell(r["cell"]).split("/"))}</td>'
+        + "".join(f"<td>{html.escape(v)}</td>" for v in (r["previous_ms"], r["kernel_ms"], _ratio_text(r)))
+        + "".join(f'<td class="wrap">{html.escape(v)}</td>' for v in (r["changed"].replace(";", ", "), _note(r)))
         + "</tr>" for r in rows)
     run_rows = "".join(f"<tr><td>{html.escape(a)}</td><td>{html.escape(b)}</td><td>{html.escape((c or '')[:10])}"
                        f"</td><td>{d}</td></tr>" for b, a, c, d in reversed(runs))
     page = html_page(
         f"{device}: history", "body{font-family:sans-serif;margin:1.5em;max-width:1300px}"
         "table{border-collapse:collapse;margin-bottom:1.5em}td,th{border:1px solid #ccc;padding:3px 8px;"
-        "text-align:left;font-size:13px;overflow-wrap:anywhere}th{background:#f0f0f0}",
+        "text-align:left;font-size:13px;white-space:nowrap}td.wrap{white-space:normal}th{background:#f0f0f0}",
         f"<h2>{html.escape(device)}: what the latest run changed</h2>"
         f"<p>{len(rows)} cells measured in the latest run that recorded rows; each against its previous ok "
         "measurement on this device (the rule of <code>python -m convlab compare</code>, with the cell's own "
