@@ -13,8 +13,8 @@ from matplotlib.colors import to_hex
 
 from convlab.plan.registry import load_registry
 from convlab.report import figures
+from convlab.report.kernelcolors import kernel_group
 from convlab.report.plotting import NO_ROWS, NO_TIMED_CELLS
-from convlab.report.roofline import kernel_group
 from convlab.report.time_vs_size import (
     CONTEXT_COLOR,
     CONTEXT_LINE,

@@ -25,9 +25,10 @@ from convlab.history.summary import read_summary
 from convlab.measure.ncureport import speaking_cells
 from convlab.plan.families import FAMILIES, problem_key
 from convlab.report.familydisplay import DISPLAYS
+from convlab.report.kernelcolors import group_color, kernel_group
 from convlab.report.pages import html_page
-from convlab.report.plotting import log_axis, new_figure, note_figure_object, palette_colors, save_figure
-from convlab.report.roofline import kernel_group, load_device
+from convlab.report.plotting import log_axis, new_figure, note_figure_object, save_figure
+from convlab.report.roofline import load_device
 
 # A kernel that reaches this share of the measured copy bandwidth is memory-bound; one that moves
 # at most AT_LIMIT_BYTES x the fewest bytes is then at the limit. One at COMPUTE_SHARE of the SGEMM
@@ -134,7 +135,7 @@ def measured_roofline(table: pd.DataFrame, copy_gbps: float, sgemm_gflops: float
     figure, axes = new_figure(1, 1, width=7.5, height=5.0, legend_width=2.6)
     ax = axes[0][0]
     groups = sorted({kernel_group(k) for k in points["kernel"]})
-    colors = dict(zip(groups, palette_colors(len(groups))))
+    colors = {group: group_color(part["kernel"]) for group, part in points.groupby(points["kernel"].map(kernel_group))}
     # one collection per group and kind of mark: an artist per point costs the layout and the draw each
     # (the default conv2d grid has over a thousand cells with counters)
     for group, rows in points.groupby(points["kernel"].map(kernel_group)):

@@ -17,6 +17,7 @@ from convlab.plan.families import DEFAULT_FAMILY, FAMILIES
 from convlab.report.codelabels import TWIN_BACKENDS, kernel_labels
 from convlab.report.familydisplay import SIZE_FIGURE_FAMILY
 from convlab.report.figuretable import NAMES, SIZE_FAMILY, figure_entry
+from convlab.report.kernelcolors import kernel_colors
 from convlab.report.pages import html_page, write_page
 from convlab.report.plotting import (
     NO_ROWS,
@@ -98,8 +99,10 @@ def by_stride_figure(frame: pd.DataFrame, what: str, y: str, ylabel: str, floor_
     best = best[best[y] > 0]  # a log axis has no place for zero
     strides = sorted(frame["stride"].dropna().unique())
     sizes = sorted(frame["H"].dropna().unique())
-    labels = natural_order(best["label"])
-    palette = dict(zip(labels, palette_colors(len(labels))))
+    # each line in its kernel's colour, the same in every figure
+    kernel_of = dict(zip(best["label"], best["kernel"]))
+    colors = kernel_colors(sorted(set(kernel_of.values())))
+    palette = {label: colors[kernel_of[label]] for label in natural_order(best["label"])}
     figure, axes = new_figure(1, len(strides))
     drawn: set[str] = set()
     any_wrong = False

@@ -20,8 +20,8 @@ from matplotlib.ticker import FuncFormatter
 from convlab.history.summary import read_summary
 from convlab.report.codelabels import TWIN_BACKENDS, code_identity, code_labels
 from convlab.report.familydisplay import DISPLAYS
+from convlab.report.kernelcolors import group_color, kernel_group
 from convlab.report.plotting import (
-    mpl_colors,
     new_figure,
     note_figure_object,
     plain_tick,
@@ -34,22 +34,8 @@ from convlab.status import OK
 ABOVE_COLOR = "#b2182b"
 RING_SIZE = 90  # points squared: the ring around a point above a roof
 RING_GID, COUNT_GID = "above-roof-ring", "above-roof-count"  # its artists, for the tests to read back
-# Kernel name prefix -> the kernel group shown in the legend (first match wins); anything else is its own group.
-KERNEL_GROUPS = [("im2col_gemm", "im2col + own GEMM"), ("im2col_cublas", "im2col + cuBLAS"), ("cudnn", "cuDNN"),
-            ("winograd", "Winograd"), ("tiled", "tiled (shared memory)"), ("direct", "direct"),
-            ("conv_naive", "direct"), ("sgemm", "own SGEMM"), ("cublas", "cuBLAS"), ("fft", "FFT"),
-            ("ndimage", "ndimage"), ("conv_floor", "copy floor kernel")]
-
-
 def _marker(experiment: str) -> str:
     return DISPLAYS[experiment].marker if experiment in DISPLAYS else "o"
-
-
-def kernel_group(kernel: str) -> str:
-    for prefix, name in KERNEL_GROUPS:
-        if kernel.startswith(prefix):
-            return name
-    return kernel
 
 
 def load_device(path: str | Path) -> dict:
@@ -167,7 +153,7 @@ def roofline_figure(summary: pd.DataFrame, bandwidth: dict, ceiling: dict) -> Fi
     over_peak, over_copy = above_roofs(points, bandwidth, ceiling)
     over = over_peak | over_copy
     groups = sorted(points["group"].unique())
-    palette = dict(zip(groups, mpl_colors("tab10", len(groups))))
+    palette = {group: group_color(part["kernel"]) for group, part in points.groupby("group")}
     with report_style():
         figure, axes = new_figure(1, 2, width=5.8, height=4.8, legend_width=3.4, share=False)
         low, high = points["intensity"].min() / 2, points["intensity"].max() * 2

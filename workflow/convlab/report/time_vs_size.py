@@ -13,15 +13,12 @@ from matplotlib.transforms import blended_transform_factory
 
 from convlab.report import plotting as plot
 from convlab.report.codelabels import TWIN_BACKENDS, ran_labels, short_implementation
-from convlab.report.roofline import KERNEL_GROUPS, kernel_group
+from convlab.report.kernelcolors import group_rank, kernel_colors, kernel_group
 from convlab.status import WRONG
 
 MAX_LINES_PER_PANEL = 6  # more and one panel's lines crowd again; small groups share a panel up to this
 LINE_MARKERS = ("o", "s", "^", "D", "v", "P", "*")  # never "X": a large X marks a wrong result
 LINE_STYLES = ("-", "--", "-.", ":")
-# Okabe-Ito's colour-blind safe colours without its yellow (unreadable as text on white), ordered so that
-# neighbours in a panel contrast most; 8 colours against 7 markers keeps the three cycles out of step.
-LINE_COLORS = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#000000", "#E69F00", "#56B4E9", "#8C564B")
 CONTEXT_COLOR = "0.84"
 LABEL_FONT_SIZE = 8.5
 LABEL_COLUMN = 1.09  # where labels start, in panel widths: a leader's slant fits between the edge and them
@@ -35,15 +32,17 @@ CONTEXT_LINE = "context-line"
 
 @dataclass(frozen=True)
 class LineStyle:
-    color: str
+    color: tuple[float, float, float]
     marker: str
     linestyle: str
 
 
-def line_styles(names: list[str]) -> dict[str, LineStyle]:
-    """Per line name, in the given order: colour, marker and line style each cycle on their own, so that up to 4
-    lines differ in all three, up to 7 in colour and marker, and no two of up to 56 share the same three."""
-    return {name: LineStyle(LINE_COLORS[i % len(LINE_COLORS)], LINE_MARKERS[i % len(LINE_MARKERS)],
+def line_styles(names: list[str], kernels: dict[str, str]) -> dict[str, LineStyle]:
+    """Per line name, in the given order: its kernel's colour (convlab.report.kernelcolors: the same in
+    every figure), and a marker and a line style that cycle on their own, so that a kernel's lines (one
+    per filter) and up to 4 lines of a panel differ in both."""
+    colors = kernel_colors(sorted(set(kernels.values())))
+    return {name: LineStyle(colors[kernels[name]], LINE_MARKERS[i % len(LINE_MARKERS)],
                             LINE_STYLES[i % len(LINE_STYLES)])
             for i, name in enumerate(names)}
 
@@ -58,15 +57,11 @@ def panel_group(rows: pd.DataFrame) -> pd.Series:
     return groups
 
 
-def _group_rank(kernel: str) -> int:
-    return next((i for i, (prefix, _) in enumerate(KERNEL_GROUPS) if kernel.startswith(prefix)), len(KERNEL_GROUPS))
-
-
 def pack_panels(lines: pd.DataFrame) -> list[list[str]]:
     """The groups of each panel row. ``lines`` has one row per line, with its ``group`` and ``kernel``. Groups
     keep the order of KERNEL_GROUPS (related families are neighbours there), and neighbours share a panel while
     it holds at most MAX_LINES_PER_PANEL lines; a larger group gets a panel of its own, never split."""
-    rank = lines.groupby("group")["kernel"].agg(lambda kernels: min(map(_group_rank, kernels)))
+    rank = lines.groupby("group")["kernel"].agg(lambda kernels: min(map(group_rank, kernels)))
     counts = lines.groupby("group").size()
     panels: list[list[str]] = []
     filled = 0
@@ -176,8 +171,8 @@ def _no_timed_cells_figure(frame: pd.DataFrame, what: str, strides: list, sizes:
 
 def time_vs_size_figure(frame: pd.DataFrame) -> Figure:
     """Kernel time against image size, log-log, as small multiples: one row of panels per few kernel groups
-    (KERNEL_GROUPS), one column per stride, each row on its own time axis. Within a panel each line differs from
-    the others in colour, marker and line style and is named at its right end; the kernels of the other rows
+    (KERNEL_GROUPS), one column per stride, each row on its own time axis. Within a panel each line has its
+    kernel's colour, differs from the others in marker and line style, and is named at its right end; the kernels of the other rows
     are drawn in light grey behind it. Each line is a kernel's best variant at each point, as best_variants
     chooses."""
     what = "Kernel time vs image size"
@@ -203,7 +198,7 @@ def time_vs_size_figure(frame: pd.DataFrame) -> Figure:
     labelled = []  # (panel, its lines' ends, their styles), labelled once the layout is known
     for row, groups in zip(axes, panels):
         names = plot.natural_order(lines.loc[lines["group"].isin(groups), "line"])
-        styles = line_styles(names)
+        styles = line_styles(names, dict(zip(lines["line"], lines["kernel"])))
         # On a twin backend the labels name the twin that ran; the GPU groups are worth a title.
         heading = "" if twin_backend else ", ".join(groups) + " · "
         for ax, stride in zip(row, strides):
