@@ -1,10 +1,10 @@
 """One colour per kernel, the same in every figure: a kernel is one colour in the time, GFLOP/s and
-floor figures, and a group of kernels in the rooflines is the colour of its group's first kernel.
+floor figures, and a group of kernels in the rooflines is the colour of its first kernel.
 
-The map is fixed by the kernel registry, not by which kernels a figure happens to draw: the
-kernels in the order of their groups (KERNEL_GROUPS: related families neighbours), then by name,
-take the colours of PALETTE in turn; a kernel the registry does not name (one added for a test)
-takes the next free colour by its name."""
+The map is fixed by the kernel registry, not by which kernels a figure happens to draw: the first
+kernel of each group (KERNEL_GROUPS, then by name), then the others of each group, take the colours
+of PALETTE in turn; a kernel the registry does not name (one added for a test) takes the next free
+colour by its name."""
 
 from __future__ import annotations
 
@@ -25,11 +25,17 @@ Color = tuple[float, float, float]
 
 
 def _palette() -> list[Color]:
-    """tab20's ten strong colours, then its ten light ones, then tab20b's: neighbours in the kernel
-    order (a group's kernels) differ in hue, and 40 kernels get a colour each."""
-    tab20 = [tuple(c[:3]) for c in mpl.colormaps["tab20"].colors]
-    tab20b = [tuple(c[:3]) for c in mpl.colormaps["tab20b"].colors]
-    return tab20[0::2] + tab20[1::2] + tab20b
+    """Colours readable as lines and as text on white, neighbours far apart in hue (a group's kernels
+    are neighbours): tab10 without its grey (a figure's context lines are grey) and its olive, then
+    the dark shades of tab20b and tab20c, then lighter ones, the palest last; 32 in all."""
+    def shades(name: str, index: int, hues: range) -> list[Color]:
+        colors = mpl.colormaps[name].colors
+        return [tuple(colors[4 * hue + index][:3]) for hue in hues]
+
+    tab10 = [tuple(c[:3]) for c in mpl.colormaps["tab10"].colors]
+    strong = [color for i, color in enumerate(tab10) if i not in (7, 8)]  # grey, olive
+    return (strong + shades("tab20b", 0, range(5)) + shades("tab20c", 0, range(4)) + shades("tab20b", 1, range(5))
+            + shades("tab20c", 1, range(4)) + [tab10[8]] + shades("tab20b", 2, range(5)))
 
 
 PALETTE: list[Color] = _palette()
@@ -55,7 +61,11 @@ def registry_order() -> tuple[str, ...]:
         names = list(load_registry())
     except RegistryError:
         names = []
-    return tuple(sorted(names, key=lambda name: (group_rank(name), name)))
+    ranked = sorted(names, key=lambda name: (group_rank(name), name))
+    leads = list({kernel_group(name): name for name in reversed(ranked)}.values())[::-1]
+    # each group's first kernel takes the strongest colours, the rest of each group the others: the
+    # kernels most figures draw together (one of a family) never share a hue
+    return tuple(sorted(leads, key=ranked.index) + [name for name in ranked if name not in leads])
 
 
 def kernel_colors(kernels: Iterable[str]) -> dict[str, Color]:
@@ -69,10 +79,8 @@ def kernel_colors(kernels: Iterable[str]) -> dict[str, Color]:
 
 def group_color(kernels: Iterable[str]) -> Color:
     """The colour of a legend entry that stands for several ``kernels`` (a roofline's group): that
-    of the first kernel, in the map's order, of the group of the first of them, whichever of its
-    kernels a figure draws."""
+    of the first of them in the map's order, so that it is the colour that kernel has in the other
+    figures, and two entries never take one colour."""
     order = {name: i for i, name in enumerate(registry_order())}
-    ranked = sorted(set(kernels), key=lambda name: (order.get(name, len(order)), name))
-    group = kernel_group(ranked[0])
-    lead = next((name for name in registry_order() if kernel_group(name) == group), ranked[0])
-    return kernel_colors([lead])[lead]
+    first = min(set(kernels), key=lambda name: (order.get(name, len(order)), name))
+    return kernel_colors([first])[first]
