@@ -5,6 +5,7 @@ every count of cells written in the text is the one the code computes from the c
 import re
 import shutil
 import subprocess
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -73,6 +74,20 @@ def test_readme_commands_are_verbatim():
 
 def test_ci_runs_the_readme_test_command():
     assert TEST_COMMAND in (REPO / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+
+
+def test_one_dependency_list_whose_every_package_the_constraints_file_pins():
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    names = [re.split(r"[<>=!\[ ;]", requirement)[0] for requirement in project["dependencies"]]
+    pins = {re.sub(r"[-_.]+", "-", line.partition("==")[0]).lower()
+            for line in (REPO / "envs" / "constraints.txt").read_text().splitlines() if "==" in line}
+    assert {re.sub(r"[-_.]+", "-", name).lower() for name in names} <= pins
+    requirements = (REPO / "envs" / "requirements.txt").read_text().splitlines()
+    assert "-c constraints.txt" in requirements and "-e ." in requirements
+    # convlab's own dependencies are listed once, in pyproject.toml
+    assert not [line for line in requirements if re.split(r"[<>=!\[ ;]", line)[0] in names]
+    for variant in ("requirements-test.txt", "requirements-cuda12.txt", "requirements-cuda13.txt"):
+        assert "-r requirements.txt" in (REPO / "envs" / variant).read_text().splitlines(), variant
 
 
 def test_readme_figure_names_gpu_and_year():

@@ -114,6 +114,27 @@ def test_the_install_gives_this_checkouts_package_without_pythonpath(fresh_insta
     assert shutil.which("convlab", path=env["PATH"]) == str(repo / ".venv" / "bin" / "convlab")
 
 
+def constrained() -> dict[str, str]:
+    """envs/constraints.txt: package name (normalised) -> its version."""
+    pins = {}
+    for line in (REPO / "envs" / "constraints.txt").read_text().splitlines():
+        if line and not line.startswith("#"):
+            name, _, version = line.partition("==")
+            pins[re.sub(r"[-_.]+", "-", name).lower()] = version
+    return pins
+
+
+def test_the_install_takes_every_package_at_the_version_of_the_constraints_file(fresh_install):
+    repo, env = fresh_install
+    frozen = shell("pip freeze --exclude-editable", repo, env)
+    assert frozen.returncode == 0, frozen.stderr
+    installed = {re.sub(r"[-_.]+", "-", name).lower(): version for name, _, version in
+                 (line.partition("==") for line in frozen.stdout.splitlines() if "==" in line)}
+    pins = constrained()
+    assert {"snakemake", "numpy", "pandas", "matplotlib"} <= set(installed)
+    assert {name: version for name, version in installed.items() if pins.get(name) != version} == {}
+
+
 @pytest.mark.parametrize("command", sorted(DOCUMENTED))
 def test_a_documented_command_runs_from_the_fresh_venv(fresh_runs, command):
     repo, env, first_run = fresh_runs
