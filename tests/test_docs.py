@@ -90,6 +90,15 @@ def test_one_dependency_list_whose_every_package_the_constraints_file_pins():
         assert "-r requirements.txt" in (REPO / "envs" / variant).read_text().splitlines(), variant
 
 
+def test_a_licence_and_a_citation_that_agree_with_the_package():
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    citation = yaml.safe_load((REPO / "CITATION.cff").read_text())
+    assert citation["cff-version"] == "1.2.0" and citation["title"] and citation["authors"]
+    assert citation["version"] == project["version"] and citation["license"] == project["license"] == "MIT"
+    assert (REPO / "LICENSE").read_text().startswith("MIT License")
+    assert "LICENSE" in (REPO / "README.md").read_text() and "CITATION.cff" in (REPO / "README.md").read_text()
+
+
 def test_readme_figure_names_gpu_and_year():
     text = README.read_text(encoding="utf-8")
     figure = re.search(r"!\[[^\]]*\]\(([^)]+\.png)\)\n\n(.+?)\n\n", text, flags=re.S)
