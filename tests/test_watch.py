@@ -309,10 +309,14 @@ def test_a_live_watch_previews_each_save_survives_a_crash_starts_again_on_a_save
     watch = LiveWatch(finished, *NARROW)
     try:
         start = watch.wait_for("a preview writes nothing under results/")
-        twin.write_text(slowed(original))
+        twin.write_text(slowed(original))  # at once: while the worker warms up, on a loaded machine
         verdict = watch.wait_for("preview verdict: 3 cells", start)
         assert watch.lines[verdict + 1].startswith("  direct  3 SLOWER")
         assert f"watch: saved {TWIN}" in watch.lines[start + 1:verdict]
+        # one line says the watch is ready, whether the save came before it or after
+        ready = watch.wait_for("watch: ready (", start)
+        assert watch.lines[ready].endswith(" s to start the measurement worker); each save is previewed as it comes "
+                                           "(Ctrl-C stops)"), watch.lines[ready]
         # a twin that kills the worker: one line, and the watch goes on
         twin.write_text(original + "\nimport os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n")
         died = watch.wait_for("the measurement worker died", verdict + 1)

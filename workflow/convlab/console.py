@@ -26,12 +26,12 @@ class Console:
         return cls(io.StringIO(), io.StringIO())
 
     def say(self, text: str) -> None:
-        """``text`` and a newline on standard output, as print() writes it."""
-        print(text, file=self._out or sys.stdout)
+        """``text`` and a newline on standard output, in one write: two threads' lines never mix."""
+        (self._out or sys.stdout).write(f"{text}\n")
 
     def warn(self, text: str) -> None:
-        """``text`` and a newline on standard error: warnings, errors and tracebacks."""
-        print(text, file=self._err or sys.stderr)
+        """``text`` and a newline on standard error (warnings, errors and tracebacks), in one write."""
+        (self._err or sys.stderr).write(f"{text}\n")
 
     def relay(self, out: str, err: str) -> None:
         """Another console's output, verbatim: what a worker's command said, shown by the job."""

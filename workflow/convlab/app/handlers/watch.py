@@ -16,6 +16,7 @@ import argparse
 import json
 import os
 import re
+import threading
 import time
 from pathlib import Path
 
@@ -128,13 +129,32 @@ def watch(args: argparse.Namespace, console: Console) -> int:
         watcher.announce()
         owners = watcher.plan.files()
         files = SavedFiles(owners)  # read before the worker starts: a save meanwhile is seen
-        # the worker started (and the handler's modules loaded) before the first save, not after it
-        watcher.preview([])
+        warm_up(watcher)
         return watch_saves(watcher, owners, files)
     except KeyboardInterrupt:
         console.say("watch: stopped; nothing was written under results/")
         # a watch ends with Ctrl-C; a script's --once that did not finish must not read as passed
         return INTERRUPTED if args.once else 0
+
+
+def warm_up(watcher: Watch) -> threading.Thread:
+    """Start the worker (and load the handler's modules) before the first save, on a thread of its
+    own: the saves are polled meanwhile, and a save's preview waits for the worker, not for the poll.
+    One line says when the watch is ready."""
+    def start() -> None:
+        started = time.monotonic()
+        try:
+            watcher.preview([])
+        except (OSError, UserError, ValueError) as error:
+            watcher.console.say(f"watch: the measurement worker did not start ({error}); a save's preview starts "
+                                "it again")
+            return
+        watcher.console.say(f"watch: ready ({time.monotonic() - started:.1f} s to start the measurement worker); "
+                            "each save is previewed as it comes (Ctrl-C stops)")
+
+    thread = threading.Thread(target=start, name="watch-warm-up", daemon=True)
+    thread.start()
+    return thread
 
 
 def once(watcher: Watch) -> int:
