@@ -99,6 +99,18 @@ def test_a_licence_and_a_citation_that_agree_with_the_package():
     assert "LICENSE" in (REPO / "README.md").read_text() and "CITATION.cff" in (REPO / "README.md").read_text()
 
 
+def test_the_workflow_catalogs_layout():
+    standard = (REPO / "workflow" / "Snakefile").read_text()
+    assert 'include: "../Snakefile"' in standard and "default_target: True" in standard
+    catalog = yaml.safe_load((REPO / ".snakemake-workflow-catalog.yml").read_text())["usage"]
+    assert catalog["mandatory-flags"]["flags"] and catalog["report"] is True
+    assert catalog["software-stack-deployment"]["conda"] is True
+    schema = yaml.safe_load((REPO / "workflow" / "schemas" / "config.schema.yaml").read_text())
+    described = (REPO / "config" / "README.md").read_text()
+    families = {path.name.removesuffix(".schema.yaml") for path in (REPO / "workflow" / "schemas" / "families").glob("*.yaml")}
+    assert [key for key in [*schema["properties"], *families] if f"`{key}`" not in described] == []
+
+
 def test_readme_figure_names_gpu_and_year():
     text = README.read_text(encoding="utf-8")
     figure = re.search(r"!\[[^\]]*\]\(([^)]+\.png)\)\n\n(.+?)\n\n", text, flags=re.S)

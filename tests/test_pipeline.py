@@ -187,6 +187,15 @@ def test_changing_one_kernels_settings_reruns_exactly_its_cells(built):
     assert len(scheduled) == 4 and all("kernel~cudnn/" in path for path in scheduled)
 
 
+def test_the_catalogs_workflow_snakefile_runs_the_same_dag_as_the_root_one(built):
+    """workflow/Snakefile (Snakemake's standard layout) reads the root Snakefile: run in the checkout,
+    it plans the same cells, with a default target of its own."""
+    root = scheduled_cells(built, "--forcerun", "cell")
+    standard = scheduled_cells(built, "--forcerun", "cell", "-s", "workflow/Snakefile")
+    assert root and standard == root
+    assert "Nothing to be done" in snakemake(built, "-s", "workflow/Snakefile", "--dry-run").stderr
+
+
 def test_cuda_grid_dry_run_without_a_gpu(built):
     """The DAG for a GPU cluster is built on a machine without one (e.g. a login node), which
     names the GPU model its jobs run on."""

@@ -23,7 +23,7 @@ from convlab.snakefile.runlock import CLEAN_NAME
 from convlab.snakefile.runplan import RunPlan
 from convlab.status import UserError
 
-RULES = sorted((REPO / "workflow" / "rules").glob("*.smk")) + [REPO / "Snakefile"]
+RULES = sorted((REPO / "workflow" / "rules").glob("*.smk")) + [REPO / "Snakefile", REPO / "workflow" / "Snakefile"]
 # Snakemake's directives that may stand at the top of a rules file, besides rules themselves.
 DIRECTIVES = ("include:", "configfile:", "report:", "wildcard_constraints:", "localrules:", "resource_scopes:",
               "onstart:", "onsuccess:", "onerror:", "rule ", "checkpoint ")
@@ -31,7 +31,7 @@ DIRECTIVES = ("include:", "configfile:", "report:", "wildcard_constraints:", "lo
 # the call that builds it; or the one line that puts this checkout's package first on the path.
 LOOKUP = re.compile(r"^[A-Za-z_][A-Za-z_0-9]* = (PLAN|REPORT|start_run\(|checked_default_config\(|ancient\(PLAN\.)"
                     r"[A-Za-z_0-9.()\[\]\"', ]*$|^config = PLAN\.config$")
-PACKAGE_PATH = 'sys.path.insert(0, str(Path(workflow.basedir) / "workflow"))'
+PACKAGE_PATH = "sys.path.insert(0, str(Path(str(workflow.current_basedir)).parent))"
 # the thin Snakefile's first line, as every Snakemake workflow's
 MIN_VERSION = re.compile(r'^min_version\("[0-9.]+"\)$')
 

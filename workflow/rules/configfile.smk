@@ -5,8 +5,9 @@
 import sys
 from pathlib import Path
 
-# the package of this checkout, whatever else is installed
-sys.path.insert(0, str(Path(workflow.basedir) / "workflow"))
+# the package of this checkout (beside this file's folder), whatever else is installed, and whichever
+# Snakefile was read (the root one, or workflow/Snakefile)
+sys.path.insert(0, str(Path(str(workflow.current_basedir)).parent))
 
 from convlab.snakefile.api import checked_default_config
 

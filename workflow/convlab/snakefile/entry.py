@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
+from convlab.paths import REPO_ROOT
 from convlab.plan.configfile import DEFAULT_CONFIG_FILE, check_config_files, check_working_directory
 from convlab.snakefile.jobenvironment import export_job_environment
 from convlab.snakefile.prologue import RunRefused, prologue
@@ -34,7 +35,7 @@ def checked_default_config(workflow: Any) -> str:
     is one line that says where to run it. A missing default is a mistake only without --configfile:
     Snakemake then runs on those alone."""
     try:
-        check_working_directory(workflow.basedir)
+        check_working_directory(REPO_ROOT)
         if Path(DEFAULT_CONFIG_FILE).exists() or not workflow.config_settings.configfiles:
             check_config_files([DEFAULT_CONFIG_FILE])
     except UserError as error:
@@ -75,7 +76,7 @@ def start_run(config: Mapping[str, Any], workflow: Any) -> RunPlan:
     carries what the report's intro says of the run, under a key no config file can set."""
     try:
         settings = workflow.config_settings
-        plan = RunPlan.build(config, workflow.basedir, DEFAULT_CONFIG_FILE, settings.configfiles,
+        plan = RunPlan.build(config, REPO_ROOT, DEFAULT_CONFIG_FILE, settings.configfiles,
                              dict(settings.config))
         if workflow.is_main_process:
             arguments = command_line(sys.argv[1:])
