@@ -42,7 +42,8 @@ PROTOCOL = {"_json", "json", "_socket", "socket", "select", "selectors", "array"
 IDENTITY = {"_hashlib", "_blake2", "hashlib"}
 # ... and these of convlab.
 CONVLAB = LEAN_CONVLAB | {"convlab.console", "convlab.service.client", "convlab.service.identity",
-                          "convlab.service.protocol", "convlab.measure", "convlab.measure.hostinfo"}
+                          "convlab.service.protocol", "convlab.service.startlock", "convlab.measure",
+                          "convlab.measure.hostinfo"}
 
 
 def rule_line(sandbox: ServiceSandbox, out: Path) -> list[str]:

@@ -11,6 +11,7 @@ import socket
 import struct
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -238,13 +239,20 @@ def test_a_worker_killed_from_outside_mid_cell_loses_no_cell_a_fresh_one_measure
     assert row["status"] == "ok", (row["reason"], stderr, sandbox.logs())
     assert "during a cell; sending it to a fresh worker" in sandbox.logs()
     assert [w["pid"] for w in sandbox.status()["workers"]] != [killed]
+    # where something went wrong the log outlives the service: what to read then
+    service = sandbox.info()["pid"]
+    (log,) = sandbox.runtime.glob("*.log")
+    os.kill(service, signal.SIGTERM)
+    assert wait_for_exit(service, 30)
+    assert list(sandbox.runtime.iterdir()) == [log]
 
 
 def test_an_idle_service_exits_and_a_dead_ones_socket_is_replaced(sandbox, tmp_path):
     assert sandbox.run(sandbox.cell("direct"), tmp_path / "a.csv", CONVLAB_SERVICE_IDLE_S="1").returncode == 0
     pid = sandbox.info()["pid"]
     assert wait_for_exit(pid, 20)
-    assert not list(sandbox.runtime.glob("*.sock"))
+    # a service that ended after nothing went wrong leaves no file behind: socket, record, log, lock
+    assert list(sandbox.runtime.iterdir()) == []
     assert sandbox.run(sandbox.cell("direct"), tmp_path / "b.csv").returncode == 0
     os.kill(sandbox.info()["pid"], signal.SIGKILL)  # leaves its socket behind
     time.sleep(0.2)
@@ -395,3 +403,24 @@ def test_serve_stop_and_status_see_a_service_that_a_run_started_with_another_env
     assert wait_for_exit(pid, 30)
     again = sandbox.convlab("serve", "--stop")
     assert again.stdout.strip() == "no measurement service is running for this checkout"
+
+
+def test_a_start_lock_removed_while_a_client_waits_on_it_is_taken_anew(tmp_path):
+    """The ending service removes the lock file it holds; a client that opened that file meanwhile
+    takes the one at the path once it gets the lock, so two clients never both start a service."""
+    from convlab.service.startlock import start_lock
+
+    path = str(tmp_path / "key.start.lock")
+    taken: list[int] = []
+    with start_lock(path):
+        def waiter() -> None:
+            with start_lock(path) as lock:
+                taken.append(os.fstat(lock.fileno()).st_ino)
+
+        thread = threading.Thread(target=waiter)
+        thread.start()
+        time.sleep(0.3)  # the waiter has opened the old file and waits on it
+        os.unlink(path)
+    thread.join(timeout=10)
+    # a waiter that kept the removed file would leave no file at the path: it made the next one and locked it
+    assert taken and os.path.exists(path) and os.stat(path).st_ino == taken[0]

@@ -14,7 +14,6 @@ imported on that path, and typing by type checkers only.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import socket
@@ -34,6 +33,7 @@ from convlab.service.identity import (
 from convlab.service.jobenv import RUN_ID_ENV, env_seconds
 from convlab.service.protocol import ProtocolError, receive_message, send_message
 from convlab.service.runsocket import RUN_CODE_ENV, SOCKET_ENV, hand_to_jobs
+from convlab.service.startlock import start_lock
 
 TYPE_CHECKING = False  # typing's flag, without importing typing
 if TYPE_CHECKING:
@@ -154,8 +154,7 @@ def connect_or_start(paths: ServicePaths) -> socket.socket:
     sock = _connect(paths)
     if sock is not None:
         return sock
-    with open(paths.start_lock, "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with start_lock(paths.start_lock):
         sock = _connect(paths)  # another client may have started it while this one waited
         if sock is not None:
             return sock

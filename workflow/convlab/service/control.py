@@ -3,7 +3,6 @@ status or to stop."""
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import time
@@ -15,6 +14,7 @@ from convlab.service.client import ask, process_alive, service_paths
 from convlab.service.identity import RuntimeDirError, ServicePaths, current_identity, runtime_dir
 from convlab.service.protocol import ProtocolError
 from convlab.service.server import serve
+from convlab.service.startlock import start_lock
 
 STOP_WAIT_S = 60.0  # cells in flight finish first
 
@@ -29,9 +29,7 @@ def run(console: Console, idle_timeout_s: float, worker_command: Sequence[str], 
     except RuntimeDirError as error:
         console.warn(f"error: {error}")
         return 2
-    with nullcontext() if spawned else open(paths.start_lock, "a") as lock:
-        if lock is not None:
-            fcntl.flock(lock, fcntl.LOCK_EX)
+    with nullcontext() if spawned else start_lock(paths.start_lock) as lock:
         try:
             running = ask(paths, {"op": "ping"}, timeout_s=10, start=False)
             console.warn(f"error: a measurement service for this checkout is already running (pid {running.get('pid')}); "

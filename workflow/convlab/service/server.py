@@ -40,6 +40,7 @@ from convlab.service.protocol import (
     send_message,
     text_reply,
 )
+from convlab.service.startlock import remove_service_files
 
 REQUEST_READ_TIMEOUT_S = 30.0
 TOOLS_WORKERS = min(4, os.cpu_count() or 1)  # report and data commands side by side
@@ -91,6 +92,8 @@ class MeasurementService:
                                        tools_limit=TOOLS_WORKERS)
                       for name in POOLS}
         self._in_flight = 0
+        # what went wrong while it served (note_fault): its log then outlives it
+        self.faults = 0
         self._last_activity = time.monotonic()
         self._state = threading.Condition()
         self._stopping = threading.Event()
@@ -135,6 +138,11 @@ class MeasurementService:
                 self._in_flight += 1  # counted from accept, so an idle exit never races a new cell
             threading.Thread(target=self._handle, args=(connection,), daemon=True).start()
         self.shutdown()
+
+    def note_fault(self, line: str) -> None:
+        """A line of something that went wrong, in the log, which then outlives the service."""
+        self.faults += 1
+        print(f"{now_utc()} {line}", file=sys.stderr, flush=True)
 
     def request_stop(self) -> None:
         """Stop accepting cells: the socket goes at once, so the next client starts a new service;
@@ -264,6 +272,7 @@ class MeasurementService:
         for attempt in (1, 2):
             worker = pool.acquire(problem)
             if worker is None:
+                self.faults += 1
                 return error_response(pool.error or f"no {backend} worker could be started; see {self.paths.log}")
             handed, started_at = time.time(), now_utc()
             try:
@@ -272,8 +281,7 @@ class MeasurementService:
                     worker.await_exit()  # it leaves after a sticky device error: never hand it another cell
             except WorkerGone as failure:
                 if attempt == 1:
-                    print(f"{now_utc()} {failure} during a cell; sending it to a fresh worker", file=sys.stderr,
-                          flush=True)
+                    self.note_fault(f"{failure} during a cell; sending it to a fresh worker")
                     continue
                 reply = self._failure_row(request, spec, job, worker, f"{failure}, twice", handed, started_at)
             except WorkerTimeout as failure:
@@ -287,8 +295,7 @@ class MeasurementService:
                 keep_unrecorded(out, request.get("run_id"))
             else:
                 pending.unlink()
-                print(f"{now_utc()} {out}: the job that asked for it is gone; its row is discarded",
-                      file=sys.stderr, flush=True)
+                self.note_fault(f"{out}: the job that asked for it is gone; its row is discarded")
         return reply
 
     def _failure_row(self, request: dict[str, Any], spec: dict[str, Any], job: dict[str, Any], worker,
@@ -303,7 +310,7 @@ class MeasurementService:
                           job_ms=(finished - client.get("started_at", finished)) * 1e3)
         write_row_atomically(row, job["pending"])
         line = f"{Cell.from_json(request['spec']).path}: error {reason}"
-        print(f"{now_utc()} {line}", file=sys.stderr, flush=True)
+        self.note_fault(line)
         return {"ok": True, "line": line, "status": "error", "exit": True}
 
 
@@ -319,4 +326,7 @@ def serve(paths: ServicePaths, identity: Identity, idle_timeout_s: float, worker
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(signum, lambda *_: service.request_stop())
     service.serve_forever()
+    # its log stays where something went wrong (a worker lost, a cell's error row): what to read then
+    others = [paths.info] if service.faults else [paths.info, paths.log]
+    remove_service_files(paths.socket, paths.start_lock, others)
     return 0
