@@ -87,7 +87,15 @@ def check_pictures(cells: Iterable[Cell], source: str, source_size: int, user_im
             continue
         if why:
             warnings: list[str] = []
-            make_picture(entry.picture, source, source_size, user_image, warnings.append)
+            try:
+                make_picture(entry.picture, source, source_size, user_image, warnings.append)
+            except Exception as error:  # noqa: BLE001 - whatever it is, the picture's rule says it in its log
+                # left to the rules, as without this check: the picture's job makes it (or fails with
+                # its one line), and the cells that read it are measured again on it
+                Path(entry.picture).unlink(missing_ok=True)
+                lines.append(f"{entry.picture} {why} and could not be made again before the run ({error}): its "
+                             f"rule makes it, and the {len(entry.rows)} cells that read it are measured again")
+                continue
             lines += [f"warning: {warning}" for warning in warnings]
         other = entry.other(picture_hash(entry.picture), vouched_only=bool(why))
         if not dry_run:
