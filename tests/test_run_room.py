@@ -315,3 +315,43 @@ def test_grid_files_of_other_runs_beyond_a_few_are_dropped(tmp_path):
     newest = save_grid({"run": "new"}, [], "cpu", tmp_path)
     kept = set(newest.parent.glob("*.json"))
     assert kept == {newest, *paths[-OTHERS_KEPT:]}
+
+
+def test_pictures_made_by_other_code_are_made_aside_and_stay_as_they_are_where_that_fails(tmp_path, monkeypatch):
+    import hashlib
+
+    from convlab.snakefile import picturecontent
+
+    monkeypatch.chdir(tmp_path)
+    Path("data").mkdir()
+    Path("data/source_64.png").write_bytes(b"old source")
+    Path("data/input_32.png").write_bytes(b"old picture")
+    row = Path("row.csv")
+    row.write_text("a row measured on the picture the new code makes\n")
+    recorded = {str(row): hashlib.sha256(b"new picture").hexdigest()[:12]}
+    entry = picturecontent.PictureRows("data/input_32.png", [str(row)], recorded)
+    monkeypatch.setattr(picturecontent, "rows_by_picture", lambda cells, untouched: [entry])
+    monkeypatch.setattr(picturecontent, "made_by_other_code", lambda source: True)
+
+    def no_ffmpeg(picture, source, size, user_image, warn):
+        raise OSError("no ffmpeg on this machine")
+
+    monkeypatch.setattr(picturecontent, "make_picture", no_ffmpeg)
+    lines = picturecontent.check_pictures([], "data/source_64.png", 64, None, dry_run=False)
+    assert lines == ["warning: data/source_64.png was made by other picture code and could not be made again here "
+                     "(no ffmpeg on this machine); the pictures as they are stay, with their rows"]
+    assert Path("data/input_32.png").read_bytes() == b"old picture" and row.exists()
+    assert sorted(path.name for path in Path("data").iterdir()) == ["input_32.png", "source_64.png"]
+
+    def make(picture, source, size, user_image, warn):
+        if not Path(source).exists():
+            Path(source).write_bytes(b"new source")
+        Path(picture).write_bytes(b"new picture")
+
+    monkeypatch.setattr(picturecontent, "make_picture", make)
+    lines = picturecontent.check_pictures([], "data/source_64.png", 64, None, dry_run=False)
+    assert lines == ["data/source_64.png was made by other picture code: made again, with data/input_32.png"]
+    assert (Path("data/source_64.png").read_bytes(), Path("data/input_32.png").read_bytes()) == (
+        b"new source", b"new picture")
+    assert row.exists()  # measured on the same picture as the new code makes
+    assert sorted(path.name for path in Path("data").iterdir()) == ["input_32.png", "source_64.png"]

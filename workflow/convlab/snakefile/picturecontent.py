@@ -11,7 +11,9 @@ trigger, would not look at the cells below an ancient() input it re-makes."""
 
 from __future__ import annotations
 
+import os
 import re
+import tempfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -68,44 +70,67 @@ def make_picture(picture: str, source: str, source_size: int, user_image: str | 
         downscale(source, picture, int(match.group(1)), warn=warn)
 
 
+def remake_aside(pictures: list[str], source: str, source_size: int, user_image: str | None,
+                 warn: Callable[[str], None]) -> None:
+    """Make the source and ``pictures`` again beside the old ones, and put them in their place only
+    once every one of them is made: where one cannot be (no ffmpeg on this machine, say), the old
+    pictures stay as they were."""
+    with tempfile.TemporaryDirectory(prefix=".remade-", dir=Path(source).parent) as scratch:
+        aside = Path(scratch)
+        made_source = str(aside / Path(source).name)
+        for picture in pictures:
+            make_picture(str(aside / Path(picture).name), made_source, source_size, user_image, warn)
+        for made in sorted(aside.iterdir()):
+            os.replace(made, Path(source).parent / made.name)
+
+
 def check_pictures(cells: Iterable[Cell], source: str, source_size: int, user_image: str | None,
                    dry_run: bool) -> list[str]:
     """Make the pictures that rows were measured on where they are missing or were made by other
     code (the source's record says), and remove the rows measured on another picture than the one
     on disk then (not in a dry run); the lines to say."""
     entries = rows_by_picture(cells, untouched=dry_run)
-    other_code = bool(entries) and Path(source).is_file() and made_by_other_code(source)
-    if other_code and not dry_run:
-        Path(source).unlink()  # made again first, by make_picture
     lines: list[str] = []
+    if entries and Path(source).is_file() and made_by_other_code(source):
+        names = ", ".join(entry.picture for entry in entries)
+        if dry_run:
+            return [f"{source} was made by other picture code: a real run makes it again with {names} before its "
+                    "jobs, and keeps the rows measured on the same pictures"]
+        warnings: list[str] = []
+        try:
+            remake_aside([entry.picture for entry in entries], source, source_size, user_image, warnings.append)
+        except Exception as error:  # noqa: BLE001 - whatever it is, the pictures stay as they are
+            return [f"warning: {source} was made by other picture code and could not be made again here "
+                    f"({error}); the pictures as they are stay, with their rows"]
+        lines += [f"warning: {warning}" for warning in warnings]
+        lines.append(f"{source} was made by other picture code: made again, with {names}")
     for entry in entries:
-        why = "was made by other picture code" if other_code else (
-            "is missing" if not Path(entry.picture).is_file() else "")
-        if why and dry_run:
-            lines.append(f"{entry.picture} {why}: a real run makes it again before its jobs and keeps the "
+        missing = not Path(entry.picture).is_file()
+        if missing and dry_run:
+            lines.append(f"{entry.picture} is missing: a real run makes it again before its jobs and keeps the "
                          f"{len(entry.rows)} rows measured on the same picture (this dry run lists their cells)")
             continue
-        if why:
-            warnings: list[str] = []
+        if missing:
+            warnings = []
             try:
                 make_picture(entry.picture, source, source_size, user_image, warnings.append)
             except Exception as error:  # noqa: BLE001 - whatever it is, the picture's rule says it in its log
                 # left to the rules, as without this check: the picture's job makes it (or fails with
                 # its one line), and the cells that read it are measured again on it
                 Path(entry.picture).unlink(missing_ok=True)
-                lines.append(f"{entry.picture} {why} and could not be made again before the run ({error}): its "
-                             f"rule makes it, and the {len(entry.rows)} cells that read it are measured again")
+                lines.append(f"{entry.picture} is missing and could not be made again before the run ({error}): "
+                             f"its rule makes it, and the {len(entry.rows)} cells that read it are measured again")
                 continue
             lines += [f"warning: {warning}" for warning in warnings]
-        other = entry.other(picture_hash(entry.picture), vouched_only=bool(why))
+        other = entry.other(picture_hash(entry.picture), vouched_only=missing)
         if not dry_run:
             for row in other:
                 Path(row).unlink(missing_ok=True)
-        if why:
+        if missing:
             kept = len(entry.rows) - len(other)
             again = f"; {len(other)} measured again (measured on another picture, or none recorded)" if other else ""
-            lines.append(f"{entry.picture} {why.replace('is missing', 'was missing')}: made again; the {kept} rows "
-                         f"measured on the same picture are kept{again}")
+            lines.append(f"{entry.picture} was missing: made again; the {kept} rows measured on the same picture "
+                         f"are kept{again}")
         elif other:
             what = "a real run measures them again" if dry_run else "measured again"
             lines.append(f"{entry.picture}: {len(other)} rows were measured on another picture than this one; {what}")
