@@ -191,9 +191,9 @@ def test_the_catalogs_workflow_snakefile_runs_the_same_dag_as_the_root_one(built
     """workflow/Snakefile (Snakemake's standard layout) reads the root Snakefile: run in the checkout,
     it plans the same cells, with a default target of its own."""
     root = scheduled_cells(built, "--forcerun", "cell")
+    # every cell planned from its default target (Snakemake plans nothing where it has none)
     standard = scheduled_cells(built, "--forcerun", "cell", "-s", "workflow/Snakefile")
     assert root and standard == root
-    assert "Nothing to be done" in snakemake(built, "-s", "workflow/Snakefile", "--dry-run").stderr
 
 
 def test_cuda_grid_dry_run_without_a_gpu(built):
