@@ -14,7 +14,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "workflow"))
 # The tests start thousands of Python processes (Snakemake, its jobs, the service's workers), each in
 # a checkout of its own: where the environment forbids bytecode caches (containers often set this),
-# every one of them compiles the package again, which doubled the slow tier on a 2-core machine.
+# every one of them compiles the package again (here 0.55 s against 0.30 s for the run plan's imports).
 os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
 from cpu_helpers import SIZE  # noqa: E402
