@@ -6,6 +6,7 @@ on the artists the figures hold, not on pixels."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -32,16 +33,38 @@ def _ticks_in_view(ax, axis: str) -> list[float]:
     return [float(t) for t in ticks if low <= t <= high]
 
 
-@pytest.mark.parametrize("runs", [1, 3])
+def _panels(figure) -> list:
+    return [ax for ax in figure.axes if ax.get_visible() and ax.axison]
+
+
+@pytest.mark.parametrize("runs", [2, 3])
 def test_the_history_counts_whole_runs_and_names_its_y_axis(runs):
     figure = history_figure(_measurements(runs), "h100")
-    panels = [ax for ax in figure.axes if ax.get_visible() and ax.axison]
+    panels = _panels(figure)
     assert len(panels) == 2
     for ax in panels:
         assert _ticks_in_view(ax, "x") == [float(run) for run in range(1, runs + 1)]
     assert panels[0].get_ylabel() == RELATIVE_LABEL
-    assert f"{runs} run{'s' if runs > 1 else ''} kept" in figure.get_supxlabel()
-    assert ("one run kept so far" in figure.get_suptitle()) == (runs == 1)
+    assert f"{runs} runs kept" in figure.get_supxlabel()
+    assert "measured in one run only" not in figure.get_suptitle()
+
+
+def _texts(figure) -> str:
+    return " ".join(text.get_text() for ax in figure.axes for text in ax.texts) + figure.get_suptitle()
+
+
+def test_a_first_run_draws_a_sentence_not_a_panel_per_kernel():
+    figure = history_figure(_measurements(1, kernels=tuple(f"k{n}" for n in range(31))), "h200")
+    assert _panels(figure) == []
+    assert "one run kept so far: the 31 kernels have no history to draw yet" in _texts(figure)
+
+
+def test_a_kernel_measured_in_one_run_only_is_named_not_drawn():
+    kept = _measurements(2) + [replace(m, kernel="newcomer", cell=m.cell.replace("cudnn", "newcomer"),
+                                       row_check=m.row_check + "-new") for m in _measurements(1, kernels=("cudnn",))]
+    figure = history_figure(kept, "h100")
+    assert sorted(ax.get_title().split("\n")[0] for ax in _panels(figure)) == ["cudnn", "direct"]
+    assert "measured in one run only, so not drawn: newcomer" in figure.get_suptitle()
 
 
 # ---- roofline

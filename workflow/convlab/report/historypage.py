@@ -23,7 +23,7 @@ from convlab.history.listing import short_cell
 from convlab.history.verdictrule import FASTER, SAME, SLOWER, TIMED_VERDICTS, UNCLEAR, Ratio
 from convlab.history.verdicts import ORDER, LatestVerdict, geomean, latest_rows, read_latest_verdicts
 from convlab.report.pages import html_page, write_page
-from convlab.report.plotting import new_figure, note_figure, note_figure_object, panel_title, save_figure
+from convlab.report.plotting import natural_order, new_figure, note_figure, note_figure_object, panel_title, save_figure
 
 COLUMNS = 5
 RELATIVE_LABEL = "time / first time\n(1 = unchanged)"
@@ -225,11 +225,22 @@ def history_figure(measurements: list[store.Measurement], device: str,
     series, steps = history_levels(measurements, latest)
     if not series:
         return note_figure_object(f"{device}: kernel times across runs", "no ok measurement kept yet")
-    kernels = sorted(series)
+    # a kernel measured in one run only has no history yet: a panel of one dot at 1 says nothing, so it is
+    # named in a line instead
+    once = natural_order(kernel for kernel, points in series.items() if len(points) == 1)
+    kernels = sorted(kernel for kernel in series if kernel not in once)
+    runs = len({m.run_id for m in measurements})
+    if not kernels:
+        kept = ("one run kept so far" if runs == 1 else
+                f"{runs} runs kept, but each kernel was measured in one of them only")
+        return note_figure_object(
+            f"{device}: kernel times across runs",
+            f"{kept}: the {len(once)} kernels have no history to draw yet.\nA later run that measures "
+            "their cells again shows how each kernel's time moved,\njudged cell by cell.", width=7.5, height=2.2)
     rows = math.ceil(len(kernels) / COLUMNS)
     columns = min(COLUMNS, len(kernels))
     figure, axes = new_figure(rows, columns, width=2.8, height=2.1, share=False)
-    figure.set_figheight(2.1 * rows + 1.0)  # 1 in for the three lines of title
+    figure.set_figheight(2.1 * rows + (1.2 if once else 1.0))  # for the three or four lines of title
     flat = [ax for row in axes for ax in row]
     marked = [step for step in steps if step.marked]
     any_files_changed = False
@@ -258,9 +269,7 @@ def history_figure(measurements: list[store.Measurement], device: str,
             ax.set_ylabel(RELATIVE_LABEL, fontsize=8)
     for ax in flat[len(kernels):]:
         ax.set_axis_off()
-    runs = len({m.run_id for m in measurements})
-    lone_run = ("\none run kept so far: every time is its own first measurement (1); a later run that "
-                "re-measures the cells shows how they moved") if runs == 1 else ""
+    lone_run = f"\nmeasured in one run only, so not drawn: {_names(once)}" if once else ""
     figure.suptitle(f"{device}: each kernel's time per run, relative to each cell's first measurement (geomean over "
                     "its cells)\nits line moves only by the cells judged FASTER or SLOWER: a SAME cell stays where it "
                     "was however its time moved\nmarks: each cell judged FASTER, SLOWER or UNCLEAR and each paired "
@@ -271,6 +280,11 @@ def history_figure(measurements: list[store.Measurement], device: str,
     figure.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=min(3, len(handles)),
                   frameon=False, fontsize=8)
     return figure
+
+
+def _names(kernels: list[str], shown: int = 8) -> str:
+    more = len(kernels) - shown
+    return ", ".join(kernels[:shown]) + (f" and {more} more" if more > 0 else "")
 
 
 def _verdict_rows(latest_csv: Path) -> list[dict[str, str]]:
