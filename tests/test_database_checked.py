@@ -65,10 +65,10 @@ def plant(cells, run_id: str, ms: float, hour: int = 10) -> None:
         keep_unrecorded(cell.path, run_id)
 
 
-def recorded_three_runs(results: Path, cells) -> Path:
-    """A database that three runs recorded, checkpointed into its file (no write-ahead log left)."""
-    for number, ms in enumerate((1.0, 1.5, 1.0)):
-        run_id = f"20261124T10000{number}-run{number}"
+def recorded_three_runs(results: Path, cells, runs: int = 3) -> Path:
+    """A database that three runs (or ``runs``) recorded, checkpointed into its file (no write-ahead log left)."""
+    for number, ms in enumerate([1.0, 1.5] * (runs // 2) + [1.0] * (runs % 2)):
+        run_id = f"20261124T10{number:03d}-run{number}"
         plant(cells, run_id, ms, hour=10 + number)
         assert record(results, cells, DEVICE, THRESHOLD, run_id=run_id).added == len(cells)
     path = store.database_path(results)
@@ -152,7 +152,9 @@ def test_the_check_before_a_run_stops_at_its_budget(tmp_path):
 
 def test_a_cut_database_is_rebuilt_from_what_can_be_read_and_the_rows_on_disk(lab):
     results, cells = lab
-    path = recorded_three_runs(results, cells)
+    # rows are kept packed, a few to a page: eight runs' rows fill most of the file, so that the cut
+    # falls among them
+    path = recorded_three_runs(results, cells, runs=8)
     files = kept(path, "SELECT count(*) FROM kernel_files")
     cut(path)
     done = record(results, cells, DEVICE, THRESHOLD, run_id="20261124T110000-next")
@@ -161,7 +163,7 @@ def test_a_cut_database_is_rebuilt_from_what_can_be_read_and_the_rows_on_disk(la
     moved = Path(line.split("moved it to ")[1].split(" and started")[0])
     assert moved.is_file() and moved.name.startswith("history.sqlite.corrupt-")
     read_back = int(line.split("started a new one with ")[1].split(" rows of ")[0])
-    assert 0 < read_back < 3 * len(cells)
+    assert 0 < read_back < 8 * len(cells)
     assert "(the rest could not be read)" in line
     assert not any(HAND_LABEL in text for text in done.lines + done.warnings)
     # what could be read keeps its runs; every row on disk is kept again, those not read back as
@@ -175,7 +177,7 @@ def test_a_cut_database_is_rebuilt_from_what_can_be_read_and_the_rows_on_disk(la
         assert connection.execute(f"SELECT count(*) FROM measurements WHERE row_check IN ({marks})",
                                   on_disk).fetchone()[0] == len(cells)
         runs = [run for (run,) in connection.execute("SELECT run_id FROM runs ORDER BY rowid")]
-        assert runs[0] == "20261124T100000-run0"
+        assert runs[0] == "20261124T10000-run0"
         assert connection.execute("SELECT count(*) FROM kernel_files").fetchone()[0] <= files
     assert database_damage(path) is None
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from convlab.history import store
+from convlab.history import rowpack, store
 
 HEADER = b"SQLite format 3\x00"
 HEADER_BYTES = 100
@@ -179,11 +179,27 @@ def salvage(path: Path) -> Salvage:
         return Salvage()
     try:
         runs, runs_whole = _readable(connection, "runs", ("run_id", "recorded_at", "git_commit", "host", "rows_added"))
-        kept, kept_whole = _readable(connection, "measurements", store.MEASUREMENT_COLUMNS)
+        kept, kept_whole = _readable(connection, "measurements",
+                                      tuple(dict.fromkeys((*store.MEASUREMENT_COLUMNS, *store.STORED_COLUMNS))))
+        dictionaries, dictionaries_whole = _readable(connection, "row_dictionaries", ("dictionary_id", "dictionary"))
         files, files_whole = _readable(connection, "kernel_files", ("kernel_hash", "path", "content"))
     finally:
         connection.close()
-    return Salvage(runs, kept, files, runs_whole and kept_whole and files_whole)
+    kept = _rows_with_json(kept, {d["dictionary_id"]: d["dictionary"] for d in dictionaries})
+    return Salvage(runs, kept, files, runs_whole and kept_whole and dictionaries_whole and files_whole)
+
+
+def _rows_with_json(kept: list[dict[str, Any]], dictionaries: dict[int, bytes]) -> list[dict[str, Any]]:
+    """The measurements read back, each with its row's JSON: a packed row unpacked against its
+    dictionary (none where either cannot be read), an older database's as it was kept."""
+    for row in kept:
+        packed, dictionary = row.pop("row_packed", None), dictionaries.get(row.pop("row_dictionary", None))
+        if "row_json" not in row and packed is not None and dictionary is not None:
+            try:
+                row["row_json"] = rowpack.unpack(packed, dictionary)
+            except (ValueError, UnicodeDecodeError):
+                pass
+    return kept
 
 
 def _runs_of(saved: Salvage) -> list[tuple[Any, ...]]:
@@ -215,10 +231,7 @@ def rebuild(path: str | Path, why: str, timeout_s: float = store.BUSY_TIMEOUT_S)
     try:
         with connection:
             connection.executemany("INSERT OR IGNORE INTO runs VALUES (?, ?, ?, ?, ?)", _runs_of(saved))
-            marks = ",".join("?" * len(store.MEASUREMENT_COLUMNS))
-            connection.executemany(
-                f"INSERT OR IGNORE INTO measurements ({', '.join(store.MEASUREMENT_COLUMNS)}) VALUES ({marks})",
-                [tuple(row.get(name) for name in store.MEASUREMENT_COLUMNS) for row in measurements])
+            store.insert_measurements(connection, measurements)
             connection.executemany("INSERT OR IGNORE INTO kernel_files (kernel_hash, path, content) VALUES (?, ?, ?)",
                                    [(row.get("kernel_hash"), row.get("path"), row.get("content"))
                                     for row in saved.kernel_files if row.get("kernel_hash") and row.get("path")])

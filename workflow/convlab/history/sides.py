@@ -75,13 +75,14 @@ def _resolve(connection, spec: str) -> tuple[str, str, object]:
 def snapshot(connection, how: str, value: object) -> pd.DataFrame:
     """Each cell's latest measurement in the selection, as summary rows (with row_check)."""
     if how == "run":
-        query = ("SELECT m.cell, m.row_json FROM measurements m JOIN runs r ON m.run_id = r.run_id "
+        query = (f"SELECT m.cell, {store.ROW_JSON} FROM measurements m JOIN runs r ON m.run_id = r.run_id "
                  "WHERE r.rowid <= ? ORDER BY r.rowid, m.finished_at")
     else:
-        query = "SELECT cell, row_json FROM measurements WHERE git_commit = ? ORDER BY finished_at"
+        query = f"SELECT cell, {store.ROW_JSON} FROM measurements WHERE git_commit = ? ORDER BY finished_at"
     latest: dict[str, str] = {}
     for cell, row_json in connection.execute(query, (value,)):
-        latest[cell] = row_json  # ordered: the last one wins
+        if row_json:  # a damaged row's JSON reads as none
+            latest[cell] = row_json  # ordered: the last one wins
     return pd.DataFrame.from_records([json.loads(text) for text in latest.values()])
 
 

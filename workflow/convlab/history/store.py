@@ -22,6 +22,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from convlab.history import rowpack
 from convlab.status import UserError
 
 DATABASE_NAME = "history.sqlite"
@@ -79,7 +80,57 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (kernel_hash, path)
     );
     """,
+    # 3 -> 4: each row's JSON packed against a dictionary (convlab.history.rowpack: the first row
+    # kept with the same columns), 4.4 KB a row on disk to under 1 KB; the indexes by cell and
+    # kernel lose the time, which no query orders by alone
+    """
+    CREATE TABLE row_dictionaries (
+        dictionary_id INTEGER PRIMARY KEY,
+        columns_key TEXT NOT NULL UNIQUE,
+        dictionary BLOB NOT NULL
+    );
+    INSERT OR IGNORE INTO row_dictionaries (columns_key, dictionary)
+        SELECT columns_key(row_json), CAST(row_json AS BLOB) FROM measurements ORDER BY rowid;
+    CREATE TABLE packed_measurements (
+        row_check TEXT PRIMARY KEY,
+        run_id TEXT NOT NULL REFERENCES runs(run_id),
+        cell TEXT NOT NULL,
+        experiment TEXT,
+        kernel TEXT,
+        variant TEXT,
+        status TEXT,
+        kernel_ms REAL,
+        kernel_ms_iqr REAL,
+        finished_at TEXT,
+        git_commit TEXT,
+        code_version TEXT,
+        kernel_hash TEXT,
+        config_hash TEXT,
+        gpu_uuid TEXT,
+        row_dictionary INTEGER NOT NULL REFERENCES row_dictionaries(dictionary_id),
+        row_packed BLOB NOT NULL,
+        verdict TEXT,
+        ratio REAL,
+        previous TEXT,
+        changed TEXT,
+        input_hash TEXT
+    );
+    INSERT INTO packed_measurements
+        SELECT m.row_check, m.run_id, m.cell, m.experiment, m.kernel, m.variant, m.status, m.kernel_ms,
+               m.kernel_ms_iqr, m.finished_at, m.git_commit, m.code_version, m.kernel_hash, m.config_hash,
+               m.gpu_uuid, d.dictionary_id, pack_row(m.row_json, d.dictionary), m.verdict, m.ratio, m.previous,
+               m.changed, m.input_hash
+        FROM measurements m JOIN row_dictionaries d ON d.columns_key = columns_key(m.row_json) ORDER BY m.rowid;
+    DROP TABLE measurements;
+    ALTER TABLE packed_measurements RENAME TO measurements;
+    CREATE INDEX measurements_by_cell ON measurements(cell);
+    CREATE INDEX measurements_by_kernel ON measurements(kernel);
+    CREATE INDEX measurements_by_run ON measurements(run_id);
+    """,
 )
+# The step after which the rows are packed: a database brought past it is vacuumed once, so that
+# the file shrinks to what it now holds.
+PACKED_FROM = 4
 SCHEMA_VERSION = len(MIGRATIONS)
 
 class HistoryUnavailable(UserError, RuntimeError):
@@ -122,7 +173,7 @@ class Measurement(MeasuredCell):
 
     @property
     def row(self) -> dict[str, str]:
-        return json.loads(self.row_json)
+        return json.loads(self.row_json or "{}")
 
 
 # How many digits of a cell's spec_hash (the row's column, convlab.measure.row.spec_hash) a measurement keeps:
@@ -136,6 +187,12 @@ COLUMN_NAMES = {"spec_hash": "config_hash"}
 # The measurement columns (row_json among them: the whole row), in Measurement's order, so that a query that
 # selects them reads Measurements.
 MEASUREMENT_COLUMNS = tuple(COLUMN_NAMES.get(name, name) for name in MEASUREMENT_FIELDS)
+# The whole row is kept packed (rowpack); this expression reads it back as its JSON.
+ROW_JSON = ("unpack_row(row_packed, (SELECT dictionary FROM row_dictionaries "
+            "WHERE dictionary_id = row_dictionary))")
+SELECTED_COLUMNS = tuple(ROW_JSON if name == "row_json" else name for name in MEASUREMENT_COLUMNS)
+STORED_COLUMNS = tuple(column for name in MEASUREMENT_COLUMNS
+                       for column in (("row_dictionary", "row_packed") if name == "row_json" else (name,)))
 
 
 def database_path(results_dir: str | Path) -> Path:
@@ -175,9 +232,32 @@ def connect(path: str | Path, timeout_s: float = BUSY_TIMEOUT_S, read_only: bool
     """A connection to the database at ``path`` (made if absent, unless ``read_only``)."""
     path = Path(path)
     if read_only:
-        return sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=timeout_s)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    return sqlite3.connect(path, timeout=timeout_s)
+        connection = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=timeout_s)
+    else:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        connection = sqlite3.connect(path, timeout=timeout_s)
+    add_row_functions(connection)
+    return connection
+
+
+def _unpack_row(packed: bytes | None, dictionary: bytes | None) -> str | None:
+    if packed is None or dictionary is None:
+        return None
+    try:
+        return rowpack.unpack(packed, dictionary)
+    except (ValueError, UnicodeDecodeError):
+        return None  # a damaged row reads as none: its columns stand, its JSON is lost
+
+
+def _pack_row(row_json: str | None, dictionary: bytes) -> bytes:
+    return rowpack.pack(row_json or "{}", dictionary)
+
+
+def add_row_functions(connection: sqlite3.Connection) -> None:
+    """The SQL functions that pack and unpack kept rows (the schema's migration and ROW_JSON use them)."""
+    connection.create_function("unpack_row", 2, _unpack_row, deterministic=True)
+    connection.create_function("pack_row", 2, _pack_row, deterministic=True)
+    connection.create_function("columns_key", 1, lambda text: rowpack.columns_key(text or "{}"), deterministic=True)
 
 
 def _version(connection: sqlite3.Connection) -> int:
@@ -191,6 +271,8 @@ def _migrate(connection: sqlite3.Connection) -> None:
                                  "update convlab to add to it")
     for step in range(version, SCHEMA_VERSION):
         connection.executescript(f"BEGIN; {MIGRATIONS[step]} PRAGMA user_version = {step + 1}; COMMIT;")
+    if 0 < version < PACKED_FROM <= SCHEMA_VERSION:
+        connection.execute("VACUUM")  # the rows now take a fraction of the pages they left
 
 
 def open_for_writing(path: str | Path, timeout_s: float = BUSY_TIMEOUT_S) -> tuple[sqlite3.Connection, list[str]]:
@@ -281,7 +363,7 @@ RUN_ORDER = "(SELECT rowid FROM runs WHERE runs.run_id = measurements.run_id), f
 
 
 def _select(where: str = "", order: str = RUN_ORDER) -> str:
-    return f"SELECT {', '.join(MEASUREMENT_COLUMNS)} FROM measurements {where} ORDER BY {order}"
+    return f"SELECT {', '.join(SELECTED_COLUMNS)} FROM measurements {where} ORDER BY {order}"
 
 
 def ok_history(connection: sqlite3.Connection, cells: Iterable[str]) -> dict[str, list[Measurement]]:
@@ -319,12 +401,37 @@ def add_measurements(connection: sqlite3.Connection, host: str, measurements: li
                 commits = Counter(m["git_commit"] for m in by_run[run_id])
                 connection.execute("INSERT OR IGNORE INTO runs VALUES (?, ?, ?, ?, ?)",
                                    (run_id, recorded_at, commits.most_common(1)[0][0], host, len(by_run[run_id])))
-            marks = ",".join("?" * len(MEASUREMENT_COLUMNS))
-            connection.executemany(f"INSERT OR IGNORE INTO measurements ({', '.join(MEASUREMENT_COLUMNS)}) "
-                                   f"VALUES ({marks})", [tuple(m.get(f) for f in MEASUREMENT_FIELDS) for m in fresh])
+            insert_measurements(connection, [{COLUMN_NAMES.get(f, f): m.get(f) for f in MEASUREMENT_FIELDS}
+                                             for m in fresh])
     except sqlite3.Error as error:
         raise HistoryUnavailable(f"{_describe(error)}") from None
     return len(fresh)
+
+
+def insert_measurements(connection: sqlite3.Connection, rows: list[Mapping[str, Any]]) -> None:
+    """Insert measurements (mappings of MEASUREMENT_COLUMNS to values), each row's JSON packed
+    against the dictionary of its columns (made from it where it is the first of them); rows
+    already kept are skipped. Within the caller's transaction."""
+    dictionaries: dict[str, tuple[int, bytes]] = {}
+    stored = []
+    for row in rows:
+        row_json = row.get("row_json") or "{}"
+        key = rowpack.columns_key(row_json)
+        if key not in dictionaries:
+            found = connection.execute("SELECT dictionary_id, dictionary FROM row_dictionaries WHERE columns_key = ?",
+                                       (key,)).fetchone()
+            if found is None:
+                dictionary = row_json.encode()
+                cursor = connection.execute("INSERT INTO row_dictionaries (columns_key, dictionary) VALUES (?, ?)",
+                                            (key, dictionary))
+                found = (cursor.lastrowid, dictionary)
+            dictionaries[key] = found
+        dictionary_id, dictionary = dictionaries[key]
+        packed = {"row_dictionary": dictionary_id, "row_packed": rowpack.pack(row_json, dictionary)}
+        stored.append(tuple(packed[c] if c in packed else row.get(c) for c in STORED_COLUMNS))
+    marks = ",".join("?" * len(STORED_COLUMNS))
+    connection.executemany(f"INSERT OR IGNORE INTO measurements ({', '.join(STORED_COLUMNS)}) VALUES ({marks})",
+                           stored)
 
 
 def runs(connection: sqlite3.Connection) -> list[tuple[str, str, str, int]]:
