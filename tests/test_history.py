@@ -212,6 +212,17 @@ def test_history_lists_runs_and_a_kernels_measurements_and_compare_takes_previou
     assert main(["compare", run_ids[0], "c0ffee", "--fail-on", "slower"]) == 1
 
 
+def test_history_lists_the_last_runs_and_says_how_many_more_are_kept(lab, capsys):
+    folder, cells = lab
+    for factor in (1.0, 1.5, 1.01):  # three runs: each re-measures every cell
+        write_rows(cells, factor)
+        record(results_of(folder), cells, DEVICE)
+    assert main(["history", "--limit", "2"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 4 and lines[-1] == "(1 earlier runs not shown; --limit to see more)"
+    assert f"{len(cells)} SLOWER" in lines[1] and f"{len(cells)} FASTER" in lines[2]
+
+
 def test_the_gate_after_a_first_run_says_there_is_nothing_to_compare_yet(lab, capsys):
     folder, cells = lab
     write_rows(cells, 1.0)

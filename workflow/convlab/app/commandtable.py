@@ -138,6 +138,16 @@ TABLE: tuple[Command, ...] = (
         arg("--out", path=True, help="write the figures as JSON too"),
         arg("extra", nargs=argparse.REMAINDER, help="after --: options for both Snakemake runs"),
     )),
+    Command("bench-history", "history benchmark: the run after an edit, `history` and `compare` with a results "
+            "database grown to a year of rows, side by side with a fresh one", f"{HANDLERS}.benchpipeline:bench_history", (
+        arg("--configfile", default="config/tiny-cpu.yaml", help="relative to the checkout (default: %(default)s)"),
+        arg("--kernel", default="direct", help="the kernel whose description each round edits (default: %(default)s)"),
+        arg("--rows", type=int, default=200_000, help="rows of the grown database (default: %(default)s)"),
+        arg("--rounds", type=int, default=3, help="edits timed on each side (default: %(default)s)"),
+        arg("--cores", type=int, default=1),
+        arg("--checkout", path=True, help="the checkout to benchmark (default: this one)"),
+        arg("--keep", path=True, help="keep the scratch folder here (default: a temporary one, removed)"),
+    )),
     Command("shared-memory", "count the cuda grid's cells that need more than 48 KiB of shared memory per block "
             "(no GPU needed)", f"{HANDLERS}.cells:shared_memory", (
         arg("--config", path=True, default=str(DEFAULT_CONFIG)),
@@ -291,7 +301,8 @@ TABLE: tuple[Command, ...] = (
             f"{HANDLERS}.history:history", (
         arg("--kernel", help="one kernel's measurements"),
         arg("--cell", help="the measurements of cells whose path contains this text"),
-        arg("--limit", type=int, default=50, help="the most recent measurements shown (default 50)"),
+        arg("--limit", type=int, default=50,
+            help="the most recent runs, or measurements of --kernel or --cell, shown (default 50)"),
         arg("--results", path=True, default="results"),
         arg("--device", help="default: the only device with a results database"),
     )),

@@ -21,23 +21,32 @@ def _table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> list[str]:
     return ["  ".join(v.ljust(w) for v, w in zip(r, widths)) + "  " + r[-1] for r in [header, *rows]]
 
 
-def run_lines(connection) -> list[str]:
-    """One line per run: when, its id, commit, rows added and their verdicts."""
+def run_lines(connection, limit: int) -> list[str]:
+    """One line per run (the last ``limit``): when, its id, commit, rows added and their verdicts."""
+    kept = store.runs(connection)
+    shown = kept[-limit:]
     verdicts: dict[str, Counter] = {}
-    for run_id, verdict, n in connection.execute(
-            "SELECT run_id, verdict, count(*) FROM measurements GROUP BY run_id, verdict"):
-        verdicts.setdefault(run_id, Counter())[verdict or "?"] += n
+    ids = [run_id for run_id, *_ in shown]
+    for start in range(0, len(ids), 500):  # the runs shown only: a long history is not read through
+        chunk = ids[start:start + 500]
+        for run_id, verdict, n in connection.execute(
+                f"SELECT run_id, verdict, count(*) FROM measurements WHERE run_id IN ({','.join('?' * len(chunk))}) "
+                "GROUP BY run_id, verdict", chunk):
+            verdicts.setdefault(run_id, Counter())[verdict or "?"] += n
     rows = [(recorded_at, run_id, (commit or "")[:10], str(added),
              ", ".join(f"{n} {w}" for w, n in verdicts.get(run_id, Counter()).most_common()))
-            for run_id, recorded_at, commit, added in store.runs(connection)]
+            for run_id, recorded_at, commit, added in shown]
     if not rows:
         return ["no run has added rows yet"]
-    return _table(("recorded", "run", "commit", "rows", "verdicts against the previous measurement"), rows)
+    lines = _table(("recorded", "run", "commit", "rows", "verdicts against the previous measurement"), rows)
+    if len(kept) > len(shown):
+        lines.append(f"({len(kept) - len(shown)} earlier runs not shown; --limit to see more)")
+    return lines
 
 
 def measurement_lines(connection, kernel: str | None, cell: str | None, limit: int) -> list[str]:
     """One line per kept measurement of the kernel or cells, oldest first (the last ``limit``)."""
-    kept = store.measurements(connection, kernel=kernel, cell=cell)
+    kept = store.measurements(connection, kernel=kernel, cell=cell, with_rows=False)
     if not kept:
         what = " and ".join(x for x in (f"kernel {kernel}" if kernel else "", f"cells matching {cell!r}" if cell else "")
                             if x)
@@ -69,7 +78,7 @@ def history_lines(folder: str | Path, kernel: str | None = None, cell: str | Non
             raise store.HistoryUnavailable(f"{error}; {waiting}") from None
         raise
     try:
-        lines = measurement_lines(connection, kernel, cell, limit) if kernel or cell else run_lines(connection)
+        lines = measurement_lines(connection, kernel, cell, limit) if kernel or cell else run_lines(connection, limit)
     finally:
         connection.close()
     return lines + ([waiting] if waiting else [])

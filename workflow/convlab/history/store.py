@@ -18,7 +18,7 @@ import os
 import sqlite3
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -362,22 +362,41 @@ def _measurement(record: tuple[Any, ...]) -> Measurement:
 RUN_ORDER = "(SELECT rowid FROM runs WHERE runs.run_id = measurements.run_id), finished_at, row_check"
 
 
-def _select(where: str = "", order: str = RUN_ORDER) -> str:
-    return f"SELECT {', '.join(SELECTED_COLUMNS)} FROM measurements {where} ORDER BY {order}"
+def _select(where: str = "", order: str = RUN_ORDER, with_rows: bool = True) -> str:
+    columns = SELECTED_COLUMNS if with_rows else tuple("NULL" if c == ROW_JSON else c for c in SELECTED_COLUMNS)
+    return f"SELECT {', '.join(columns)} FROM measurements {where} ORDER BY {order}"
 
 
 def ok_history(connection: sqlite3.Connection, cells: Iterable[str]) -> dict[str, list[Measurement]]:
-    """Each cell's kept ``ok`` measurements with a time, oldest first."""
+    """Each cell's kept ``ok`` measurements with a time, oldest first. Only the last of each carries
+    its row's JSON (what a verdict reads of a row is the previous measurement's); the earlier ones,
+    which a cell's noise is learned from by their columns, have none (``row_json`` None), so that a
+    long history is not unpacked row by row."""
     history: dict[str, list[Measurement]] = {}
     wanted = list(dict.fromkeys(cells))
     for start in range(0, len(wanted), 500):
         chunk = wanted[start:start + 500]
         marks = ",".join("?" * len(chunk))
-        query = _select(f"WHERE status = 'ok' AND kernel_ms > 0 AND cell IN ({marks})")
+        query = _select(f"WHERE status = 'ok' AND kernel_ms > 0 AND cell IN ({marks})", with_rows=False)
         for record in connection.execute(query, chunk):
             measurement = _measurement(record)
             history.setdefault(measurement.cell, []).append(measurement)
+    rows = row_jsons(connection, [kept[-1].row_check for kept in history.values()])
+    for kept in history.values():
+        kept[-1] = replace(kept[-1], row_json=rows.get(kept[-1].row_check))
     return history
+
+
+def row_jsons(connection: sqlite3.Connection, checks: Iterable[str]) -> dict[str, str]:
+    """The row JSON of each of ``checks`` that is kept and can be read."""
+    wanted = list(checks)
+    found: dict[str, str] = {}
+    for start in range(0, len(wanted), 500):
+        chunk = wanted[start:start + 500]
+        found.update((check, text) for check, text in connection.execute(
+            f"SELECT row_check, {ROW_JSON} FROM measurements WHERE row_check IN ({','.join('?' * len(chunk))})",
+            chunk) if text is not None)
+    return found
 
 
 def add_measurements(connection: sqlite3.Connection, host: str, measurements: list[Mapping[str, Any]],
@@ -441,9 +460,10 @@ def runs(connection: sqlite3.Connection) -> list[tuple[str, str, str, int]]:
 
 
 def measurements(connection: sqlite3.Connection, kernel: str | None = None, cell: str | None = None,
-                 run_ids: Iterable[str] | None = None) -> list[Measurement]:
+                 run_ids: Iterable[str] | None = None, with_rows: bool = True) -> list[Measurement]:
     """Kept measurements, oldest first, of one kernel and/or cells whose path contains ``cell``,
-    and/or of the given runs."""
+    and/or of the given runs; ``with_rows`` False: without their rows' JSON (``row_json`` None),
+    for a reader of the columns only."""
     clauses, values = [], []
     if kernel:
         clauses.append("kernel = ?")
@@ -456,7 +476,7 @@ def measurements(connection: sqlite3.Connection, kernel: str | None = None, cell
         clauses.append(f"run_id IN ({','.join('?' * len(ids))})")
         values.extend(ids)
     where = ("WHERE " + " AND ".join(clauses)) if clauses else ""
-    return [_measurement(r) for r in connection.execute(_select(where), values)]
+    return [_measurement(r) for r in connection.execute(_select(where, with_rows=with_rows), values)]
 
 
 def kernel_version(connection: sqlite3.Connection, kernel_hash: str) -> list[tuple[str, bytes | None]]:

@@ -5,7 +5,7 @@ results database recorded last for each cell."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -119,11 +119,15 @@ def recorded_versions(connection, cells: list[Cell]) -> dict[str, Recorded]:
     if connection is None:
         return found
     for kernel in sorted({c.kernel for c in cells}):
-        for measurement in store.measurements(connection, kernel=kernel):  # oldest first
+        # by the columns; the rows' JSON of the latest ok ones only, which a pair reads
+        for measurement in store.measurements(connection, kernel=kernel, with_rows=False):  # oldest first
             before = found.get(measurement.cell, Recorded(None, None))
             ok = measurement.status == OK and (measurement.kernel_ms or 0) > 0
             found[measurement.cell] = Recorded(measurement, measurement if ok else before.latest_ok)
-    return found
+    rows = store.row_jsons(connection, [kept.latest_ok.row_check for kept in found.values() if kept.latest_ok])
+    return {cell: kept if kept.latest_ok is None else
+            Recorded(kept.latest, replace(kept.latest_ok, row_json=rows.get(kept.latest_ok.row_check)))
+            for cell, kept in found.items()}
 
 
 def candidate_of(cell: Cell, saved: Saved, previous: store.Measurement) -> Candidate:

@@ -63,7 +63,8 @@ def last_run_ok_cells(connection: sqlite3.Connection) -> tuple[str, set[str]] | 
     if not finished:
         return None
     run_id = finished[-1][0]
-    return run_id, {m.cell for m in store.measurements(connection, run_ids=[run_id]) if m.status == "ok"}
+    return run_id, {m.cell for m in store.measurements(connection, run_ids=[run_id], with_rows=False)
+                    if m.status == "ok"}
 
 
 def sample(cells: list[Cell], count: int, seed: int = 0) -> list[Cell]:

@@ -322,7 +322,7 @@ def write_history_page(folder: str | Path, latest_csv: str | Path, figure_out: s
         measurements, runs = [], []
     else:
         try:
-            measurements, runs = store.measurements(connection), store.runs(connection)
+            measurements, runs = store.measurements(connection, with_rows=False), store.runs(connection)
         finally:
             connection.close()
         render_history_figure(measurements, device, figure_out, read_latest_verdicts(latest_csv))
