@@ -285,3 +285,32 @@ def test_every_legend_of_the_figure_table_names_only_what_is_drawn(name, few_per
         assert colour in drawn, f"{name}: the legend names {text!r}, which has no point in the figure"
     # the kernel without a value and the variant without a time, by name
     assert not any("winograd" in text or "block~64" in text for text, _ in _legend_entries(figure))
+
+
+def test_a_long_history_draws_and_lists_its_last_runs_only(tmp_path, monkeypatch):
+    """Sixty runs kept: the figure draws the last SHOWN_RUNS of them at their own run numbers, each cell
+    relative to its first measurement among them, and the page lists them and counts the rest."""
+    runs = historypage.SHOWN_RUNS + 10
+    kept = [dataclasses.replace(_measurement(1, "k", "a", 1.0 + run / 100, None if run == 0 else SAME, 1.0),
+                                row_check=f"{run}-k-a", run_id=f"run{run:03d}", finished_at=f"2026-11-01T{run:05d}")
+            for run in range(runs)]
+    folder = tmp_path / "h100"
+    connection, _ = store.open_for_writing(store.database_path(folder))
+    try:
+        store.add_measurements(connection, "host", [dataclasses.asdict(m) for m in kept])
+    finally:
+        connection.close()
+    (folder / "verdicts").mkdir()
+    latest = _write_latest(folder / "verdicts" / "latest.csv", [])
+    drawn = []
+    real_save = historypage.save_figure
+    monkeypatch.setattr(historypage, "save_figure", lambda figure, path: drawn.append(figure) or real_save(figure, path))
+    line = historypage.write_history_page(folder, latest, folder / "figures" / "history.png", folder / "history.html")
+    (figure,) = drawn
+    xs = list(_level(_panel(figure, "k")).get_xdata())
+    assert xs == list(range(11, runs + 1)) and list(_level(_panel(figure, "k")).get_ydata()) == [1.0] * 50
+    assert f"the last {historypage.SHOWN_RUNS} of {runs} runs kept" in figure.get_supxlabel()
+    assert f"over the last {historypage.SHOWN_RUNS} runs" in figure.get_suptitle()
+    page = (folder / "history.html").read_text()
+    assert page.count("<td>run0") == historypage.SHOWN_RUNS and "10 earlier runs" in page
+    assert f"{runs} runs" in line

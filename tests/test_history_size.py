@@ -122,3 +122,20 @@ def test_a_damaged_packed_row_loses_its_json_and_nothing_else(lab):
     assert all(kept[cell.path].row["kernel"] == cell.kernel for cell in cells[1:])
     write_rows(cells, 1.1)  # the next run still judges every cell against what was kept
     assert len(record(results_of(folder), cells, DEVICE).verdicts) == len(cells)
+
+
+def test_a_cell_is_judged_by_its_recent_measurements_and_only_the_last_is_unpacked(lab):
+    folder, cells = lab
+    for number in range(6):
+        write_rows(cells, 1.0 + number / 100)
+        record(results_of(folder), cells, DEVICE)
+    connection = store.open_for_reading(store.database_path(results_of(folder)))
+    try:
+        everything = store.measurements(connection, cell=cells[0].path)
+        recent = store.ok_history(connection, [cells[0].path], recent=3)[cells[0].path]
+    finally:
+        connection.close()
+    assert [m.row_check for m in recent] == [m.row_check for m in everything[-3:]]
+    assert [m.kernel_ms for m in recent] == sorted(m.kernel_ms for m in recent)  # oldest first
+    assert [m.row_json is None for m in recent] == [True, True, False]
+    assert recent[-1].row == everything[-1].row

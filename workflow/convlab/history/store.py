@@ -367,18 +367,31 @@ def _select(where: str = "", order: str = RUN_ORDER, with_rows: bool = True) -> 
     return f"SELECT {', '.join(columns)} FROM measurements {where} ORDER BY {order}"
 
 
-def ok_history(connection: sqlite3.Connection, cells: Iterable[str]) -> dict[str, list[Measurement]]:
-    """Each cell's kept ``ok`` measurements with a time, oldest first. Only the last of each carries
-    its row's JSON (what a verdict reads of a row is the previous measurement's); the earlier ones,
-    which a cell's noise is learned from by their columns, have none (``row_json`` None), so that a
-    long history is not unpacked row by row."""
+# The most recent ok measurements of a cell that a run reads to judge it: its noise is learned from
+# their consecutive pairs (Student's t flattens out well before 200), and a year of daily runs
+# costs no more than this.
+RECENT_MEASUREMENTS = 200
+
+
+def ok_history(connection: sqlite3.Connection, cells: Iterable[str],
+               recent: int = RECENT_MEASUREMENTS) -> dict[str, list[Measurement]]:
+    """Each cell's ``recent`` latest kept ``ok`` measurements with a time, oldest first. Only the
+    last of each carries its row's JSON (what a verdict reads of a row is the previous
+    measurement's); the earlier ones, which a cell's noise is learned from by their columns, have
+    none (``row_json`` None), so that a long history is not unpacked row by row."""
     history: dict[str, list[Measurement]] = {}
     wanted = list(dict.fromkeys(cells))
+    columns = ", ".join(f"m.{c}" for c in MEASUREMENT_COLUMNS if c != "row_json")
     for start in range(0, len(wanted), 500):
         chunk = wanted[start:start + 500]
         marks = ",".join("?" * len(chunk))
-        query = _select(f"WHERE status = 'ok' AND kernel_ms > 0 AND cell IN ({marks})", with_rows=False)
-        for record in connection.execute(query, chunk):
+        newest_first = ("SELECT {columns}, r.rowid AS run_rank, row_number() OVER (PARTITION BY m.cell ORDER BY "
+                        "r.rowid DESC, m.finished_at DESC, m.row_check DESC) AS back FROM measurements m "
+                        "LEFT JOIN runs r ON r.run_id = m.run_id "
+                        f"WHERE m.status = 'ok' AND m.kernel_ms > 0 AND m.cell IN ({marks})").format(columns=columns)
+        query = (f"SELECT {', '.join('NULL' if c == ROW_JSON else c for c in SELECTED_COLUMNS)} FROM "
+                 f"({newest_first}) WHERE back <= ? ORDER BY run_rank, finished_at, row_check")
+        for record in connection.execute(query, [*chunk, recent]):
             measurement = _measurement(record)
             history.setdefault(measurement.cell, []).append(measurement)
     rows = row_jsons(connection, [kept[-1].row_check for kept in history.values()])

@@ -26,6 +26,8 @@ from convlab.report.pages import html_page, write_page
 from convlab.report.plotting import natural_order, new_figure, note_figure, note_figure_object, panel_title, save_figure
 
 COLUMNS = 5
+# The runs the figure and the page show: the latest ones.
+SHOWN_RUNS = 50
 RELATIVE_LABEL = "time / first time\n(1 = unchanged)"
 LEVEL_COLOR = "#3a6ea5"
 FILES_CHANGED_COLOR = "#7b3294"  # not red: red is SLOWER
@@ -94,8 +96,8 @@ def _step_ratio(verdict: str | None, judged: float | None, measured: float) -> f
     return measured
 
 
-def history_levels(measurements: list[store.Measurement], latest: Mapping[str, LatestVerdict] | None = None
-                   ) -> tuple[dict[str, list[tuple[int, float, bool]]], list[JudgedStep]]:
+def history_levels(measurements: list[store.Measurement], latest: Mapping[str, LatestVerdict] | None = None,
+                   earlier_runs: int = 0) -> tuple[dict[str, list[tuple[int, float, bool]]], list[JudgedStep]]:
     """Per kernel, per run that measured it (in run order): the geomean over its cells of each cell's level (its
     time relative to its first ok measurement, each step counted as its verdict judged it: _step_ratio), and
     whether the kernel's files changed since the kernel's previous run; and every judged step. ``latest``: the
@@ -113,7 +115,7 @@ def history_levels(measurements: list[store.Measurement], latest: Mapping[str, L
     hashes: dict[str, dict[int, str]] = defaultdict(dict)
     steps: list[JudgedStep] = []
     for m in measurements:
-        index = run_order[m.run_id]
+        index = run_order[m.run_id] + earlier_runs
         if m.status != "ok" or not m.kernel_ms:
             continue
         if m.cell in level:
@@ -150,8 +152,8 @@ def relative_times(measurements: list[store.Measurement], latest: Mapping[str, L
 
 
 def render_history_figure(measurements: list[store.Measurement], device: str, out: str | Path,
-                          latest: Mapping[str, LatestVerdict] | None = None) -> Path:
-    return save_figure(history_figure(measurements, device, latest), Path(out))
+                          latest: Mapping[str, LatestVerdict] | None = None, earlier_runs: int = 0) -> Path:
+    return save_figure(history_figure(measurements, device, latest, earlier_runs), Path(out))
 
 
 def _spread(count: int) -> list[float]:
@@ -218,18 +220,20 @@ def _legend_handles(steps: list[JudgedStep], any_files_changed: bool) -> list[Ar
 
 
 def history_figure(measurements: list[store.Measurement], device: str,
-                   latest: Mapping[str, LatestVerdict] | None = None) -> Figure:
+                   latest: Mapping[str, LatestVerdict] | None = None, earlier_runs: int = 0) -> Figure:
     """Small multiples, one panel per kernel: its level per run (history_levels), which a noise swing leaves
     where it was; a mark for each cell judged FASTER, SLOWER or UNCLEAR and each paired cell, with its interval
-    where the latest run's verdicts give one; a dashed line where the kernel's files changed."""
-    series, steps = history_levels(measurements, latest)
+    where the latest run's verdicts give one; a dashed line where the kernel's files changed. ``measurements``:
+    those of the last runs kept, after ``earlier_runs`` runs that are not drawn."""
+    series, steps = history_levels(measurements, latest, earlier_runs)
     if not series:
         return note_figure_object(f"{device}: kernel times across runs", "no ok measurement kept yet")
     # a kernel measured in one run only has no history yet: a panel of one dot at 1 says nothing, so it is
     # named in a line instead
     once = natural_order(kernel for kernel, points in series.items() if len(points) == 1)
     kernels = sorted(kernel for kernel in series if kernel not in once)
-    runs = len({m.run_id for m in measurements})
+    shown = len({m.run_id for m in measurements})
+    runs = earlier_runs + shown
     if not kernels:
         kept = ("one run kept so far" if runs == 1 else
                 f"{runs} runs kept, but each kernel was measured in one of them only")
@@ -270,11 +274,13 @@ def history_figure(measurements: list[store.Measurement], device: str,
     for ax in flat[len(kernels):]:
         ax.set_axis_off()
     lone_run = f"\nmeasured in one run only, so not drawn: {_names(once)}" if once else ""
-    figure.suptitle(f"{device}: each kernel's time per run, relative to each cell's first measurement (geomean over "
-                    "its cells)\nits line moves only by the cells judged FASTER or SLOWER: a SAME cell stays where it "
+    window = (f"per run over the last {shown} runs, relative to each cell's first measurement in them"
+              if earlier_runs else "per run, relative to each cell's first measurement")
+    figure.suptitle(f"{device}: each kernel's time {window} (geomean over its cells)\nits line moves only by the cells judged FASTER or SLOWER: a SAME cell stays where it "
                     "was however its time moved\nmarks: each cell judged FASTER, SLOWER or UNCLEAR and each paired "
                     f"cell, at its previous time over its first times its judged new/previous{lone_run}", fontsize=10)
-    figure.supxlabel(f"run (in order; {runs} run{'s' if runs != 1 else ''} kept)", fontsize=9)
+    kept = f"the last {shown} of {runs} runs kept" if earlier_runs else f"{runs} run{'s' if runs != 1 else ''} kept"
+    figure.supxlabel(f"run (in order; {kept})", fontsize=9)
     handles = _legend_handles(marked, any_files_changed)
     # below the panels: beside one row of them its entries would stand taller than the row
     figure.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=min(3, len(handles)),
@@ -312,7 +318,7 @@ def _note(row: dict[str, str]) -> str:
 
 
 def write_history_page(folder: str | Path, latest_csv: str | Path, figure_out: str | Path, out: str | Path) -> str:
-    """The figure and the page: the latest run's verdicts, cell by cell, and every run."""
+    """The figure and the page: the latest run's verdicts, cell by cell, and the last SHOWN_RUNS runs."""
     folder = Path(folder)
     device = folder.name
     try:
@@ -322,10 +328,14 @@ def write_history_page(folder: str | Path, latest_csv: str | Path, figure_out: s
         measurements, runs = [], []
     else:
         try:
-            measurements, runs = store.measurements(connection, with_rows=False), store.runs(connection)
+            runs = store.runs(connection)
+            # the last runs only: a year of history costs the page what the runs it shows cost
+            shown = runs[-SHOWN_RUNS:]
+            measurements = store.measurements(connection, run_ids=[run[0] for run in shown], with_rows=False)
         finally:
             connection.close()
-        render_history_figure(measurements, device, figure_out, read_latest_verdicts(latest_csv))
+        render_history_figure(measurements, device, figure_out, read_latest_verdicts(latest_csv),
+                              earlier_runs=len(runs) - len(shown))
     colours = {"SAME": "#eef5ee", "FASTER": "#cfe8cf", "SLOWER": "#f6cccc", "UNCLEAR": "#fff2c2"}
     rows = _verdict_rows(Path(latest_csv))
     head = ("verdict", "kernel", "cell", "previous ms", "ms", "new/previous [interval]", "changed", "note")
@@ -339,7 +349,9 @@ def write_history_page(folder: str | Path, latest_csv: str | Path, figure_out: s
         + "".join(f'<td class="wrap">{html.escape(v)}</td>' for v in (r["changed"].replace(";", ", "), _note(r)))
         + "</tr>" for r in rows)
     run_rows = "".join(f"<tr><td>{html.escape(a)}</td><td>{html.escape(b)}</td><td>{html.escape((c or '')[:10])}"
-                       f"</td><td>{d}</td></tr>" for b, a, c, d in reversed(runs))
+                       f"</td><td>{d}</td></tr>" for b, a, c, d in reversed(runs[-SHOWN_RUNS:]))
+    if len(runs) > SHOWN_RUNS:
+        run_rows += f'<tr><td colspan="4">{len(runs) - SHOWN_RUNS} earlier runs (<code>convlab history --limit N</code>)</td></tr>'
     page = html_page(
         f"{device}: history", "body{font-family:sans-serif;margin:1.5em;max-width:1300px}"
         "table{border-collapse:collapse;margin-bottom:1.5em}td,th{border:1px solid #ccc;padding:3px 8px;"
