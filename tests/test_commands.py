@@ -19,6 +19,7 @@ from convlab.app.command import Command, arg, call, handler_of, in_directory
 from convlab.app.commandtable import COMMANDS, TABLE, build_parser, parse
 from convlab.app.workerentry import run_command
 from convlab.console import Console
+from convlab.paths import REPO_ROOT
 from convlab.status import UserError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -151,4 +152,12 @@ def test_the_thin_client_reads_the_table_without_site_packages():
              "print(sorted(m for m in sys.modules if m.split('.')[0] in ('numpy', 'yaml', 'pandas', 'cupy')))")
     result = subprocess.run([sys.executable, "-S", "-c", probe], env={**os.environ, "PYTHONPATH": str(REPO / "workflow")},
                             capture_output=True, text=True, timeout=60)
+    assert result.stdout.strip() == "[]", result.stderr
+
+
+def test_listing_the_history_imports_neither_pandas_nor_matplotlib():
+    probe = ("import sys; import convlab.app.handlers.history; "
+             "print(sorted({m.split('.')[0] for m in sys.modules} & {'pandas', 'matplotlib'}))")
+    result = subprocess.run([sys.executable, "-c", probe], env={**os.environ, "PYTHONPATH": str(REPO_ROOT / "workflow")},
+                            capture_output=True, text=True, timeout=120)
     assert result.stdout.strip() == "[]", result.stderr

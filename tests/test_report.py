@@ -485,7 +485,8 @@ def test_the_tiling_sweep_draws_what_seaborns_lineplot_draws(tmp_path):
 
 def test_the_report_code_imports_neither_seaborn_nor_scipy():
     probe = ("import sys, matplotlib; matplotlib.use('Agg'); import convlab.app.handlers.report, "
-             "convlab.app.handlers.history; print(sorted({m.split('.')[0] for m in sys.modules} & {'seaborn', 'scipy'}))")
+             "convlab.app.handlers.history, convlab.app.handlers.compare, convlab.app.handlers.historypage; "
+             "print(sorted({m.split('.')[0] for m in sys.modules} & {'seaborn', 'scipy'}))")
     result = subprocess.run([sys.executable, "-c", probe], env={**os.environ, "PYTHONPATH": str(REPO / "workflow")},
                             capture_output=True, text=True, timeout=120)
     assert result.stdout.strip() == "[]", result.stderr

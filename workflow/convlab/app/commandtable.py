@@ -215,7 +215,7 @@ TABLE: tuple[Command, ...] = (
         arg("--results", path=True, default="results", help="the folder holding one folder per device"),
         file_arg("--out"),
     )),
-    Command("compare", "compare two result sets cell by cell (B/A and a verdict)", f"{HANDLERS}.history:compare", (
+    Command("compare", "compare two result sets cell by cell (B/A and a verdict)", f"{HANDLERS}.compare:compare", (
         # a side is a path or a name in the database: resolved by the handler, which runs here
         arg("a", metavar="A", help=SIDE),
         arg("b", metavar="B", help="the same, for the set compared with A"),
@@ -306,7 +306,7 @@ TABLE: tuple[Command, ...] = (
         arg("--results", path=True, default="results"),
         arg("--device", help="default: the only device with a results database"),
     )),
-    Command("history-page", "the report's history figure and page (report stage)", f"{HANDLERS}.history:history_page", (
+    Command("history-page", "the report's history figure and page (report stage)", f"{HANDLERS}.historypage:history_page", (
         file_arg("--results", help="results/<device>"),
         file_arg("--verdicts", help="verdicts/latest.csv"),
         *file_args("--figure", "--out"),

@@ -18,20 +18,6 @@ LATEST, PREVIOUS = "@latest", "@previous"
 COMMIT = re.compile(r"^[0-9a-f]{4,40}$")
 
 
-def device_folder(results: str | Path, device: str | None) -> Path:
-    """results/<device>: the one named, or the only one that has a results database."""
-    results = Path(results)
-    if device:
-        return results / device
-    found = sorted(p.parent for p in results.glob(f"*/{store.DATABASE_NAME}"))
-    if len(found) == 1:
-        return found[0]
-    if not found:
-        raise CompareError(f"no results database under {results}/ yet: a run that measures cells makes one")
-    raise CompareError(f"{len(found)} devices have a results database ({', '.join(p.name for p in found)}): "
-                       "name one with --device")
-
-
 class NothingBefore(CompareError):
     """@previous where the database holds one run: the first run has nothing before it."""
 
@@ -124,7 +110,10 @@ def load_side(spec: str, results: str | Path = "results", device: str | None = N
     """One side of compare: a summary CSV or a folder, else a state of the results database."""
     if not is_database_side(spec):
         return load_set(spec)
-    folder = device_folder(results, device)
+    try:
+        folder = store.device_folder(results, device)
+    except store.HistoryUnavailable as error:
+        raise CompareError(str(error)) from None
     path = store.database_path(folder)
     try:
         connection = store.open_for_reading(path)

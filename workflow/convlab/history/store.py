@@ -200,6 +200,20 @@ def database_path(results_dir: str | Path) -> Path:
     return Path(results_dir) / DATABASE_NAME
 
 
+def device_folder(results: str | Path, device: str | None) -> Path:
+    """results/<device>: the one named, or the only one that has a results database."""
+    results = Path(results)
+    if device:
+        return results / device
+    found = sorted(p.parent for p in results.glob(f"*/{DATABASE_NAME}"))
+    if len(found) == 1:
+        return found[0]
+    if not found:
+        raise HistoryUnavailable(f"no results database under {results}/ yet: a run that measures cells makes one")
+    raise HistoryUnavailable(f"{len(found)} devices have a results database ({', '.join(p.name for p in found)}): "
+                             "name one with --device")
+
+
 def _describe(error: Exception) -> str:
     text = str(error) or type(error).__name__
     if "locked" in text or "busy" in text:

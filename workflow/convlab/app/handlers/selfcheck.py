@@ -16,7 +16,7 @@ from convlab.backends.choice import choose_backend
 from convlab.console import Console
 from convlab.history import store
 from convlab.history.compare import CompareError
-from convlab.history.sides import device_folder
+from convlab.history.store import device_folder
 from convlab.pairs.selfcheck import check_itself, last_run_ok_cells, sample, self_check_config
 from convlab.plan.grid import build_cells
 from convlab.status import UserError
