@@ -309,6 +309,7 @@ def test_a_long_history_draws_and_lists_its_last_runs_only(tmp_path, monkeypatch
     (figure,) = drawn
     xs = list(_level(_panel(figure, "k")).get_xdata())
     assert xs == list(range(11, runs + 1)) and list(_level(_panel(figure, "k")).get_ydata()) == [1.0] * 50
+    assert _panel(figure, "k").get_xlim() == (10.5, runs + 0.5)  # the runs drawn fill the axis
     assert f"the last {historypage.SHOWN_RUNS} of {runs} runs kept" in figure.get_supxlabel()
     assert f"over the last {historypage.SHOWN_RUNS} runs" in figure.get_suptitle()
     page = (folder / "history.html").read_text()

@@ -265,7 +265,7 @@ def history_figure(measurements: list[store.Measurement], device: str,
         ax.set_ylim(low - margin, high + margin)
         ax.yaxis.set_major_locator(MaxNLocator(nbins=4, steps=[1, 2, 2.5, 5, 10]))
         ax.yaxis.set_major_formatter(lambda v, _: f"{v:.2f}")
-        ax.set_xlim(0.5, max(xs) + 0.5)
+        ax.set_xlim(earlier_runs + 0.5, max(xs) + 0.5)
         # whole runs only: a run is a count, and a lone run's axis would otherwise read 0.6 ... 1.4
         ax.xaxis.set_major_locator(MaxNLocator(nbins=6, integer=True, min_n_ticks=1))
         ax.tick_params(labelsize=7)
