@@ -373,7 +373,8 @@ def _measurement(record: tuple[Any, ...]) -> Measurement:
 
 # Oldest first by the run that kept them (its order of recording), then by when they finished: a
 # clock that went back between runs cannot reorder the history.
-RUN_ORDER = "(SELECT rowid FROM runs WHERE runs.run_id = measurements.run_id), finished_at, row_check"
+RUN_RANK = "(SELECT rowid FROM runs WHERE runs.run_id = measurements.run_id)"
+RUN_ORDER = f"{RUN_RANK}, finished_at, row_check"
 
 
 def _select(where: str = "", order: str = RUN_ORDER, with_rows: bool = True) -> str:
@@ -389,25 +390,32 @@ RECENT_MEASUREMENTS = 200
 
 def ok_history(connection: sqlite3.Connection, cells: Iterable[str],
                recent: int = RECENT_MEASUREMENTS) -> dict[str, list[Measurement]]:
-    """Each cell's ``recent`` latest kept ``ok`` measurements with a time, oldest first. Only the
-    last of each carries its row's JSON (what a verdict reads of a row is the previous
+    """Each cell's ``recent`` latest kept ``ok`` measurements with a time, oldest first (by run). Only
+    the last of each carries its row's JSON (what a verdict reads of a row is the previous
     measurement's); the earlier ones, which a cell's noise is learned from by their columns, have
     none (``row_json`` None), so that a long history is not unpacked row by row."""
     history: dict[str, list[Measurement]] = {}
-    wanted = list(dict.fromkeys(cells))
-    columns = ", ".join(f"m.{c}" for c in MEASUREMENT_COLUMNS if c != "row_json")
-    for start in range(0, len(wanted), 500):
-        chunk = wanted[start:start + 500]
-        marks = ",".join("?" * len(chunk))
-        newest_first = ("SELECT {columns}, r.rowid AS run_rank, row_number() OVER (PARTITION BY m.cell ORDER BY "
-                        "r.rowid DESC, m.finished_at DESC, m.row_check DESC) AS back FROM measurements m "
-                        "LEFT JOIN runs r ON r.run_id = m.run_id "
-                        f"WHERE m.status = 'ok' AND m.kernel_ms > 0 AND m.cell IN ({marks})").format(columns=columns)
-        query = (f"SELECT {', '.join('NULL' if c == ROW_JSON else c for c in SELECTED_COLUMNS)} FROM "
-                 f"({newest_first}) WHERE back <= ? ORDER BY run_rank, finished_at, row_check")
-        for record in connection.execute(query, [*chunk, recent]):
-            measurement = _measurement(record)
-            history.setdefault(measurement.cell, []).append(measurement)
+    chosen: list[int] = []
+    for cell in dict.fromkeys(cells):
+        # the cell's index holds its rows in the order they were kept, newest last: a long history
+        # costs the latest ``recent`` of them, not all
+        chosen += [row for (row,) in connection.execute(
+            "SELECT rowid FROM measurements INDEXED BY measurements_by_cell WHERE cell = ? AND status = 'ok' "
+            "AND kernel_ms > 0 ORDER BY rowid DESC LIMIT ?", (cell, recent))]
+    columns = ", ".join("NULL" if c == ROW_JSON else c for c in SELECTED_COLUMNS)
+    ranked: dict[str, list[tuple[tuple[Any, ...], Measurement]]] = {}
+    for start in range(0, len(chosen), 500):
+        chunk = chosen[start:start + 500]
+        for *record, rank in connection.execute(
+                f"SELECT {columns}, {RUN_RANK} FROM measurements WHERE rowid IN ({','.join('?' * len(chunk))})",
+                chunk):
+            measurement = _measurement(tuple(record))
+            ranked.setdefault(measurement.cell, []).append(((rank, measurement.finished_at or "",
+                                                             measurement.row_check), measurement))
+    for cell, kept in ranked.items():
+        # as RUN_ORDER sorts: a row whose run is not kept (rank NULL) first
+        history[cell] = [m for _, m in sorted(kept, key=lambda pair: (pair[0][0] is not None, pair[0][0] or 0,
+                                                                      *pair[0][1:]))]
     rows = row_jsons(connection, [kept[-1].row_check for kept in history.values()])
     for kept in history.values():
         kept[-1] = replace(kept[-1], row_json=rows.get(kept[-1].row_check))
