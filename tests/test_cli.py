@@ -124,6 +124,21 @@ def test_forcing_cuda_without_a_gpu_is_one_line(image):
     assert len(lines) == 1 and lines[0].startswith("error: backend cuda")
 
 
+@pytest.mark.parametrize("gpus, says", [([], "no NVIDIA GPU is visible on this machine"),
+                                         (["NVIDIA H200"], "pip install -r envs/requirements-cuda13.txt")])
+def test_cuda_without_cupy_says_what_would_help(monkeypatch, gpus, says):
+    """Where the driver lists a GPU, installing CuPy is the fix; where there is none, it is not."""
+    from convlab.backends import choice, get_backend
+    from convlab.status import BackendUnavailable
+
+    monkeypatch.setitem(sys.modules, "cupy", None)  # as if CuPy were not installed
+    monkeypatch.setattr(choice, "visible_gpu_names", lambda: gpus)
+    with pytest.raises(BackendUnavailable) as refused:
+        get_backend("cuda")
+    assert says in str(refused.value) and "\n" not in str(refused.value)
+    assert ("pip install" in str(refused.value)) == bool(gpus)
+
+
 def test_missing_cudnn_is_one_clear_line(monkeypatch):
 
     from convlab.backends.cudnnimport import import_cudnn

@@ -38,6 +38,10 @@ def get_backend(name: str) -> Backend:
         try:
             import cupy
         except ImportError as error:
+            if not visible_gpu_names():  # installing CuPy would not help: there is no GPU to use
+                raise BackendUnavailable("backend cuda: no NVIDIA GPU is visible on this machine (nvidia-smi lists "
+                                         "none, and CuPy is not installed): run it where there is one (the pipeline "
+                                         "and `convlab run` measure this CPU with backend: cpu)") from error
             raise BackendUnavailable(f"backend cuda needs CuPy ({error}): {install_hint()}") from error
         try:
             count = cupy.cuda.runtime.getDeviceCount()
