@@ -26,19 +26,23 @@ def is_database_side(spec: str) -> bool:
     return spec.startswith("@") or not Path(spec).exists()
 
 
-def _run_rowids(connection) -> list[tuple[int, str, str]]:
-    return list(connection.execute("SELECT rowid, run_id, git_commit FROM runs WHERE rows_added > 0 ORDER BY rowid"))
+def _run_rowids(connection, last: int | None = None) -> list[tuple[int, str]]:
+    """The runs that added rows, oldest first (the ``last`` of them only, where given)."""
+    query = "SELECT rowid, run_id FROM runs WHERE rows_added > 0 ORDER BY rowid DESC"
+    found = connection.execute(query + " LIMIT ?", (last,)) if last else connection.execute(query)
+    return list(reversed(list(found)))
 
 
 def _resolve(connection, spec: str) -> tuple[str, str, object]:
     """(label, how to select, value): a snapshot up to a run's rowid, or a commit."""
-    runs = _run_rowids(connection)
+    # @latest and @previous read the last two runs only: a long history is not listed for them
+    runs = _run_rowids(connection, 2 if spec in (LATEST, PREVIOUS) else None)
     if not runs:
         raise CompareError("the results database holds no run yet")
     if spec in (LATEST, PREVIOUS):
         if spec == PREVIOUS and len(runs) < 2:
             raise NothingBefore(f"{spec}: the results database holds only one run ({runs[0][1]})")
-        rowid, run_id, _ = runs[-1] if spec == LATEST else runs[-2]
+        rowid, run_id = runs[-1] if spec == LATEST else runs[-2]
         return run_id, "run", rowid
     if spec.startswith("@"):
         raise CompareError(f"{spec}: give @latest, @previous, a run id, a commit, a summary CSV or a folder")
@@ -58,8 +62,18 @@ def _resolve(connection, spec: str) -> tuple[str, str, object]:
     raise CompareError(f"{spec}: no such file or folder, and no run or commit of that name in the results database")
 
 
-# Runs read at a time, newest first, while looking for each cell's latest measurement.
-RUNS_PER_READ = 64
+# Runs read at a time, newest first, while looking for each cell's latest measurement: a few at
+# first (after a full run the latest holds every cell), twice as many each time after.
+FIRST_READ, MOST_READ = 4, 256
+
+
+def _cell_count(connection) -> int:
+    """How many cells the database keeps rows of: one seek of the cells' index a cell, where
+    counting the distinct ones would read an entry a row."""
+    count, cell = 0, ""
+    while (cell := connection.execute("SELECT min(cell) FROM measurements WHERE cell > ?", (cell,)).fetchone()[0]):
+        count += 1
+    return count
 
 
 def _latest_up_to_run(connection, rowid: int) -> list[int]:
@@ -67,12 +81,12 @@ def _latest_up_to_run(connection, rowid: int) -> list[int]:
     finish time, then insertion). The runs are read newest first, and the reading stops once every
     cell the database knows has been found: a long history costs the runs since each cell was
     last measured, not every row."""
-    cells = connection.execute("SELECT count(DISTINCT cell) FROM measurements").fetchone()[0]
-    runs = [run_id for (run_id,) in connection.execute(
-        "SELECT run_id FROM runs WHERE rowid <= ? ORDER BY rowid DESC", (rowid,))]
+    cells = _cell_count(connection)
     chosen: dict[str, tuple[str, int]] = {}
-    for start in range(0, len(runs), RUNS_PER_READ):
-        batch = runs[start:start + RUNS_PER_READ]
+    start, size = 0, FIRST_READ
+    while batch := [run_id for (run_id,) in connection.execute(
+            "SELECT run_id FROM runs WHERE rowid <= ? ORDER BY rowid DESC LIMIT ? OFFSET ?", (rowid, size, start))]:
+        start, size = start + size, min(2 * size, MOST_READ)
         rank = {run_id: -index for index, run_id in enumerate(batch)}  # the newest ranks highest
         newest: dict[str, tuple[int, str, int]] = {}
         for cell, run_id, finished_at, row in connection.execute(
