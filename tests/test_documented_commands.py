@@ -44,6 +44,8 @@ AS_HELP = {
         "tests/test_bench_pipeline.py runs the command on the tiny grid",
     "convlab bench-pipeline --checkout ../old --out old.json -- --scheduler greedy":
         "needs a second checkout at ../old; tests/test_bench_pipeline.py runs the command",
+    "convlab bench-history": "grows a results database to 200,000 rows and times three rounds on two copies "
+                             "(minutes); tests/test_bench_history.py runs it on a small database",
     "convlab serve": "runs the measurement service in the foreground until it idles out",
     "convlab watch": "watches the kernels' files until Ctrl-C; tests/test_watch.py runs one and stops it",
     "convlab watch --configfile config/tiny-cpu.yaml --kernels direct --sizes 64 --strides 1":
