@@ -139,3 +139,29 @@ def test_a_cell_is_judged_by_its_recent_measurements_and_only_the_last_is_unpack
     assert [m.kernel_ms for m in recent] == sorted(m.kernel_ms for m in recent)  # oldest first
     assert [m.row_json is None for m in recent] == [True, True, False]
     assert recent[-1].row == everything[-1].row
+
+
+class _FullDisk:
+    """A connection whose VACUUM finds no room for its copy."""
+
+    def __init__(self, connection: sqlite3.Connection) -> None:
+        self.connection = connection
+
+    def execute(self, sql: str, *args):
+        if sql.strip().upper() == "VACUUM":
+            raise sqlite3.OperationalError("database or disk is full")
+        return self.connection.execute(sql, *args)
+
+
+def test_a_file_that_cannot_shrink_keeps_its_rows_and_free_pages(tmp_path):
+    path = tmp_path / "history.sqlite"
+    _previous_layout(path, [{"row_check": f"{n:016x}", "cell": f"c{n}", "kernel": "k", "json": _row_json(n)}
+                            for n in range(50)])
+    connection = sqlite3.connect(path)
+    try:
+        assert store.shrink(_FullDisk(connection)) is False
+        assert store.shrink(connection) is True
+        assert connection.execute("SELECT count(*) FROM measurements").fetchone()[0] == 50
+    finally:
+        connection.close()
+

@@ -286,7 +286,18 @@ def _migrate(connection: sqlite3.Connection) -> None:
     for step in range(version, SCHEMA_VERSION):
         connection.executescript(f"BEGIN; {MIGRATIONS[step]} PRAGMA user_version = {step + 1}; COMMIT;")
     if 0 < version < PACKED_FROM <= SCHEMA_VERSION:
-        connection.execute("VACUUM")  # the rows now take a fraction of the pages they left
+        shrink(connection)  # the rows now take a fraction of the pages they left
+
+
+def shrink(connection: sqlite3.Connection) -> bool:
+    """Give the file's free pages back (VACUUM), where it can be done now. Whether it was: VACUUM
+    writes a copy of the database first, which a nearly full disk has no room for; the file then
+    keeps its free pages, which later rows fill, and nothing is lost."""
+    try:
+        connection.execute("VACUUM")
+    except sqlite3.OperationalError:
+        return False
+    return True
 
 
 def open_for_writing(path: str | Path, timeout_s: float = BUSY_TIMEOUT_S) -> tuple[sqlite3.Connection, list[str]]:
@@ -400,8 +411,8 @@ def ok_history(connection: sqlite3.Connection, cells: Iterable[str],
         # the cell's index holds its rows in the order they were kept, newest last: a long history
         # costs the latest ``recent`` of them, not all
         chosen += [row for (row,) in connection.execute(
-            "SELECT rowid FROM measurements INDEXED BY measurements_by_cell WHERE cell = ? AND status = 'ok' "
-            "AND kernel_ms > 0 ORDER BY rowid DESC LIMIT ?", (cell, recent))]
+            "SELECT rowid FROM measurements WHERE cell = ? AND status = 'ok' AND kernel_ms > 0 "
+            "ORDER BY rowid DESC LIMIT ?", (cell, recent))]
     columns = ", ".join("NULL" if c == ROW_JSON else c for c in SELECTED_COLUMNS)
     ranked: dict[str, list[tuple[tuple[Any, ...], Measurement]]] = {}
     for start in range(0, len(chosen), 500):
