@@ -1,9 +1,10 @@
 import os
 import shutil
 import sqlite3
+import subprocess
 import sys
 from collections.abc import Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import cv2
@@ -19,6 +20,7 @@ os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
 from cpu_helpers import SIZE  # noqa: E402
 from service_helpers import ServiceSandbox  # noqa: E402
+from session_share import first_worker, made_once  # noqa: E402
 from workflow_helpers import (  # noqa: E402
     INSTALL,
     RESULTS,
@@ -40,7 +42,15 @@ HAS_GPU = gpu_visible()
 EXAMPLE_DEVICES = ("h100-80gb-hbm3", "h200")
 
 
+# The slow tier's longest files, run first: .ci/run spreads the tier over worker processes a file at
+# a time (pytest-xdist's --dist loadfile, --no-loadscope-reorder: files are handed out in this
+# order), and a long file handed out last would make the whole tier wait for it alone.
+LONGEST_FILES = ("test_slurm.py", "test_documented_commands.py")
+
+
 def pytest_collection_modifyitems(config, items):
+    items.sort(key=lambda item: LONGEST_FILES.index(item.path.name) if item.path.name in LONGEST_FILES
+               else len(LONGEST_FILES))
     if HAS_GPU:
         return
     skip = pytest.mark.skip(reason="no CUDA GPU visible to CuPy here: GPU tests run on the device machine")
@@ -59,26 +69,40 @@ def backend():
     return get_backend("cuda")
 
 
+def finished_record(repo: Path, done: subprocess.CompletedProcess) -> dict:
+    return {"repo": str(repo), "args": done.args, "returncode": done.returncode, "stdout": done.stdout,
+            "stderr": done.stderr}
+
+
 @pytest.fixture(scope="session")
 def tiny_run(tmp_path_factory) -> FinishedRun:
     """The tiny cpu grid run from nothing with --cores 2, once for the whole session: the slow tier's
     tests read it, and each test that changes a checkout works on a copy (copy_finished_run)."""
-    repo = copy_repo(tmp_path_factory.mktemp("tiny-run") / "repo")
-    return FinishedRun(repo, snakemake(repo, 2, timeout=900))
+    def make(folder: Path) -> dict:
+        repo = copy_repo(folder / "repo")
+        return finished_record(repo, snakemake(repo, 2, timeout=900))
+
+    made = made_once(tmp_path_factory, "tiny-run", make)
+    return FinishedRun(Path(made["repo"]), subprocess.CompletedProcess(
+        made["args"], made["returncode"], made["stdout"], made["stderr"]))
 
 
 @pytest.fixture(scope="session")
 def tiny_report(tiny_run: FinishedRun, tmp_path_factory) -> Path:
     """A copy of the tiny run with `snakemake --report results/report.html` made in it; the
     checkout's path (the report read only)."""
-    repo = copy_finished_run(tiny_run.repo, tmp_path_factory.mktemp("tiny-report") / "repo")
-    snakemake(repo, 1, "--report", "results/report.html", timeout=900)
-    return repo
+    def make(folder: Path) -> dict:
+        repo = copy_finished_run(tiny_run.repo, folder / "repo")
+        snakemake(repo, 1, "--report", "results/report.html", timeout=900)
+        return {"repo": str(repo)}
+
+    return Path(made_once(tmp_path_factory, "tiny-report", make)["repo"])
 
 
-def install_fresh(repo: Path) -> tuple[Path, dict[str, str]]:
-    """fresh_install's work: ``repo`` a copy of the checkout, set up with the README's install line."""
-    copy_repo(repo)
+def install_fresh(folder: Path) -> dict:
+    """fresh_install's work: a copy of the checkout in ``folder``, set up with the README's install
+    line; the checkout and the environment of a shell in which its venv is activated."""
+    repo = copy_repo(folder / "repo")
     env = snakemake_env(repo)
     env.pop("PYTHONPATH", None)
     env.pop("VIRTUAL_ENV", None)
@@ -90,7 +114,7 @@ def install_fresh(repo: Path) -> tuple[Path, dict[str, str]]:
     venv = repo / ".venv"
     env["VIRTUAL_ENV"] = str(venv)
     env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env['PATH']}"
-    return repo, env
+    return {"repo": str(repo), "env": env}
 
 
 def run_twice(repo: Path, env: dict[str, str]) -> str:
@@ -110,21 +134,31 @@ def run_twice(repo: Path, env: dict[str, str]) -> str:
     return first_run
 
 
+def installed_once(tmp_path_factory) -> tuple[Path, dict[str, str]]:
+    made = made_once(tmp_path_factory, "documented", install_fresh)
+    return Path(made["repo"]), made["env"]
+
+
+def runs_once(tmp_path_factory) -> tuple[Path, dict[str, str], str]:
+    repo, env = installed_once(tmp_path_factory)
+    made = made_once(tmp_path_factory, "documented-runs", lambda _: {"first_run": run_twice(repo, env)})
+    return repo, env, made["first_run"]
+
+
 @pytest.fixture(scope="session", autouse=True)
-def fresh_ahead(request, tmp_path_factory) -> dict[str, Future]:
+def fresh_ahead(request, tmp_path_factory) -> Iterator[None]:
     """fresh_install's install, then fresh_runs' two runs where a selected test needs them, started on
-    a thread as the session begins: they keep about one core busy, which the tests before theirs
-    leave free (a run of the workflow at --cores 1 uses about one of the two)."""
+    a thread as the session begins (by one process where pytest-xdist runs several): they keep about
+    one core busy, which the tests before theirs leave free (a run of the workflow at --cores 1 uses
+    about one of the two). The fixtures wait for what the thread makes."""
     needed = {name for item in request.session.items for name in ("fresh_install", "fresh_runs")
               if name in item.fixturenames}
-    if not needed:
-        yield {}
+    if not needed or not first_worker():
+        yield
         return
     with ThreadPoolExecutor(1) as pool:
-        ahead = {"fresh_install": pool.submit(install_fresh, tmp_path_factory.mktemp("documented") / "repo")}
-        if "fresh_runs" in needed:
-            ahead["fresh_runs"] = pool.submit(lambda: run_twice(*ahead["fresh_install"].result()))
-        yield ahead
+        pool.submit(runs_once if "fresh_runs" in needed else installed_once, tmp_path_factory)
+        yield
 
 
 @pytest.fixture(scope="session")
@@ -133,20 +167,15 @@ def fresh_install(fresh_ahead, tmp_path_factory) -> tuple[Path, dict[str, str]]:
     environment of a shell in which that venv is activated: no PYTHONPATH, nothing of the venv
     that runs the tests on PATH. Once for the session: the documented commands and the quick
     start's report use it."""
-    if "fresh_install" in fresh_ahead:
-        return fresh_ahead["fresh_install"].result()
-    return install_fresh(tmp_path_factory.mktemp("documented") / "repo")
+    return installed_once(tmp_path_factory)
 
 
 @pytest.fixture(scope="session")
-def fresh_runs(fresh_install, fresh_ahead) -> tuple[Path, dict[str, str], str]:
+def fresh_runs(fresh_install, tmp_path_factory) -> tuple[Path, dict[str, str], str]:
     """Two runs of the tiny cpu grid by the fresh venv's snakemake in fresh_install's checkout (the
     second re-measures one kernel's cells, so that the history holds @previous, and the two
     summaries differ); the first run's id."""
-    repo, env = fresh_install
-    if "fresh_runs" in fresh_ahead:
-        return repo, env, fresh_ahead["fresh_runs"].result()
-    return repo, env, run_twice(repo, env)
+    return runs_once(tmp_path_factory)
 
 
 @pytest.fixture

@@ -3,7 +3,8 @@ show runs as written, from a fresh venv set up with the README's install line, i
 checkout with the results of two small cpu runs made by that venv's `snakemake`: the console script
 and `python -m convlab` both, without PYTHONPATH, running the copy's own code. A command that needs
 a GPU or cannot run here is listed below with the reason, and its --help runs instead (the
-subcommand exists in the installed command line)."""
+subcommand exists in the installed command line). The same venv makes the quick start's report
+(`snakemake --report` needs packages the run itself does not, such as pygments)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from workflow_helpers import REPO, shell
+from workflow_helpers import REPO, TINY, shell
 
 pytestmark = pytest.mark.pipeline
 
@@ -37,6 +38,8 @@ AS_HELP = {
     "convlab run --kernel cudnn --size 4096 --plan best --out /tmp/row.csv": f"cuDNN's plans ({GPU})",
     "convlab bench-pipeline": "two full runs of the default grid and a bare Snakemake's (long on the cpu backend); "
                               "tests/test_bench_pipeline.py runs it on the tiny grid",
+    "convlab bench-pipeline --cores 1": "three runs of the default grid (minutes per spelling on the cpu backend); "
+                                        "tests/test_bench_pipeline.py runs the command on the tiny grid",
     "convlab bench-pipeline --configfile config/tiny-cpu.yaml --cores 1":
         "tests/test_bench_pipeline.py runs it (minutes: three runs of the pipeline)",
     "convlab bench-pipeline --configfile config/pipeline-bench.yaml --cores 1":
@@ -150,3 +153,11 @@ def test_a_documented_command_runs_from_the_fresh_venv(fresh_runs, command):
         assert result.returncode in allowed, shown
         assert "Traceback" not in result.stderr and "No module named" not in result.stderr, shown
         assert result.stdout.strip(), shown
+
+
+def test_a_fresh_environment_from_the_requirements_builds_the_report(fresh_runs):
+    repo, env, _ = fresh_runs
+    report = shell(f"snakemake --configfile {TINY} --report results/report.html", repo, env)
+    assert report.returncode == 0, (report.stdout + report.stderr)[-3000:]
+    page = repo / "results" / "report.html"
+    assert page.is_file() and page.stat().st_size > 100_000
