@@ -20,7 +20,7 @@ os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
 from cpu_helpers import SIZE  # noqa: E402
 from service_helpers import ServiceSandbox  # noqa: E402
-from session_share import first_worker, made_once  # noqa: E402
+from session_share import first_worker, made_once, session_folder  # noqa: E402
 from workflow_helpers import (  # noqa: E402
     INSTALL,
     RESULTS,
@@ -82,7 +82,7 @@ def tiny_run(tmp_path_factory) -> FinishedRun:
         repo = copy_repo(folder / "repo")
         return finished_record(repo, snakemake(repo, 2, timeout=900))
 
-    made = made_once(tmp_path_factory, "tiny-run", make)
+    made = made_once(session_folder(tmp_path_factory), "tiny-run", make)
     return FinishedRun(Path(made["repo"]), subprocess.CompletedProcess(
         made["args"], made["returncode"], made["stdout"], made["stderr"]))
 
@@ -96,7 +96,7 @@ def tiny_report(tiny_run: FinishedRun, tmp_path_factory) -> Path:
         snakemake(repo, 1, "--report", "results/report.html", timeout=900)
         return {"repo": str(repo)}
 
-    return Path(made_once(tmp_path_factory, "tiny-report", make)["repo"])
+    return Path(made_once(session_folder(tmp_path_factory), "tiny-report", make)["repo"])
 
 
 def install_fresh(folder: Path) -> dict:
@@ -134,14 +134,14 @@ def run_twice(repo: Path, env: dict[str, str]) -> str:
     return first_run
 
 
-def installed_once(tmp_path_factory) -> tuple[Path, dict[str, str]]:
-    made = made_once(tmp_path_factory, "documented", install_fresh)
+def installed_once(root: Path) -> tuple[Path, dict[str, str]]:
+    made = made_once(root, "documented", install_fresh)
     return Path(made["repo"]), made["env"]
 
 
-def runs_once(tmp_path_factory) -> tuple[Path, dict[str, str], str]:
-    repo, env = installed_once(tmp_path_factory)
-    made = made_once(tmp_path_factory, "documented-runs", lambda _: {"first_run": run_twice(repo, env)})
+def runs_once(root: Path) -> tuple[Path, dict[str, str], str]:
+    repo, env = installed_once(root)
+    made = made_once(root, "documented-runs", lambda _: {"first_run": run_twice(repo, env)})
     return repo, env, made["first_run"]
 
 
@@ -157,7 +157,8 @@ def fresh_ahead(request, tmp_path_factory) -> Iterator[None]:
         yield
         return
     with ThreadPoolExecutor(1) as pool:
-        pool.submit(runs_once if "fresh_runs" in needed else installed_once, tmp_path_factory)
+        # the session's folder found here, on the main thread (session_folder says why)
+        pool.submit(runs_once if "fresh_runs" in needed else installed_once, session_folder(tmp_path_factory))
         yield
 
 
@@ -167,7 +168,7 @@ def fresh_install(fresh_ahead, tmp_path_factory) -> tuple[Path, dict[str, str]]:
     environment of a shell in which that venv is activated: no PYTHONPATH, nothing of the venv
     that runs the tests on PATH. Once for the session: the documented commands and the quick
     start's report use it."""
-    return installed_once(tmp_path_factory)
+    return installed_once(session_folder(tmp_path_factory))
 
 
 @pytest.fixture(scope="session")
@@ -175,7 +176,7 @@ def fresh_runs(fresh_install, tmp_path_factory) -> tuple[Path, dict[str, str], s
     """Two runs of the tiny cpu grid by the fresh venv's snakemake in fresh_install's checkout (the
     second re-measures one kernel's cells, so that the history holds @previous, and the two
     summaries differ); the first run's id."""
-    return runs_once(tmp_path_factory)
+    return runs_once(session_folder(tmp_path_factory))
 
 
 @pytest.fixture

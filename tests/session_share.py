@@ -15,15 +15,17 @@ import pytest
 
 
 def session_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The temporary folder of the whole session: under xdist, the one its workers' folders are in."""
+    """The temporary folder of the whole session: under xdist, the one its workers' folders are in.
+    Call it on the main thread: its first call makes this process's own folder afresh, removing
+    whatever is there, so a thread that calls it first can remove a test's folder from under it."""
     own = tmp_path_factory.getbasetemp()
     return own.parent if os.environ.get("PYTEST_XDIST_WORKER") else own
 
 
-def made_once(tmp_path_factory: pytest.TempPathFactory, name: str, make: Callable[[Path], dict]) -> dict:
-    """``make(folder)``'s record, made by the first process of the session that asks: ``folder`` is
-    new and the session's. A make that raises records nothing, and the next asker tries again."""
-    root = session_folder(tmp_path_factory)
+def made_once(root: Path, name: str, make: Callable[[Path], dict]) -> dict:
+    """``make(folder)``'s record, made by the first process of the session that asks: ``root`` is
+    session_folder()'s, ``folder`` new in it. A make that raises records nothing, and the next
+    asker tries again."""
     record = root / f"{name}.json"
     with open(root / f"{name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
