@@ -13,7 +13,7 @@ import pytest
 
 from convlab.plan.config import validate_config
 from convlab.plan.grid import build_cells
-from convlab.problem.verify import compare
+from convlab.problem.verify import compare, reference_scale
 from convlab.run.runner import run_cell
 from convlab.run.steps import comparing_module, load_inputs, place
 
@@ -82,8 +82,9 @@ def test_every_cell_gets_a_fresh_device_copy_that_it_may_write_into(picture, kep
         np.testing.assert_array_equal(cupy.asnumpy(array), pristine[name])
 
 
-@pytest.mark.parametrize("damage", ["none", "nan", "off"])
-def test_compare_gives_the_same_verdict_on_the_host_and_on_the_device(damage):
+@pytest.mark.parametrize("layout", ["hwc", "chw"])
+@pytest.mark.parametrize("damage", ["none", "nan", "inf", "off"])
+def test_compare_gives_the_same_verdict_on_the_host_and_on_the_device(damage, layout):
     import cupy
 
     rng = np.random.default_rng(6)
@@ -91,10 +92,16 @@ def test_compare_gives_the_same_verdict_on_the_host_and_on_the_device(damage):
     output = (reference * (1 + rng.uniform(-1e-7, 1e-7, reference.shape))).astype(np.float32)
     if damage == "nan":
         output[3, 4, 1] = np.nan
+    if damage == "inf":
+        output[7, 2, 2] = -np.inf
     if damage == "off":
         output[10, 10, 0] += 0.5
     host = compare(output, reference, 1e-5, np)
-    device = compare(cupy.asarray(output), cupy.asarray(reference), 1e-5, cupy)
+    on_device = cupy.asarray(output)
+    if layout == "chw":  # a planar kernel's output, compared through its HWC view (strided)
+        on_device = cupy.ascontiguousarray(on_device.transpose(2, 0, 1)).transpose(1, 2, 0)
+    device_reference = cupy.asarray(reference)
+    device = compare(on_device, device_reference, 1e-5, cupy, reference_scale(device_reference, cupy))
     assert (device.passed, device.nonfinite, device.tolerance) == (host.passed, host.nonfinite, host.tolerance)
     assert device.max_rel_err == pytest.approx(host.max_rel_err, rel=1e-9)
     assert device.rel_l2_err == pytest.approx(host.rel_l2_err, rel=1e-9)

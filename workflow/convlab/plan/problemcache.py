@@ -124,6 +124,11 @@ class SharedProblem:
         """The float64 reference on the side whose array module ``xp`` compares (numpy: the host)."""
         return self._keep(("reference", xp.__name__), make, xp)
 
+    def reference_scale(self, xp: Any, make: Callable[[], Made]) -> Made:
+        """What the reference's errors are relative to (its largest value and its norm), made with it:
+        the same for every cell of the problem, and for a reference made again after damage."""
+        return self._keep(("reference scale", xp.__name__), make)
+
     def detach(self) -> None:
         """Leave the cache: keep nothing more, and let go of what was kept."""
         self._cache = None

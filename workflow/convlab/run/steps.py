@@ -21,7 +21,7 @@ from convlab.plan.operands import Operands
 from convlab.plan.problemcache import PROBLEMS, SharedProblem, problem_key
 from convlab.plan.registry import KernelSpec, get_kernel
 from convlab.problem.geometry import ConvProblem, GemmProblem
-from convlab.problem.verify import Verdict, compare
+from convlab.problem.verify import Verdict, compare, reference_scale
 from convlab.status import OK, WRONG
 
 E2E_SINGLE_REP_BYTES = 256 << 20
@@ -189,6 +189,7 @@ def verify(backend: Backend, inputs: CellInputs, placed: Placed, prepared: Prepa
         if xp is np:
             comparable = backend.to_host(comparable)
         reference = inputs.shared.reference(xp, lambda: operands.reference(xp))
-        verdict = compare(comparable, reference, tolerance(inputs), xp)
+        scale = inputs.shared.reference_scale(xp, lambda: reference_scale(reference, xp))
+        verdict = compare(comparable, reference, tolerance(inputs), xp, scale)
         backend.synchronize()
     return Verified(verdict)
