@@ -24,7 +24,7 @@ from convlab.history.verdictrule import SAME, SLOWER, UNCLEAR
 from convlab.history.verdicts import CSV_COLUMNS
 from convlab.report import figures, historypage
 from convlab.report.figuretable import TABLE, figure_entry
-from convlab.report.plotting import report_style
+from convlab.report.plotting import note_figure_object, report_style, save_figure
 
 # ---- the history
 
@@ -315,3 +315,17 @@ def test_a_long_history_draws_and_lists_its_last_runs_only(tmp_path, monkeypatch
     page = (folder / "history.html").read_text()
     assert page.count("<td>run0") == historypage.SHOWN_RUNS and "10 earlier runs" in page
     assert f"{runs} runs" in line
+
+
+def test_a_note_figures_long_sentence_is_wrapped_inside_the_figure(tmp_path, recwarn):
+    """A sentence in place of a figure (an unreadable database's reason) fits the figure's width:
+    wider, the layout would have no margins left and warn, and the sentence would be cut off."""
+    reason = ("results/h200/history.sqlite cannot be read: file is not a database (it was damaged or cut "
+              "short); the next plain run rebuilds it from the rows on disk")
+    figure = note_figure_object("h200: kernel times across runs", reason)
+    (text,) = figure.axes[0].texts
+    assert text.get_text().replace("\n", " ") == reason and "\n" in text.get_text()
+    save_figure(figure, tmp_path / "note.png")
+    assert not [warning for warning in recwarn if "Tight layout" in str(warning.message)]
+    renderer = figure.canvas.get_renderer()
+    assert text.get_window_extent(renderer).width < figure.bbox.width

@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import math
 import re
+import textwrap
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -173,9 +174,17 @@ def ticks_in_view(axis: Axis) -> None:
         axis.set_minor_locator(InViewLocator(axis.get_minor_locator()))
 
 
-def note_on_axes(ax: Axes, text: str) -> None:
-    """A grey sentence in the middle of a panel: why it has nothing to show."""
-    ax.text(0.5, 0.5, text, transform=ax.transAxes, ha="center", va="center", fontsize=12, color="0.35")
+# A character's advance as a share of the font size: about what DejaVu Sans averages over prose.
+CHARACTER_WIDTH = 0.55
+
+
+def note_on_axes(ax: Axes, text: str, fontsize: float = 12) -> None:
+    """A grey sentence in the middle of a panel: why it has nothing to show, wrapped to the panel's
+    width (a line wider than the figure leaves the layout no margins to fit)."""
+    width_points = ax.get_position().width * ax.get_figure().get_figwidth() * 72
+    columns = max(20, int(width_points / (CHARACTER_WIDTH * fontsize)))
+    wrapped = "\n".join(textwrap.fill(line, columns) if line else "" for line in text.splitlines())
+    ax.text(0.5, 0.5, wrapped, transform=ax.transAxes, ha="center", va="center", fontsize=fontsize, color="0.35")
 
 
 def note_figure_object(title: str, text: str, width: float = 6.0, height: float = 3.0) -> Figure:
