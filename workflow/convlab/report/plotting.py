@@ -174,17 +174,22 @@ def ticks_in_view(axis: Axis) -> None:
         axis.set_minor_locator(InViewLocator(axis.get_minor_locator()))
 
 
-# A character's advance as a share of the font size: about what DejaVu Sans averages over prose.
-CHARACTER_WIDTH = 0.55
+# The share of the figure's width a note may span, so that the layout keeps its margins
+NOTE_SPAN = 0.92
 
 
 def note_on_axes(ax: Axes, text: str, fontsize: float = 12) -> None:
-    """A grey sentence in the middle of a panel: why it has nothing to show, wrapped to the panel's
-    width (a line wider than the figure leaves the layout no margins to fit)."""
-    width_points = ax.get_position().width * ax.get_figure().get_figwidth() * 72
-    columns = max(20, int(width_points / (CHARACTER_WIDTH * fontsize)))
-    wrapped = "\n".join(textwrap.fill(line, columns) if line else "" for line in text.splitlines())
-    ax.text(0.5, 0.5, wrapped, transform=ax.transAxes, ha="center", va="center", fontsize=fontsize, color="0.35")
+    """A grey sentence in the middle of a panel: why it has nothing to show. A line wider than the
+    figure (which would leave the layout no margins) is wrapped to fit; lines that fit stay as given."""
+    note = ax.text(0.5, 0.5, text, transform=ax.transAxes, ha="center", va="center", fontsize=fontsize,
+                   color="0.35")
+    figure = ax.get_figure()
+    width = note.get_window_extent(figure.canvas.get_renderer()).width
+    span = NOTE_SPAN * figure.bbox.width
+    if width > span:
+        lines = text.splitlines()
+        columns = max(20, int(max(map(len, lines)) * span / width))
+        note.set_text("\n".join(textwrap.fill(line, columns) if len(line) > columns else line for line in lines))
 
 
 def note_figure_object(title: str, text: str, width: float = 6.0, height: float = 3.0) -> Figure:
