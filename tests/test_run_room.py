@@ -7,6 +7,8 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import subprocess
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -15,9 +17,9 @@ from workflow_helpers import REPO
 
 from convlab.plan.configfile import read_config_file
 from convlab.plan.gridfile import read_grid
-from convlab.service.jobenv import RUN_COMMIT_ENV, RUN_ID_ENV
+from convlab.service.jobenv import JOB_STARTED_ENV, RUN_COMMIT_ENV, RUN_ID_ENV, job_start, stamped_age_s
 from convlab.snakefile import api, prologue, runlife
-from convlab.snakefile.jobenvironment import export_job_environment
+from convlab.snakefile.jobenvironment import JOB_START_SCRIPT, USER_BASH_ENV, export_job_environment
 from convlab.snakefile.prologue import RunRefused
 from convlab.snakefile.runlock import CLEAN_NAME
 from convlab.snakefile.runplan import RunPlan
@@ -139,6 +141,38 @@ def test_the_jobs_environment_is_written_in_one_place_and_only_the_users_run_nam
     # the writers of the run's variables: this room's module and the service's own settings
     sources = [path for path in (REPO / "workflow").rglob("*.smk")]
     assert not any("os.environ" in path.read_text() for path in sources)
+
+
+def test_each_jobs_shell_stamps_its_start_to_the_microsecond_and_keeps_the_users_bash_env(lab, monkeypatch, tmp_path):
+    users = tmp_path / "users_bash_env.sh"
+    users.write_text("export USERS_OWN=yes\n")
+    monkeypatch.setenv("BASH_ENV", str(users))
+    for name in (USER_BASH_ENV, JOB_STARTED_ENV):
+        monkeypatch.setenv(name, "")
+    export_job_environment(lab, main_process=False)
+    assert (os.environ["BASH_ENV"], os.environ[USER_BASH_ENV]) == (str(JOB_START_SCRIPT), str(users))
+    export_job_environment(lab, main_process=False)  # read again (a cluster node's run): the user's file kept
+    assert (os.environ["BASH_ENV"], os.environ[USER_BASH_ENV]) == (str(JOB_START_SCRIPT), str(users))
+    before = time.time()
+    shown = subprocess.run(["bash", "-c", f"echo ${JOB_STARTED_ENV} $USERS_OWN"], env={**os.environ, "LC_ALL": "C"},
+                           capture_output=True, text=True).stdout.split()
+    assert len(shown) == 2 and shown[1] == "yes", shown
+    assert re.fullmatch(r"\d+\.\d{6}", shown[0]), f"bash 5's $EPOCHREALTIME expected, the job's shell gave {shown}"
+    assert before - 0.001 <= float(shown[0]) <= time.time()
+
+
+def test_a_cell_job_times_its_start_up_from_its_shells_stamp_or_else_from_its_process(monkeypatch):
+    now = time.time()
+    monkeypatch.setenv(JOB_STARTED_ENV, f"{now - 0.0123456:.6f}".replace(".", ","))  # a comma-decimal locale
+    assert stamped_age_s(now) == pytest.approx(0.0123456, abs=2e-6)
+    startup_ms, started_at = job_start()
+    assert startup_ms >= 12.3 and started_at == pytest.approx(now - 0.0123456, abs=0.05)
+    # no stamp, an unreadable one, one ahead of now or another job's long gone: the process's own start
+    for stamp in ("", "soon", f"{now + 5:.6f}", f"{now - 3600:.6f}"):
+        monkeypatch.setenv(JOB_STARTED_ENV, stamp)
+        assert stamped_age_s(now) is None
+        startup_ms, _ = job_start()
+        assert 0 <= startup_ms < 3.6e6
 
 
 def fake_workflow(executor: str, jobs: list[str]) -> SimpleNamespace:

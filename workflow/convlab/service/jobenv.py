@@ -22,8 +22,29 @@ def service_on() -> bool:
     return os.environ.get("CONVLAB_SERVICE", "on").strip().lower() != "off"
 
 
+# The epoch second at which the job's shell started its command (bash's $EPOCHREALTIME, in
+# microseconds), set on the cell job's own command line: the kernel's start time of a process
+# counts in clock ticks (10 ms), as coarse as the start-up it would measure.
+JOB_STARTED_ENV = "CONVLAB_JOB_STARTED"
+# A stamp older than this is another job's (inherited), not this one's
+STAMP_LIFETIME_S = 60.0
+
+
+def stamped_age_s(now: float | None = None) -> float | None:
+    """Seconds since the job's shell stamped its command, or None where it did not (or the stamp
+    cannot be this process's: unreadable, in the future or too old)."""
+    stamp = os.environ.get(JOB_STARTED_ENV, "")
+    try:
+        # the shell writes its locale's decimal separator
+        started = float(stamp.replace(",", "."))
+    except ValueError:
+        return None
+    age = (time.time() if now is None else now) - started
+    return age if 0.0 <= age <= STAMP_LIFETIME_S else None
+
+
 def process_age_s() -> float | None:
-    """Seconds since this process started (Linux /proc), or None where unknown."""
+    """Seconds since this process started (Linux /proc, in clock ticks), or None where unknown."""
     try:
         with open("/proc/self/stat") as handle:
             start_ticks = int(handle.read().rsplit(")", 1)[1].split()[19])
@@ -37,8 +58,10 @@ def process_age_s() -> float | None:
 def job_start() -> tuple[float, float]:
     """(milliseconds since this process started, the epoch second it started): a cell job's `startup` phase, and
     the start its ``job_ms`` counts from."""
-    startup_ms = (process_age_s() or 0.0) * 1e3
-    return startup_ms, time.time() - startup_ms / 1e3
+    now = time.time()
+    age = stamped_age_s(now)
+    startup_ms = (age if age is not None else process_age_s() or 0.0) * 1e3
+    return startup_ms, now - startup_ms / 1e3
 
 
 def env_seconds(name: str, default: float) -> float:
