@@ -17,7 +17,14 @@ from workflow_helpers import REPO
 
 from convlab.plan.configfile import read_config_file
 from convlab.plan.gridfile import read_grid
-from convlab.service.jobenv import JOB_STARTED_ENV, RUN_COMMIT_ENV, RUN_ID_ENV, job_start, stamped_age_s
+from convlab.service.jobenv import (
+    JOB_STARTED_ENV,
+    RUN_COMMIT_ENV,
+    RUN_ID_ENV,
+    job_start,
+    process_age_s,
+    stamped_age_s,
+)
 from convlab.snakefile import api, prologue, runlife
 from convlab.snakefile.jobenvironment import JOB_START_SCRIPT, USER_BASH_ENV, export_job_environment
 from convlab.snakefile.prologue import RunRefused
@@ -164,15 +171,20 @@ def test_each_jobs_shell_stamps_its_start_to_the_microsecond_and_keeps_the_users
 def test_a_cell_job_times_its_start_up_from_its_shells_stamp_or_else_from_its_process(monkeypatch):
     now = time.time()
     monkeypatch.setenv(JOB_STARTED_ENV, f"{now - 0.0123456:.6f}".replace(".", ","))  # a comma-decimal locale
-    assert stamped_age_s(now) == pytest.approx(0.0123456, abs=2e-6)
-    startup_ms, started_at = job_start()
+    assert stamped_age_s(now, process_age=0.0120) == pytest.approx(0.0123456, abs=2e-6)
+    startup_ms, started_at = job_start()  # this process is older than the stamp: the stamp stands
     assert startup_ms >= 12.3 and started_at == pytest.approx(now - 0.0123456, abs=0.05)
-    # no stamp, an unreadable one, one ahead of now or another job's long gone: the process's own start
-    for stamp in ("", "soon", f"{now + 5:.6f}", f"{now - 3600:.6f}"):
+    own_age = process_age_s()
+    assert own_age is not None
+    # no stamp, an unreadable one, one ahead of now, or one its process is younger than (inherited
+    # from a parent that ran a while): the process's own start, from /proc
+    for stamp in ("", "soon", f"{now + 5:.6f}", f"{now - own_age - 1:.6f}"):
         monkeypatch.setenv(JOB_STARTED_ENV, stamp)
-        assert stamped_age_s(now) is None
+        assert stamped_age_s(now, own_age) is None
         startup_ms, _ = job_start()
-        assert 0 <= startup_ms < 3.6e6
+        assert startup_ms == pytest.approx(own_age * 1e3, abs=1e3)
+    monkeypatch.setenv(JOB_STARTED_ENV, f"{now - 120:.6f}")  # the process's age unknown: a minute at most
+    assert stamped_age_s(now) is None and stamped_age_s(now, process_age=200.0) == pytest.approx(120, abs=1e-3)
 
 
 def fake_workflow(executor: str, jobs: list[str]) -> SimpleNamespace:

@@ -22,17 +22,21 @@ def service_on() -> bool:
     return os.environ.get("CONVLAB_SERVICE", "on").strip().lower() != "off"
 
 
-# The epoch second at which the job's shell started its command (bash's $EPOCHREALTIME, in
-# microseconds), set on the cell job's own command line: the kernel's start time of a process
-# counts in clock ticks (10 ms), as coarse as the start-up it would measure.
+# The epoch second at which the job's shell started (bash's $EPOCHREALTIME, in microseconds),
+# stamped by the script the run names in BASH_ENV (convlab.snakefile.jobenvironment): the kernel's
+# start time of a process counts in clock ticks (10 ms), as coarse as the start-up it would measure.
 JOB_STARTED_ENV = "CONVLAB_JOB_STARTED"
-# A stamp older than this is another job's (inherited), not this one's
+# The process starts after its shell's stamp, and a few ms later: a stamp older than the process by
+# more than this is not its shell's but one it inherited from further up
+STAMP_SLACK_S = 0.25
+# where the process's own start is unknown, a stamp older than this is not taken
 STAMP_LIFETIME_S = 60.0
 
 
-def stamped_age_s(now: float | None = None) -> float | None:
-    """Seconds since the job's shell stamped its command, or None where it did not (or the stamp
-    cannot be this process's: unreadable, in the future or too old)."""
+def stamped_age_s(now: float | None = None, process_age: float | None = None) -> float | None:
+    """Seconds since the job's shell stamped its start, or None where it did not, or where the stamp
+    cannot be this process's shell's (unreadable, in the future, or older than the process by more
+    than STAMP_SLACK_S; with its age unknown, older than STAMP_LIFETIME_S)."""
     stamp = os.environ.get(JOB_STARTED_ENV, "")
     try:
         # the shell writes its locale's decimal separator
@@ -40,7 +44,8 @@ def stamped_age_s(now: float | None = None) -> float | None:
     except ValueError:
         return None
     age = (time.time() if now is None else now) - started
-    return age if 0.0 <= age <= STAMP_LIFETIME_S else None
+    oldest = STAMP_LIFETIME_S if process_age is None else process_age + STAMP_SLACK_S
+    return age if 0.0 <= age <= oldest else None
 
 
 def process_age_s() -> float | None:
@@ -59,8 +64,9 @@ def job_start() -> tuple[float, float]:
     """(milliseconds since this process started, the epoch second it started): a cell job's `startup` phase, and
     the start its ``job_ms`` counts from."""
     now = time.time()
-    age = stamped_age_s(now)
-    startup_ms = (age if age is not None else process_age_s() or 0.0) * 1e3
+    process_age = process_age_s()
+    stamped = stamped_age_s(now, process_age)
+    startup_ms = (stamped if stamped is not None else process_age or 0.0) * 1e3
     return startup_ms, now - startup_ms / 1e3
 
 
