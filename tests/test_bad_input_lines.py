@@ -32,8 +32,13 @@ from workflow_helpers import (
 from convlab.history.verdictpolicy import DRIFT_FLOOR
 from convlab.measure.row import COLUMNS
 from convlab.pictures import source as data
+from convlab.plan.config import laid
+from convlab.plan.configfile import DEFAULT_CONFIG_FILE
 from convlab.plan.registry import DescriptionError, load_registry
 from convlab.report.comparepage import compare_paths
+from convlab.snakefile.prologue import RunRefused, source_picture
+from convlab.snakefile.runplan import RunPlan
+from convlab.status import UserError
 
 # ---------------------------------------------------------------------------------------------
 # A kernel description that cannot be read
@@ -204,8 +209,29 @@ def test_the_source_command_refuses_a_bad_picture_in_one_exact_line(tmp_path, ca
     assert result.stderr.splitlines() == [refusal(problem)]
 
 
-@pytest.mark.pipeline
 @pytest.mark.parametrize("case", PICTURES)
+def test_the_runs_prologue_refuses_a_bad_picture_in_one_exact_line(tmp_path, monkeypatch, case):
+    """The prologue's step, in-process: the run's one line, kept in the source step's log as if its
+    job had run, and nothing made."""
+    name, make = PICTURES[case]
+    picture = tmp_path / name
+    problem = make(picture)
+    monkeypatch.chdir(REPO)
+    given = {"source_image": str(picture)}  # --config source_image=...
+    config = laid(yaml.safe_load((REPO / DEFAULT_CONFIG_FILE).read_text()), yaml.safe_load((REPO / TINY).read_text()))
+    plan = RunPlan.build({**config, **given}, REPO, DEFAULT_CONFIG_FILE, [TINY], given)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(RunRefused) as refused:
+        source_picture(plan, dry_run=False)
+    assert str(refused.value) == refusal(problem)
+    assert (tmp_path / f"results/logs/data/source_{plan.config['source_size']}.log").read_text() == f"{refused.value}\n"
+    assert not (tmp_path / "data").exists()
+
+
+# Through Snakemake, one picture that is not there and one that does not decode: every picture's line
+# is the prologue's (above), which stops the run before the DAG is built.
+@pytest.mark.pipeline
+@pytest.mark.parametrize("case", ["missing", "truncated PNG"])
 def test_a_bad_picture_stops_the_run_with_only_its_line(tmp_path, case):
     """Refused before the DAG is built: no job, so none of Snakemake's failed-job report."""
     name, make = PICTURES[case]
@@ -322,17 +348,36 @@ CONFIG_MISTAKES = {
 }
 
 
-@pytest.mark.pipeline
+# One mistake of each source through Snakemake: the schema's, the kernel registry's and the grid's.
+# Every mistake's line is checked in-process, in the plan the Snakefile builds (the same call).
+THROUGH_SNAKEMAKE = ("misspelt key", "unknown kernel", "kernel sizes matching none")
+
+
+def expected_lines(case: str, configfile: Path) -> list[str]:
+    # the line names the file that made the mistake, not the default config it was laid over
+    return [line.replace(WHERE, f"error: --configfile {configfile}: ") for line in CONFIG_MISTAKES[case][1]]
+
+
 @pytest.mark.parametrize("case", CONFIG_MISTAKES)
+def test_a_config_mistake_is_its_exact_line_in_the_runs_plan(tmp_path, monkeypatch, case):
+    configfile = bad_config(tmp_path, CONFIG_MISTAKES[case][0])
+    monkeypatch.chdir(REPO)  # where Snakemake runs the Snakefile
+    # Snakemake's config: the default file with the --configfile laid over it
+    config = laid(yaml.safe_load((REPO / DEFAULT_CONFIG_FILE).read_text()), yaml.safe_load(configfile.read_text()))
+    with pytest.raises(UserError) as refused:
+        RunPlan.build(config, REPO, DEFAULT_CONFIG_FILE, [str(configfile)])
+    assert [f"error: {refused.value}"] == expected_lines(case, configfile)
+
+
+@pytest.mark.pipeline
+@pytest.mark.parametrize("case", THROUGH_SNAKEMAKE)
 def test_a_config_mistake_is_its_exact_line_before_the_dag(tmp_path, case):
-    change, expected = CONFIG_MISTAKES[case]
     repo = copy_repo(tmp_path / "repo")
-    configfile = bad_config(tmp_path, change)
+    configfile = bad_config(tmp_path, CONFIG_MISTAKES[case][0])
     result = snakemake(repo, 1, "--dry-run", configfile=str(configfile), check=False)
     assert result.returncode != 0
     assert_no_traceback(result)
-    # the line names the file that made the mistake, not the default config it was laid over
-    assert terminal_lines(result) == [line.replace(WHERE, f"error: --configfile {configfile}: ") for line in expected]
+    assert terminal_lines(result) == expected_lines(case, configfile)
 
 
 # ---------------------------------------------------------------------------------------------

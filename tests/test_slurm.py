@@ -5,9 +5,10 @@ the README names for clusters without slurmdbd, and nothing else: no --cores), s
 cannot drift apart; Snakemake's Slurm plugin checks its jobs at a steady interval (POLLING). The
 tiny cpu config is submitted with the project's profile (workflow/profiles/slurm), grouped 32
 cells per sbatch; the tests that count submissions per cell or per label, and the node-death
-test, run its conv2d cells alone. The summary must equal a local run's
-rows, times aside, and every submission must have asked for one cell's CPUs and memory, not
-the sum over its group's cells.
+test, run its conv2d cells alone, and ask for the summaries (SUMMARY) rather than the whole
+report: the report stage runs on the submitting host, as in a local run, and the first test runs
+the README's command whole. The summary must equal a local run's rows, times aside, and every
+submission must have asked for one cell's CPUs and memory, not the sum over its group's cells.
 """
 
 import os
@@ -30,6 +31,8 @@ from workflow_helpers import copy_repo as copy_checkout
 pytestmark = pytest.mark.pipeline
 PROFILE = "workflow/profiles/slurm/profile.yaml"
 LABEL = "ci-cpu"  # the device label of both runs (results/ci-cpu/)
+# the target of the tests that need the rows and the summary, not the report's pictures and pages
+SUMMARY = f"results/{LABEL}/summary.csv"
 SECTION = "## Run on a Slurm cluster"
 ORDER = ["experiment", "kernel", "variant", "size", "batch", "C_in", "C_out", "W", "stride", "filter_size"]
 # squeue reasons of a pending job that no wait can cure: it asks for more than the partition has
@@ -90,7 +93,8 @@ def readme_commands() -> tuple[list[str], list[str]]:
 
 def cluster_command(*extra: str, device: str | None = None) -> list[str]:
     """The README's command, run by this interpreter; ``device``: the config value that replaces
-    the README's device=<model> (default: device=LABEL)."""
+    the README's device=<model> (default: device=LABEL). ``extra``: targets before options, as
+    an option such as --group-components takes every word after it."""
     command, no_slurmdbd = readme_commands()
     assert command[0] == "snakemake" and "backend=cuda" in command, command
     assert any(arg.startswith("device=") for arg in command), command
@@ -307,12 +311,12 @@ def test_grouping_cuts_submissions(slurm, tmp_path):
     repo = copy_repo(tmp_path / "ungrouped")
     cells = conv2d_only(repo, strides=[1])
     started = time.monotonic()
-    _, jobs = run_on_slurm(repo, "--group-components", "cells=1")
+    _, jobs = run_on_slurm(repo, SUMMARY, "--group-components", "cells=1")
     print(f"\nSlurm run without grouping: {len(jobs.jobs)} sbatch submissions, {time.monotonic() - started:.0f} s")
     assert len(rows_of(repo, LABEL)) == cells
     cell_jobs = [job for job in jobs.jobs.values() if job.get("Comment", "").startswith("rule_cell")]
     assert len(cell_jobs) == cells, [jobs.describe(job) for job in jobs.jobs.values()]  # a job per cell
-    assert len(jobs.jobs) >= cells + 1  # and the bandwidth and gallery jobs
+    assert len(jobs.jobs) >= cells + 1  # and the bandwidth job
 
 
 def rows_of(repo: Path, label: str) -> pd.DataFrame:
@@ -329,7 +333,8 @@ def test_two_labels_in_one_run_each_go_only_to_their_nodes(slurm, tmp_path):
     cells = conv2d_only(repo, strides=[1])
     labels = {"ci-a": "h100", "ci-b": "h200"}
     mapping = ", ".join(f"{label}: {{constraint: {feature}}}" for label, feature in labels.items())
-    output, jobs = run_on_slurm(repo, device=f"devices={{{mapping}}}")
+    # the page of the labels side by side, and what it reads: each label's summary
+    output, jobs = run_on_slurm(repo, "results/gpus.html", device=f"devices={{{mapping}}}")
     node_of = {feature: node for node, feature in NODES.items()}
     for label, feature in labels.items():
         summary = pd.read_csv(repo / f"results/{label}/summary.csv")
@@ -388,8 +393,8 @@ def test_a_node_that_dies_mid_run_loses_no_row(slurm, tmp_path):
         return released == set(killed)
 
     try:
-        output, jobs = run_on_slurm(repo, "--group-components", "cells=2", during=kill_when_a_group_runs_there,
-                                    expect_success=False, timeout_s=900)
+        output, jobs = run_on_slurm(repo, SUMMARY, "--group-components", "cells=2",
+                                    during=kill_when_a_group_runs_there, expect_success=False, timeout_s=900)
         assert killed, f"no group of cells ran on {victim}:\n" + "\n".join(map(jobs.describe, jobs.jobs.values()))
         rows = rows_of(repo, LABEL)
         states = {job["JobId"]: (job.get("JobState"), job.get("NodeList"), job.get("Restarts")) for job in jobs.jobs.values()
@@ -406,7 +411,7 @@ def test_a_node_that_dies_mid_run_loses_no_row(slurm, tmp_path):
         subprocess.run(["scontrol", "update", f"NodeName={victim}", "State=RESUME"], capture_output=True)
         slurm.wait_idle(60)
         before = set(rows["path"])
-        output, jobs = run_on_slurm(repo)
+        output, jobs = run_on_slurm(repo, SUMMARY)
         after = rows_of(repo, LABEL)
         summary = pd.read_csv(repo / f"results/{LABEL}/summary.csv")
         measured_again = set(after["path"]) - before

@@ -341,7 +341,10 @@ class RunPlan:
         outputs += [f"results/{label}/summary/{family}.csv" for label in self.devices for family in FAMILIES]
         for label in self.devices:
             results = f"results/{label}"
-            outputs += [f"{results}/summary.csv", f"{results}/verdicts/latest.txt", f"{results}/history.html"]
+            # the history page's figure too: Snakemake makes again only the outputs someone asks for,
+            # so a figure removed beside its page that is still there would stay missing
+            outputs += [f"{results}/summary.csv", f"{results}/verdicts/latest.txt", f"{results}/history.html",
+                        f"{results}/figures/history.png"]
             if self.config["counters"]:
                 outputs += [f"{results}/counters.html", f"{results}/figures/roofline_measured.png"]
             outputs += [f"{results}/gallery/{kernel}_{self.gallery_size}.png" for kernel in self.gallery_cells(label)]
