@@ -9,10 +9,14 @@ from pathlib import Path
 import cv2
 import numpy as np
 
+from convlab.codeversion import file_contents, fingerprint_contents
+from convlab.history import store
+from convlab.history.kernelversions import restore_kernel_version
+from convlab.paths import REPO_ROOT
 from convlab.plan.cell import Cell
 from convlab.plan.config import validate_config
 from convlab.plan.grid import build_cells
-from convlab.plan.registry import KernelSpec
+from convlab.plan.registry import KernelSpec, get_kernel, read_kernel_folder
 
 # The check against float64: the same weights on every run, and each precision's tolerance.
 VERIFY = {"seed": 0, "tolerance": {"fp32": 1e-5, "tf32": 5e-3}}
@@ -56,3 +60,16 @@ def planted_slow_down(size: str, rounds: int, store: str) -> str:
     return (f"\n    float planted = (float){size};\n"
             f"    for (int i = 0; i < {rounds}; ++i) planted = fmaf(planted, 0.999f, 1.0f);\n"
             f"    if (planted == -1.0f) {store} = planted;\n")
+
+
+def kept_version(tmp_path: Path, source: str) -> KernelSpec:
+    """`direct` with ``source`` as its .cu, kept in a database and restored as a kernel of its own."""
+    files = [(path, data if not path.endswith(".cu") else source.encode())
+             for path, data in file_contents(get_kernel("direct").files("cuda"), root=REPO_ROOT)]
+    kernel_hash = fingerprint_contents(files)
+    connection, _ = store.open_for_writing(tmp_path / "history.sqlite")
+    store.add_measurements(connection, "host", [], {kernel_hash: files})
+    folder = tmp_path / kernel_hash
+    name = restore_kernel_version(connection, "direct", kernel_hash, folder)
+    connection.close()
+    return read_kernel_folder(folder)[name]

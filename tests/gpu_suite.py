@@ -46,8 +46,9 @@ FIRST_HALF = ("test_gpu.py", "test_gpu_kernels.py", "test_gpu_families.py", "tes
 # Files whose tests assert a timed verdict (SAME for one version against itself or a kept version,
 # FASTER or SLOWER for a planted slow-down): they run first, alone on the GPU. Beside the other
 # half's kernels the lab sees a neighbour on the GPU and rightly calls such a pair UNCLEAR, which is
-# not what these tests check.
-ALONE_FIRST = ("test_gpu_paired.py", "test_gpu_history.py", "test_gpu_kept_versions.py", "test_gpu_watch.py")
+# not what these tests check. The why's counts too: a GPU's DRAM counters count every process's bytes.
+ALONE_FIRST = ("test_gpu_paired.py", "test_gpu_history.py", "test_gpu_kept_versions.py", "test_gpu_watch.py",
+               "test_gpu_why.py")
 
 
 def gpu_files() -> list[str]:

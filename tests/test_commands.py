@@ -64,7 +64,7 @@ def test_a_line_parses_and_fails_as_with_the_whole_table(argv, capsys):
 def test_where_each_command_runs():
     by_place = {place: sorted(c.name for c in TABLE if c.runs == place) for place in (JOB, CELL, DEVICE, TOOLS)}
     assert by_place[JOB] == ["bench", "bench-history", "bench-pipeline", "check-verdicts", "compare", "counters-replay",
-                             "history", "run", "serve", "shared-memory", "watch"]
+                             "history", "run", "serve", "shared-memory", "watch", "why-replay"]
     assert by_place[CELL] == ["cell"]
     assert by_place[DEVICE] == ["bandwidth", "ceiling", "compile-kernels", "counters", "gallery", "pair", "preview"]
     assert by_place[TOOLS] == ["aggregate", "counters-report", "downscale", "figures", "findings", "gpus",

@@ -8,16 +8,12 @@ from __future__ import annotations
 import math
 
 import pytest
-from gpu_helpers import gpu_cells, write_image
+from gpu_helpers import gpu_cells, kept_version, write_image
 
-from convlab.codeversion import file_contents, fingerprint_contents
-from convlab.history import store
-from convlab.history.kernelversions import restore_kernel_version
 from convlab.history.verdictrule import verdict_of_interval
-from convlab.paths import REPO_ROOT
 from convlab.plan.config import validate_config
 from convlab.plan.grid import build_cells
-from convlab.plan.registry import get_kernel, read_kernel_folder
+from convlab.plan.registry import get_kernel
 from convlab.run.paired import GRAPH_BELOW_MS, PairRefused, measure_pair
 from convlab.run.runner import run_cell
 
@@ -32,19 +28,6 @@ def planted(source: str, percent: int) -> str:
             "    for (int pass = 0; pass < passes; ++pass) {\n" + source[start:end] + "    }\n")
     text = source[:start] + body + source[end:]
     return text.replace("out[k] = acc[k];", "out[k] = acc[k] / passes;")
-
-
-def kept_version(tmp_path, source: str):
-    """`direct` with ``source`` as its .cu, kept in a database and restored as a kernel of its own."""
-    files = [(path, data if not path.endswith(".cu") else source.encode())
-             for path, data in file_contents(get_kernel("direct").files("cuda"), root=REPO_ROOT)]
-    kernel_hash = fingerprint_contents(files)
-    connection, _ = store.open_for_writing(tmp_path / "history.sqlite")
-    store.add_measurements(connection, "host", [], {kernel_hash: files})
-    folder = tmp_path / kernel_hash
-    name = restore_kernel_version(connection, "direct", kernel_hash, folder)
-    connection.close()
-    return read_kernel_folder(folder)[name]
 
 
 @pytest.fixture

@@ -1,10 +1,12 @@
 """`convlab watch --once` on a real GPU (marker gpu): after a run has recorded a kernel, a planted
 slow-down in its .cu is SLOWER in the preview, paired with the recorded version, writes nothing
-under results/, and is SLOWER in the run after it; a syntax error in the .cu is one block naming
+under results/, and is SLOWER in the run after it, both saying why (its FMAs, by Nsight Compute,
+the config's verdicts.why; `--no-why` says none); a syntax error in the .cu is one block naming
 the file and the line."""
 
 from __future__ import annotations
 
+import csv
 import os
 from pathlib import Path
 
@@ -27,7 +29,7 @@ def lab(tmp_path_factory) -> Path:
     """A checkout whose run recorded one SGEMM cell (random data: no picture to make)."""
     repo = copy_repo(tmp_path_factory.mktemp("gpu-watch") / "repo")
     config = {"backend": "cuda", "device": DEVICE, "gemm": {"sizes": [1024], "kernels": [KERNEL]},
-              "kernels": {KERNEL: {"block": [16]}},
+              "kernels": {KERNEL: {"block": [16]}}, "verdicts": {"why": True},
               **{family: {"enabled": False} for family in ("conv2d", "tiling", "winograd_layers")}}
     (repo / CONFIG).write_text(yaml.safe_dump(config))
     run_to_verdicts(repo, DEVICE, CONFIG)
@@ -53,14 +55,25 @@ def test_a_planted_slow_down_in_a_cu_is_slower_in_the_preview_and_in_the_run_aft
     source.write_text(original.replace(ANCHOR, PLANTED + ANCHOR, 1))
     try:
         before = results_tree(lab)
-        result = preview(lab, "--fail-on", "slower")
+        without_why = preview(lab, "--fail-on", "slower", "--no-why")
+        result = preview(lab, "--fail-on", "slower")  # the config's verdicts.why: true
         after = results_tree(lab)
         run_to_verdicts(lab, DEVICE, CONFIG)
         recorded = latest_verdicts(lab, DEVICE)
+        with open(lab / f"results/{DEVICE}/verdicts/latest.csv", newline="") as handle:
+            (run_row,) = list(csv.DictReader(handle))
     finally:
         source.write_text(original)
+    print(without_why.stdout)
     print(result.stdout)
     assert list(recorded.values()) == ["SLOWER"], recorded
+    # why, in the preview and in the run: the planted FMAs, a thread each, and the bytes unchanged
+    assert not [line for line in without_why.stdout.splitlines() if "why:" in line], without_why.stdout
+    why = [line.strip() for line in result.stdout.splitlines() if line.strip().startswith("why: ")]
+    assert len(why) == 1 and why[0].startswith("why: instructions executed +"), result.stdout
+    assert "(FMA +4096 a thread)" in why[0] and "DRAM bytes same" in why[0], why
+    assert run_row["why"].startswith("why: instructions executed +") and "(FMA +4096 a thread)" in run_row["why"]
+    assert float(run_row["why_fma_per_thread_new"]) - float(run_row["why_fma_per_thread_previous"]) >= 4096 * 0.95
     assert result.returncode == 1, result.stdout + result.stderr
     lines = result.stdout.splitlines()
     assert any(line.startswith(f"preview verdict: 1 cells of {DEVICE} re-measured") for line in lines), lines

@@ -37,7 +37,7 @@ benchmark, and serve the measurements. For example:
 WORKFLOW_STEPS = frozenset({
     "cell", "compile-kernels", "source", "downscale", "aggregate", "figures", "gallery", "seed-compare",
     "seed-figure", "seed-table", "roofline", "counters-report", "findings", "gpus", "pair", "counters",
-    "counters-replay", "record", "preview", "history-page"})
+    "counters-replay", "why-replay", "record", "preview", "history-page"})
 
 HANDLERS = "convlab.app.handlers"
 
@@ -249,6 +249,11 @@ TABLE: tuple[Command, ...] = (
         file_arg("--plan", help="the cells, as JSON"),
         file_arg("--reasons", help="where to write why a cell could not be replayed (JSON)"),
     )),
+    Command("why-replay", "inside Nsight Compute: both versions of each pair a verdict explains (the pair step "
+            "and the preview start it)", f"{HANDLERS}.counters:why_replay", (
+        file_arg("--plan", help="the pairs, as JSON"),
+        file_arg("--reasons", help="where to write why a pair could not be replayed (JSON)"),
+    )),
     Command("record", "add the run's new rows to the results database (report stage)", f"{HANDLERS}.history:record", (
         *device_grid_args(),
         arg("--run-id", default="", help="the run whose jobs measured the cells the verdicts are about "
@@ -280,6 +285,8 @@ TABLE: tuple[Command, ...] = (
         arg("--results", path=True, default="results", help="the folder of device folders (default: results)"),
         arg("--details", path=True, metavar="FILE", help="also write each preview's verdict per cell to FILE (a "
             "CSV with the columns of a run's verdicts/<run>.csv; not under --results)"),
+        arg("--why", action=argparse.BooleanOptionalAction, default=None, help="explain each FASTER or SLOWER cell "
+            "by both versions' hardware counts (Nsight Compute; default: the config's verdicts.why)"),
     ), description="Exit status of --once: 0 when previewed (whatever the verdicts), 1 with --fail-on slower when a "
                    "cell is SLOWER or its kernel does not compile or verify, 2 for input that cannot be previewed "
                    "(one error: line), 130 when Ctrl-C stopped it. Without --once it watches until Ctrl-C, and "

@@ -6,10 +6,11 @@ from __future__ import annotations
 import csv
 import io
 from collections.abc import Iterable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from convlab.atomicfile import write_text_atomically
+from convlab.history import whyline
 from convlab.history.verdictrule import Ratio
 from convlab.measure.row import finite_number
 
@@ -32,6 +33,11 @@ class PairRow:
     neighbour_names: str = ""
     sampling: str = ""  # how both versions were sampled, alike ("graph of 33 launches", "per launch")
     unproved: str = ""  # why the pair's times were not checked against the rows' ('' where they were)
+    # why a FASTER or SLOWER pair is so (convlab.pairs.whyprofile): its line (or "not read: …") and
+    # both versions' hardware counts, where asked for (config verdicts.why)
+    why: str = ""
+    why_previous: dict = field(default_factory=dict, compare=False)
+    why_new: dict = field(default_factory=dict, compare=False)
 
     @property
     def measured(self) -> bool:
@@ -44,7 +50,9 @@ class PairRow:
             value = getattr(self, f.name)
             if isinstance(value, Ratio):
                 values.update(ratio=value.value, low=value.low, high=value.high, rounds=value.rounds)
-            else:
+            elif f.name == "why_previous":
+                values.update(whyline.columns(self.why_previous, self.why_new))
+            elif f.name != "why_new":
                 values[f.name] = value
         return values
 
@@ -80,5 +88,12 @@ def read_pairs(path: str | Path | None) -> dict[str, PairRow]:
                 clock_normalised=record.get("clock_normalised", ""), note=record.get("note", ""),
                 neighbours=int(neighbours) if neighbours is not None else None,
                 neighbour_names=record.get("neighbour_names", ""), sampling=record.get("sampling", ""),
-                unproved=record.get("unproved", ""))
+                unproved=record.get("unproved", ""), why=record.get("why", ""),
+                **dict(zip(("why_previous", "why_new"), _counts(record))))
     return pairs
+
+
+def _counts(record: dict[str, str]) -> tuple[dict, dict]:
+    """Both sides' hardware counts from a row's why_ columns; none where it has none."""
+    previous, new = whyline.sides_of(record)
+    return tuple({k: v for k, v in side.items() if v is not None} for side in (previous, new))  # type: ignore[return-value]

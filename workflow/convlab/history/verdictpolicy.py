@@ -43,11 +43,13 @@ def floor_for(fastest_ms: float, floor: float) -> float:
 @dataclass(frozen=True)
 class VerdictPolicy:
     """The config's `verdicts` section: the threshold, whether re-measured cells with changed
-    kernel files are paired, and the seconds a pair may take per cell."""
+    kernel files are paired, the seconds a pair may take per cell, and whether a pair's FASTER or
+    SLOWER comes with why."""
 
     threshold: float
     paired: bool
     pair_budget_s: float
+    why: bool = False  # each FASTER or SLOWER pair explained by both versions' hardware counts
 
     @property
     def pair_precision(self) -> float:
@@ -58,4 +60,5 @@ class VerdictPolicy:
     def from_config(cls, config: Mapping[str, Any]) -> VerdictPolicy:
         """The policy of a validated config (its schema has filled every default)."""
         section = config["verdicts"]
-        return cls(float(section["threshold"]), bool(section["paired"]), float(section["pair_budget_s"]))
+        return cls(float(section["threshold"]), bool(section["paired"]), float(section["pair_budget_s"]),
+                   bool(section.get("why", False)))

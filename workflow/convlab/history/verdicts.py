@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from convlab.history import whyline
 from convlab.history.noise import CellNoise
 from convlab.history.pairfile import PairRow
 from convlab.history.store import MeasuredCell, Measurement
@@ -39,6 +40,7 @@ from convlab.history.verdictrule import (
     verdict_of_interval,
 )
 from convlab.history.vouching import NEIGHBOURED, doubt
+from convlab.history.whyline import NOT_READ
 from convlab.measure.row import finite_number
 
 NEW = "new"
@@ -65,6 +67,9 @@ class CellVerdict(MeasuredCell):
     floor: float | None = None  # the cell's own floor, where its history gave one
     unconfirmed: str | None = None  # why a FASTER/SLOWER is UNCLEAR: a side the lab cannot vouch for
     neighbours: str = ""  # the other processes that used the GPU while it was timed ("pid name;...")
+    why: str = ""  # why its pair is FASTER or SLOWER (convlab.history.whyline), or why that was not read
+    why_previous: Mapping[str, object] | None = None  # both versions' hardware counts behind ``why``
+    why_new: Mapping[str, object] | None = None
 
 
 
@@ -159,7 +164,8 @@ def judge(new: Mapping[str, object], previous: Measurement | None, noise: CellNo
         previous_check=previous.row_check if previous else None, verdict=word,
         changed=what_changed(new, previous) if previous else (), ratio=ratio,
         floor=noise.floor if noise and ratio.value and ratio.rounds is None else None, unconfirmed=unconfirmed,
-        neighbours=";".join(part for part in (neighbours_of(new), pair.neighbour_names if pair else "") if part))
+        neighbours=";".join(part for part in (neighbours_of(new), pair.neighbour_names if pair else "") if part),
+        **({"why": pair.why, "why_previous": pair.why_previous, "why_new": pair.why_new} if pair and pair.why else {}))
 
 
 def neighbours_of(new: Mapping[str, object]) -> str:
@@ -198,6 +204,18 @@ def _kernel_line(kernel: str, verdicts: list[CellVerdict], width: int) -> str:
     if compared:
         line += f"; changed: {', '.join(changed) if changed else 'nothing recorded'}"
     return line
+
+
+def _why_lines(verdicts: list[CellVerdict]) -> list[str]:
+    """Under a kernel's line, the why of its cell that changed most (of those FASTER or SLOWER that
+    have one), and how many more have theirs in the details."""
+    explained = [v for v in verdicts if v.why and not v.why.startswith(NOT_READ) and v.verdict in (FASTER, SLOWER)]
+    if not explained:
+        return []
+    shown = max(explained, key=lambda v: abs(math.log(v.ratio.value)) if v.ratio.value else 0.0)
+    more = f" ({len(explained) - 1} more cells' in the details)" if len(explained) > 1 else ""
+    problem = "/".join(shown.cell.removesuffix(".csv").split("/")[-2:])
+    return [f"    {shown.why} [{problem}]{more}"]
 
 
 def _interval(verdicts: list[CellVerdict]) -> str:
@@ -244,12 +262,16 @@ def summary_lines(verdicts: list[CellVerdict], device: str, run_id: str, details
         by_kernel[v.kernel].append(v)
     ranked = sorted(by_kernel, key=lambda k: (_rank(by_kernel[k]), k))
     width = max(len(k) for k in ranked[:MAX_KERNEL_LINES])
-    lines += [_kernel_line(k, by_kernel[k], width) for k in ranked[:MAX_KERNEL_LINES]]
+    for kernel in ranked[:MAX_KERNEL_LINES]:
+        lines.append(_kernel_line(kernel, by_kernel[kernel], width))
+        lines += _why_lines(by_kernel[kernel])
     hidden = ranked[MAX_KERNEL_LINES:]
     if hidden:
         hidden_counts = Counter(v.verdict for k in hidden for v in by_kernel[k])
         lines.append(f"  ... and {len(hidden)} more kernels: "
                      + ", ".join(f"{n} {w}" for w, n in hidden_counts.most_common()))
+    unread = Counter(v.why.removeprefix(NOT_READ) for v in verdicts if v.why.startswith(NOT_READ))
+    lines += [f"  why: not read for {n} {'cell' if n == 1 else 'cells'}: {reason}" for reason, n in unread.most_common()]
     busy = Counter(v.unconfirmed for v in verdicts if v.unconfirmed)
     lines += [f"  unconfirmed: {n} FASTER/SLOWER called UNCLEAR, {why}: a paired re-measurement would tell"
               for why, n in busy.most_common()]
@@ -264,7 +286,8 @@ def summary_lines(verdicts: list[CellVerdict], device: str, run_id: str, details
 
 
 CSV_COLUMNS = ("cell", "experiment", "kernel", "variant", "status", "previous_ms", "kernel_ms", "ratio", "verdict",
-               "changed", "previous_run", "ratio_low", "ratio_high", "own_floor", "unconfirmed", "paired_rounds")
+               "changed", "previous_run", "ratio_low", "ratio_high", "own_floor", "unconfirmed", "paired_rounds", "why",
+               *whyline.COLUMNS)
 
 
 def csv_records(verdicts: list[CellVerdict]) -> list[dict[str, object]]:
@@ -273,7 +296,8 @@ def csv_records(verdicts: list[CellVerdict]) -> list[dict[str, object]]:
              "status": v.status, "previous_ms": v.previous_ms, "kernel_ms": v.kernel_ms, "ratio": v.ratio.value,
              "verdict": v.verdict, "changed": ";".join(v.changed), "previous_run": v.previous_run or "",
              "ratio_low": v.ratio.low, "ratio_high": v.ratio.high, "own_floor": v.floor,
-             "unconfirmed": v.unconfirmed or "", "paired_rounds": v.ratio.rounds}
+             "unconfirmed": v.unconfirmed or "", "paired_rounds": v.ratio.rounds, "why": v.why,
+             **whyline.columns(v.why_previous or {}, v.why_new or {})}
             for v in verdicts]
 
 

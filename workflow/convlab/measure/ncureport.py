@@ -56,8 +56,10 @@ ISSUED = "smsp__issue_active.sum"
 STALL_METRICS = (TIME, ISSUED, *(STALL_METRIC.format(s) for s in STALLS))
 COLUMNS = (*SUMMED.values(), "l2_write_bytes", "dram_traffic_bytes", "l2_hit_pct", *WEIGHTED.values(), "top_stall",
            "top_stall_ratio", "profiled_kernels", "profiled_ms", "counters_reason")
+# to bytes and milliseconds; Nsight Compute 2025 prints a time's base unit as "ns", earlier ones as "nsecond"
 UNIT_SCALE = {"byte": 1, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9, "Tbyte": 1e12,
-              "nsecond": 1e-6, "usecond": 1e-3, "msecond": 1.0, "second": 1e3}
+              "nsecond": 1e-6, "usecond": 1e-3, "msecond": 1.0, "second": 1e3,
+              "ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}
 
 
 class ReportError(ValueError):
@@ -88,9 +90,10 @@ def _cell(text: str) -> int | None:
     return int(found[-1]) if found else None  # the innermost range
 
 
-def parse_raw_csv(text: str) -> list[ProfiledKernel]:
+def parse_raw_csv(text: str, metrics: Iterable[str] = ()) -> list[ProfiledKernel]:
     """The kernels of `ncu --import REPORT --csv --page raw` (collected with --nvtx), in launch
-    order: the header row, a row of units, then one row per kernel."""
+    order: the header row, a row of units, then one row per kernel. Each kernel's values are those
+    of METRICS, STALL_METRICS and ``metrics`` that the page holds."""
     lines = [line for line in text.splitlines() if line.startswith('"')]
     rows = list(csv.reader(io.StringIO("\n".join(lines))))
     if len(rows) < 2 or "Kernel Name" not in rows[0]:
@@ -107,8 +110,8 @@ def parse_raw_csv(text: str) -> list[ProfiledKernel]:
     for row in rows[2:]:
         if len(row) != len(header):
             continue
-        values = {metric: _value(row[index[metric]], units[index[metric]]) for metric in (*METRICS, *STALL_METRICS)
-                  if metric in index}
+        values = {metric: _value(row[index[metric]], units[index[metric]])
+                  for metric in (*METRICS, *STALL_METRICS, *metrics) if metric in index}
         kernels.append(ProfiledKernel(row[index["Kernel Name"]], _cell(row[ranges]), values))
     return kernels
 

@@ -40,10 +40,12 @@ from convlab.history.verdictrule import SLOWER
 from convlab.history.verdicts import NEW, CellVerdict, csv_text, judge, summary_lines
 from convlab.pairs.pairmeasure import measured_pair, previous_modules, refusal_kind
 from convlab.pairs.previewplan import Recorded, candidate_of, differing, edited, read_saved, recorded_versions
+from convlab.pairs.whyprofile import pair_to_explain, with_why
 from convlab.paths import REPO_ROOT
 from convlab.plan.cell import Cell
 from convlab.plan.registry import KernelSpec, shown
 from convlab.run.preview import Saved, checked_cells, compile_saved, twin_syntax_errors
+from convlab.run.whyreplay import PairToExplain
 from convlab.status import OK, UserError
 
 PREVIEW_RUN = "preview, nothing recorded"
@@ -81,6 +83,9 @@ class Preview:
         self.failed = False  # a kernel that did not compile, or a cell that failed its check
         self.verdicts: list[CellVerdict] = []
         self.refused: list[PairRow] = []
+        # measured pairs waiting for their verdict: the new row's fields, the previous measurement,
+        # the pair, and its versions as a why's profile replays them
+        self.pending: list[tuple[dict[str, Any], Any, PairRow, PairToExplain | None]] = []
 
     # -- stopping for newer files -------------------------------------------------------------
     def stop_if_superseded(self) -> None:
@@ -145,9 +150,21 @@ class Preview:
             if not pair.measured:
                 self.refused.append(pair)
                 continue
-            new_ms = pair.new_ms if pair.ratio.rounds else previous.kernel_ms
-            self.verdicts.append(judge({**new, "kernel_ms": new_ms}, previous, pair=pair,
-                                       threshold=self.policy.threshold))
+            versions = (pair_to_explain(cell, restored[candidate.previous_hash], saved.spec, registered_new=False)
+                        if candidate.previous_hash in restored and saved.spec is not None else None)
+            self.pending.append(({**new, "kernel_ms": pair.new_ms if pair.ratio.rounds else previous.kernel_ms},
+                                 previous, pair, versions))
+
+    def judged(self) -> None:
+        """The measured pairs' verdicts, each FASTER or SLOWER one with its why where the config asks
+        (profiled after the pairs, outside the device's lock: the profiled process takes it)."""
+        pairs = [pair for _, _, pair, _ in self.pending]
+        if self.policy.why:
+            versions = {pair.cell: versions for _, _, pair, versions in self.pending if versions is not None}
+            pairs, _ = with_why(pairs, versions, self.request.backend, self.policy.threshold)
+        for (new, previous, _, _), pair in zip(self.pending, pairs):
+            self.verdicts.append(judge(new, previous, pair=pair, threshold=self.policy.threshold))
+        self.pending = []
 
     # -- what it says -------------------------------------------------------------------------
     def say_block(self, lines: list[str]) -> None:
@@ -230,6 +247,7 @@ def run_preview(run: Preview, cells: list[Cell], connection: sqlite3.Connection 
         todo = run.compiled(backend, todo, candidates, connection, restored)
         passed = run.checked(backend, todo)
         run.paired(backend, passed, recorded, connection, restored)
+    run.judged()
     run.say_verdicts()
     say(f"preview: {time.perf_counter() - started:.1f} s; nothing written under {shown(request.results)}")
     return run.failed or any(v.verdict == SLOWER for v in run.verdicts)

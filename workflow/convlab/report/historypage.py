@@ -308,12 +308,14 @@ def _ratio_text(row: dict[str, str]) -> str:
     return text
 
 
-def _note(row: dict[str, str]) -> str:
-    """How sure the verdict is: measured side by side with the previous version, or unconfirmed."""
+def verdict_note(row: dict[str, str]) -> str:
+    """How sure the verdict is (measured side by side with the previous version, or unconfirmed),
+    and why it changed where the pair was explained by its hardware counts."""
     if row.get("paired_rounds") in ("0", 0):
         return "the same machine code as the previous version, launched alike: not timed again"
     if row.get("paired_rounds"):
-        return f"paired: side by side with the previous version, {row['paired_rounds']} rounds"
+        why = f"; {row['why']}" if row.get("why") else ""
+        return f"paired: side by side with the previous version, {row['paired_rounds']} rounds{why}"
     return f"unconfirmed: {row['unconfirmed']}" if row.get("unconfirmed") else ""
 
 
@@ -346,7 +348,7 @@ def write_history_page(folder: str | Path, latest_csv: str | Path, figure_out: s
         # the cell's path breaks after a slash, the note between words; a verdict, a name or a number never
         + f'<td class="wrap">{"/<wbr>".join(html.escape(part) for part in short_cell(r["cell"]).split("/"))}</td>'
         + "".join(f"<td>{html.escape(v)}</td>" for v in (r["previous_ms"], r["kernel_ms"], _ratio_text(r)))
-        + "".join(f'<td class="wrap">{html.escape(v)}</td>' for v in (r["changed"].replace(";", ", "), _note(r)))
+        + "".join(f'<td class="wrap">{html.escape(v)}</td>' for v in (r["changed"].replace(";", ", "), verdict_note(r)))
         + "</tr>" for r in rows)
     run_rows = "".join(f"<tr><td>{html.escape(a)}</td><td>{html.escape(b)}</td><td>{html.escape((c or '')[:10])}"
                        f"</td><td>{d}</td></tr>" for b, a, c, d in reversed(runs[-SHOWN_RUNS:]))

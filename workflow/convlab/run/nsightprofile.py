@@ -81,15 +81,17 @@ class Profiled:
     stall_seconds: float = 0.0  # the same of the stall counters' profile
 
 
-def run_profiled(argv: list[str], scratch: Path, metrics: tuple[str, ...]) -> Profiled:
+def run_profiled(argv: list[str], scratch: Path, metrics: tuple[str, ...], replay: str = "application") -> Profiled:
     """``argv`` run under Nsight Compute (collecting ``metrics`` from its profiler start to stop,
     with NVTX ranges), and the kernels of its report, printed as a raw CSV page of those metrics
     (the page of all it holds, device attributes and all, takes longer to print).
 
-    Application replay: ``argv`` runs once per pass the metrics need, and nothing is saved or
-    restored around a kernel, so the replay may keep what its cells share (docs/counters.md says
-    what that saves). The replayed process must launch the same kernels in every pass, as the
-    counters' replay does (convlab.run.counterreplay).
+    Application replay (the default): ``argv`` runs once per pass the metrics need, and nothing is
+    saved or restored around a kernel, so the replay may keep what its cells share (docs/counters.md
+    says what that saves). The replayed process must launch the same kernels in every pass, as the
+    counters' replay does (convlab.run.counterreplay). ``replay="kernel"``: the process runs once
+    and each kernel is replayed in place, its memory restored before each pass (a pair's two
+    launches: convlab.pairs.whyprofile).
 
     The clocks stay as the driver sets them (--clock-control none), as in the timed launches: the
     bytes do not depend on them, and the percentages are then of the peaks at the clocks the kernel
@@ -105,7 +107,7 @@ def run_profiled(argv: list[str], scratch: Path, metrics: tuple[str, ...]) -> Pr
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO_ROOT / "workflow"),
                                                                      os.environ.get("PYTHONPATH")])))
     try:
-        run = subprocess.run([ncu, "--replay-mode", "application", "--profile-from-start", "off", "--nvtx",
+        run = subprocess.run([ncu, "--replay-mode", replay, "--profile-from-start", "off", "--nvtx",
                               "--clock-control", "none", "--disable-extra-suffixes", "--metrics", ",".join(metrics),
                               "--export", str(report), "--force-overwrite", *argv],
                              capture_output=True, text=True, env=env)
@@ -123,7 +125,7 @@ def run_profiled(argv: list[str], scratch: Path, metrics: tuple[str, ...]) -> Pr
         return Profiled(reason=f"Nsight Compute could not print its report: "
                                f"{_last_error(printed.stdout + printed.stderr)}")
     try:
-        launches = parse_raw_csv(printed.stdout)
+        launches = parse_raw_csv(printed.stdout, metrics)
     except ReportError as error:
         return Profiled(reason=f"Nsight Compute's report could not be read: {error}")
     # one line per profiled kernel and pass

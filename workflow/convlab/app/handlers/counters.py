@@ -1,7 +1,8 @@
 """`counters`: the hardware counters of every ok cell of a device's grid, into
 results/<device>/counters.csv (convlab.run.nsightprofile reads them); and `counters-replay`, the
 process Nsight Compute profiles: each planned cell's launch, under the device's lock
-(convlab.run.counterreplay).
+(convlab.run.counterreplay); and `why-replay`, the process Nsight Compute profiles for a verdict's
+why: both versions of each pair (convlab.run.whyreplay).
 
 Run by the device's worker after the cells (no cell of that GPU is measured meanwhile). A cell
 that gets none stays ok, with the reason in `counters_reason`, and the step prints one warning
@@ -25,6 +26,7 @@ from convlab.plan.cell import Cell
 from convlab.plan.gridfile import read_grid
 from convlab.run.counterreplay import as_timed, replay_cells
 from convlab.run.nsightprofile import read_counters
+from convlab.run.whyreplay import PairToExplain, replay_pairs
 
 
 def counters(args: argparse.Namespace, console: Console) -> int:
@@ -65,4 +67,14 @@ def counters_replay(args: argparse.Namespace, console: Console) -> int:
         reasons = replay_cells(plan, backend, PROBLEMS_KEPT)
     Path(args.reasons).write_text(json.dumps(reasons))
     console.say(f"replayed {len(plan) - len(reasons)} of {len(plan)} cells")
+    return 0
+
+
+def why_replay(args: argparse.Namespace, console: Console) -> int:
+    pairs = [PairToExplain.from_json(item) for item in json.loads(Path(args.plan).read_text())]
+    backend = get_backend("cuda")
+    with exclusive_device(backend.device_key()):
+        reasons = replay_pairs(pairs, backend)
+    Path(args.reasons).write_text(json.dumps(reasons))
+    console.say(f"replayed both versions of {len(pairs) - len(reasons)} of {len(pairs)} pairs")
     return 0

@@ -66,7 +66,10 @@ class Watch:
         self.plan = plan = watched(args.configfile, args.kernels, args.sizes, args.strides)
         narrowing = [option for flag, values in (("--sizes", args.sizes), ("--strides", args.strides)) if values
                      for option in (flag, *map(str, values))]
-        self.argv = ["preview", "--config", json.dumps(plan.config), "--backend", plan.backend, "--device", plan.device,
+        config = plan.config
+        if args.why is not None:  # --why / --no-why over the config's verdicts.why
+            config = {**config, "verdicts": {**config["verdicts"], "why": args.why}}
+        self.argv = ["preview", "--config", json.dumps(config), "--backend", plan.backend, "--device", plan.device,
                      "--results", str(Path(args.results) / plan.device), *narrowing, "--watcher", str(os.getpid())]
         if args.details:
             self.argv += ["--details", str(details_file(args.details, args.results))]
