@@ -125,9 +125,11 @@ def by_cell(kernels: Iterable[ProfiledKernel]) -> dict[int, list[ProfiledKernel]
     return cells
 
 
-def _summed(kernels: list[ProfiledKernel], metric: str) -> float | None:
-    values = [k.values.get(metric, math.nan) for k in kernels]
-    return sum(v for v in values if math.isfinite(v)) if any(map(math.isfinite, values)) else None
+def summed(kernels: list[ProfiledKernel], *metrics: str) -> float | None:
+    """The sum of ``metrics`` over ``kernels`` (None where none of them was read)."""
+    values = [k.values.get(m, math.nan) for k in kernels for m in metrics]
+    finite = [v for v in values if math.isfinite(v)]
+    return sum(finite) if finite else None
 
 
 def cell_counters(kernels: list[ProfiledKernel]) -> dict[str, object]:
@@ -138,8 +140,8 @@ def cell_counters(kernels: list[ProfiledKernel]) -> dict[str, object]:
     total = sum(t for t in times if math.isfinite(t))
     columns: dict[str, object] = {"profiled_kernels": len(kernels), "profiled_ms": total}
     for metric, column in SUMMED.items():
-        columns[column] = _summed(kernels, metric)
-    written_sectors, read_sectors = _summed(kernels, L2_WRITE_SECTORS), _summed(kernels, L2_READ_SECTORS)
+        columns[column] = summed(kernels, metric)
+    written_sectors, read_sectors = summed(kernels, L2_WRITE_SECTORS), summed(kernels, L2_READ_SECTORS)
     columns["l2_write_bytes"] = None if written_sectors is None else SECTOR_BYTES * written_sectors
     # the traffic to and from DRAM: every byte read, and every byte written (the larger count)
     read = columns["dram_read_bytes"]
@@ -153,7 +155,7 @@ def cell_counters(kernels: list[ProfiledKernel]) -> dict[str, object]:
         served = 1.0 - read / (SECTOR_BYTES * read_sectors)
         columns["l2_hit_pct"] = 100.0 * min(1.0, max(0.0, served))
     for metric, column in WEIGHTED.items():
-        columns[column] = _weighted([k.values.get(metric, math.nan) for k in kernels], times)
+        columns[column] = time_weighted(kernels, metric)
     columns.update(cell_stalls(kernels))
     columns["counters_reason"] = ""
     return columns
@@ -162,10 +164,10 @@ def cell_counters(kernels: list[ProfiledKernel]) -> dict[str, object]:
 def cell_stalls(kernels: list[ProfiledKernel]) -> dict[str, object]:
     """A cell's top warp-stall reason (STALL_METRICS): the most warps stalled on one reason per
     instruction issued, over all its kernels; nothing where its kernels' stalls were not read."""
-    issued = _summed(kernels, ISSUED)
+    issued = summed(kernels, ISSUED)
     if not issued:
         return {}
-    stalls = {name: _summed(kernels, STALL_METRIC.format(name)) for name in STALLS}
+    stalls = {name: summed(kernels, STALL_METRIC.format(name)) for name in STALLS}
     known = {name: value / issued for name, value in stalls.items() if value is not None}
     if not known:
         return {}
@@ -173,11 +175,11 @@ def cell_stalls(kernels: list[ProfiledKernel]) -> dict[str, object]:
     return {"top_stall": top, "top_stall_ratio": known[top]}
 
 
-def _weighted(values: list[float], times: list[float]) -> float | None:
-    pairs = [(v, t) for v, t in zip(values, times) if math.isfinite(v) and math.isfinite(t) and t > 0]
-    if not pairs:
-        return None
-    return sum(v * t for v, t in pairs) / sum(t for _, t in pairs)
+def time_weighted(kernels: list[ProfiledKernel], metric: str) -> float | None:
+    """``metric`` averaged over ``kernels``, each weighted by its time (None where none has both)."""
+    pairs = [(k.values.get(metric, math.nan), k.values.get(TIME, math.nan)) for k in kernels]
+    pairs = [(v, t) for v, t in pairs if math.isfinite(v) and math.isfinite(t) and t > 0]
+    return sum(v * t for v, t in pairs) / sum(t for _, t in pairs) if pairs else None
 
 
 def speaking_cells(rows: list[dict[str, object]], problem: Callable[[dict], tuple]) -> list[int]:

@@ -35,6 +35,9 @@ from convlab.measure.ncureport import (
     STALLS,
     TIME,
     ProfiledKernel,
+    cell_stalls,
+    summed,
+    time_weighted,
 )
 
 INSTRUCTIONS = "smsp__inst_executed.sum"
@@ -53,40 +56,25 @@ COUNTS = ("profiled_ms", "instructions", "fma_per_thread", "threads", "dram_read
           "l2_bytes", "local_bytes", "registers", "occupancy_pct", "theoretical_occupancy_pct", "top_stall")
 
 
-def _total(kernels: list[ProfiledKernel], *metrics: str) -> float | None:
-    values = [k.values.get(m, math.nan) for k in kernels for m in metrics]
-    finite = [v for v in values if math.isfinite(v)]
-    return sum(finite) if finite else None
-
-
-def _weighted(kernels: list[ProfiledKernel], metric: str) -> float | None:
-    pairs = [(k.values.get(metric, math.nan), k.values.get(TIME, math.nan)) for k in kernels]
-    pairs = [(v, t) for v, t in pairs if math.isfinite(v) and math.isfinite(t) and t > 0]
-    return sum(v * t for v, t in pairs) / sum(t for _, t in pairs) if pairs else None
-
-
 def side_counts(kernels: list[ProfiledKernel]) -> dict[str, float | str | None]:
     """One side's counts (COUNTS) from the kernels profiled in its range; empty where there are none."""
     if not kernels:
         return {}
-    threads, fmas = _total(kernels, THREADS), _total(kernels, FMAS)
-    l2_sectors = _total(kernels, L2_WRITE_SECTORS)
+    threads, fmas = summed(kernels, THREADS), summed(kernels, FMAS)
+    l2_sectors = summed(kernels, L2_WRITE_SECTORS)
     longest = max(kernels, key=lambda k: k.values.get(TIME, 0.0) if math.isfinite(k.values.get(TIME, 0.0)) else 0.0)
     registers = longest.values.get(REGISTERS, math.nan)
-    issued = _total(kernels, ISSUED)
-    stalls = {name: _total(kernels, STALL_METRIC.format(name)) for name in STALLS}
-    known = {name: value / issued for name, value in stalls.items() if value is not None and issued}
     return {
-        "profiled_ms": _total(kernels, TIME),
-        "instructions": _total(kernels, INSTRUCTIONS),
+        "profiled_ms": summed(kernels, TIME),
+        "instructions": summed(kernels, INSTRUCTIONS),
         "fma_per_thread": fmas / threads if fmas is not None and threads else None,
         "threads": threads,
-        "dram_read_bytes": _total(kernels, DRAM_READ),
+        "dram_read_bytes": summed(kernels, DRAM_READ),
         "dram_write_bytes": None if l2_sectors is None else l2_sectors * SECTOR_BYTES,
-        "l2_bytes": _total(kernels, L2_BYTES),
-        "local_bytes": _total(kernels, *LOCAL),
+        "l2_bytes": summed(kernels, L2_BYTES),
+        "local_bytes": summed(kernels, *LOCAL),
         "registers": registers if math.isfinite(registers) else None,
-        "occupancy_pct": _weighted(kernels, OCCUPANCY),
-        "theoretical_occupancy_pct": _weighted(kernels, THEORETICAL),
-        "top_stall": max(known, key=lambda name: known[name]) if known else None,
+        "occupancy_pct": time_weighted(kernels, OCCUPANCY),
+        "theoretical_occupancy_pct": time_weighted(kernels, THEORETICAL),
+        "top_stall": cell_stalls(kernels).get("top_stall"),
     }
