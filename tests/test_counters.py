@@ -154,16 +154,13 @@ argv = sys.argv[1:]
 with open({log!r}, "a") as log:
     log.write(json.dumps(argv) + "\\n")
 metrics = argv[argv.index("--metrics") + 1] if "--metrics" in argv else ""
-if "--import" in argv:  # the page of the report's metrics
-    print(json.loads(Path(argv[argv.index("--import") + 1]).read_text())[metrics])
-else:  # "profiled": a report of the planted pages
-    plan = json.loads(Path(argv[argv.index("--plan") + 1]).read_text())
-    with open({log!r}, "a") as log:
-        log.write(json.dumps({{"engines": [item["engine"] for item in plan]}}) + "\\n")
-    page = {pages!r}["stall" if "stalled" in metrics else "one"]
-    Path(argv[argv.index("--export") + 1]).write_text(json.dumps({{metrics: page}}))
-    for _ in range(page.count('"direct"')):  # a line per kernel and pass
-        print("==PROF== Profiling \\"direct\\" - 0: 0%....50%....100% - 1 pass", file=sys.stderr)
+# "profiled": its notes, a line per kernel and pass, then the planted page, into its log file
+plan = json.loads(Path(argv[argv.index("--plan") + 1]).read_text())
+with open({log!r}, "a") as log:
+    log.write(json.dumps({{"engines": [item["engine"] for item in plan]}}) + "\\n")
+page = {pages!r}["stall" if "stalled" in metrics else "one"]
+notes = "==PROF== Profiling \\"direct\\" - 0: 0%....50%....100% - 1 pass\\n" * page.count('"direct"')
+Path(argv[argv.index("--log-file") + 1]).write_text(notes + page)
 """
 
 
@@ -188,10 +185,10 @@ def test_the_step_reads_each_cells_counters_and_the_stalls_of_those_the_findings
     calls = [line for line in said if isinstance(line, list)]
     # each replayed cell runs the engine its timed run chose (its row's)
     assert [line["engines"] for line in said if isinstance(line, dict)] == [["eng28", ""], ["eng28"]]
-    profiles, prints = [c for c in calls if "--import" not in c], [c for c in calls if "--import" in c]
-    assert [c[c.index("--metrics") + 1] for c in profiles] == [",".join(METRICS), ",".join(STALL_METRICS)]
-    # each report printed as a page of the metrics it collected, not of all it holds
-    assert [c[c.index("--metrics") + 1] for c in prints] == [",".join(METRICS), ",".join(STALL_METRICS)]
+    assert [c[c.index("--metrics") + 1] for c in calls] == [",".join(METRICS), ",".join(STALL_METRICS)]
+    # each profile's own Nsight Compute prints its page, of the metrics it collected: none is started to print it
+    assert all(c[c.index("--csv"):c.index("--csv") + 5] == ["--csv", "--page", "raw", "--print-units", "base"]
+               for c in calls)
     # with every cell's stalls asked for, the kept cell that lacks them is read again, and nothing else
     _, table = run_counters(folder, {**config, "counter_stalls": "every"})
     assert list(table["top_stall"]) == ["wait", "wait"]  # the second cell is the first of that profile

@@ -1,7 +1,8 @@
 """`convlab watch --once` on a real GPU (marker gpu): after a run has recorded a kernel, a planted
 slow-down in its .cu is SLOWER in the preview, paired with the recorded version, writes nothing
 under results/, and is SLOWER in the run after it, both saying why (its FMAs, by Nsight Compute,
-the config's verdicts.why; `--no-why` says none); a syntax error in the .cu is one block naming
+the config's verdicts.why; `--no-why` says none), as `compare @previous @latest --why` does from the
+database's two versions; a syntax error in the .cu is one block naming
 the file and the line."""
 
 from __future__ import annotations
@@ -60,6 +61,10 @@ def test_a_planted_slow_down_in_a_cu_is_slower_in_the_preview_and_in_the_run_aft
         after = results_tree(lab)
         run_to_verdicts(lab, DEVICE, CONFIG)
         recorded = latest_verdicts(lab, DEVICE)
+        # the two runs' versions, restored from the database, explained on request
+        package = os.pathsep.join(filter(None, [str(lab / "workflow"), os.environ.get("PYTHONPATH")]))
+        compared = convlab("compare", "@previous", "@latest", "--why", "--floor", "0.03", cwd=lab, PYTHONPATH=package,
+                           **one_gpu())
         with open(lab / f"results/{DEVICE}/verdicts/latest.csv", newline="") as handle:
             (run_row,) = list(csv.DictReader(handle))
     finally:
@@ -69,11 +74,17 @@ def test_a_planted_slow_down_in_a_cu_is_slower_in_the_preview_and_in_the_run_aft
     assert list(recorded.values()) == ["SLOWER"], recorded
     # why, in the preview and in the run: the planted FMAs, a thread each, and the bytes unchanged
     assert not [line for line in without_why.stdout.splitlines() if "why:" in line], without_why.stdout
-    why = [line.strip() for line in result.stdout.splitlines() if line.strip().startswith("why: ")]
-    assert len(why) == 1 and why[0].startswith("why: instructions executed +"), result.stdout
+    why = [line.strip() for line in result.stdout.splitlines() if "why: " in line]
+    assert len(why) == 1 and why[0].startswith(f"{KERNEL}: why: instructions executed +"), result.stdout
+    said = result.stdout.splitlines()  # the verdict first, its why after it
+    assert said.index(next(line for line in said if line.startswith(f"  {KERNEL} "))) < said.index(f"  {why[0]}")
     assert "(FMA +4096 a thread)" in why[0] and "DRAM bytes same" in why[0], why
     assert run_row["why"].startswith("why: instructions executed +") and "(FMA +4096 a thread)" in run_row["why"]
     assert float(run_row["why_fma_per_thread_new"]) - float(run_row["why_fma_per_thread_previous"]) >= 4096 * 0.95
+    print(compared.stdout)
+    assert compared.returncode == 0, compared.stdout + compared.stderr
+    why = [line.strip() for line in compared.stdout.splitlines() if "why: " in line]
+    assert len(why) == 1 and "why: instructions executed +" in why[0] and "(FMA +4096 a thread)" in why[0], why
     assert result.returncode == 1, result.stdout + result.stderr
     lines = result.stdout.splitlines()
     assert any(line.startswith(f"preview verdict: 1 cells of {DEVICE} re-measured") for line in lines), lines

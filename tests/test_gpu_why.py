@@ -4,16 +4,21 @@ line names the count the edit moved, with its size:
 - a chain of N dependent FMAs in every thread: FMAs +N a thread (within 5 %), DRAM bytes unchanged;
 - a second read of the input, half a picture away (so that L2 never serves it): DRAM read bytes up
   by the input's size, 3 x H x W x 4 bytes (within 5 %);
-- a large accumulator array kept live at once: more registers per thread, and the occupancy named.
+- a large accumulator array kept live at once: more registers per thread, and the occupancy named;
+and the FMA plant again through a standby (Nsight Compute and the replay started ahead), which holds
+no context on the GPU while it waits, so no pair's rounds see it as a neighbour.
 """
 
 from __future__ import annotations
+
+import subprocess
+import time
 
 import pytest
 from gpu_helpers import gpu_cells, kept_version, planted_slow_down, write_image
 
 from convlab.history.whyline import why_line
-from convlab.pairs.whyprofile import explain
+from convlab.pairs.whyprofile import WhyProfiler, explain
 from convlab.plan.registry import get_kernel
 from convlab.run.whyreplay import PairToExplain, Version
 
@@ -44,15 +49,18 @@ REGISTER_PRESSURE = (f"    float wide[{WIDE}];\n"
                      "    if (total == -1.0f) out[0] = total;\n")
 
 
-def explained(tmp_path, size: int, plant: str):
+def planted_pair(tmp_path, size: int, plant: str) -> PairToExplain:
     source = get_kernel("direct").source.read_text()
     assert AFTER_STORES in source
     previous = kept_version(tmp_path / "previous", source)
     new = kept_version(tmp_path / "new", source.replace(AFTER_STORES, AFTER_STORES + plant))
     (cell,) = gpu_cells("direct", size, [1], extra={"direct": {"block": [16]}})
     image = write_image(tmp_path / f"input_{size}.png", size, size)
-    pair = PairToExplain(cell, str(image), Version.of(previous, registered=False), Version.of(new, registered=False))
-    explanations = explain([pair], "cuda")
+    return PairToExplain(cell, str(image), Version.of(previous, registered=False), Version.of(new, registered=False))
+
+
+def explained(tmp_path, size: int, plant: str):
+    explanations = explain([planted_pair(tmp_path, size, plant)], "cuda")
     assert not explanations.reason, explanations.reason
     item = explanations.pairs[0]
     assert not item.reason, item.reason
@@ -77,7 +85,7 @@ def test_a_second_read_of_the_input_is_named_with_its_bytes(tmp_path):
     input_bytes = 3 * size * size * 4
     assert abs(added / input_bytes - 1) <= 0.05, (added, input_bytes)
     assert item.line.startswith("why: DRAM bytes +"), item.line
-    assert "read +201.3 MB" in item.line, item.line
+    assert "(read +201." in item.line and " MB)" in item.line, item.line
 
 
 def test_register_pressure_is_named_with_the_registers_and_the_occupancy(tmp_path):
@@ -86,3 +94,31 @@ def test_register_pressure_is_named_with_the_registers_and_the_occupancy(tmp_pat
     named = f"registers {item.previous['registers']:.0f} → {item.new['registers']:.0f}, occupancy "
     assert named in item.line, item.line
     assert why_line(item.previous, item.new) == item.line
+
+
+def compute_processes() -> int:
+    """How many processes hold a context on the GPU (NVML's count, whatever their PID numbers)."""
+    listed = subprocess.run(["nvidia-smi", "--query-compute-apps=pid", "--format=csv,noheader"], capture_output=True,
+                            text=True, check=True)
+    return len([line for line in listed.stdout.splitlines() if line.strip()])
+
+
+def test_a_standby_holds_no_gpu_context_while_it_waits_and_explains_the_fmas(tmp_path):
+    pair = planted_pair(tmp_path, 1024, planted_slow_down("H", FMAS, "out[0]"))
+    before = compute_processes()
+    profiler = WhyProfiler("cuda")
+    profiler.ready()
+    try:
+        deadline = time.monotonic() + 60
+        while not profiler.standby.ready() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert profiler.standby.ready()
+        assert compute_processes() == before
+        asked = time.perf_counter()
+        explanations = profiler.explain([pair])
+        print(f"\nthrough the standby: {time.perf_counter() - asked:.2f} s after the pairs were given")
+    finally:
+        profiler.close()
+    item = explanations.pairs[0]
+    assert not explanations.reason and not item.reason, (explanations.reason, item.reason)
+    assert abs(item.new["fma_per_thread"] - item.previous["fma_per_thread"] - FMAS) <= 0.05 * FMAS, item.line

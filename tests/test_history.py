@@ -7,6 +7,7 @@ import dataclasses
 import sqlite3
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from workflow_helpers import TINY as TINY_CONFIG
 
@@ -210,6 +211,28 @@ def test_history_lists_runs_and_a_kernels_measurements_and_compare_takes_previou
     # a run id and a commit are sides too
     run_ids = [line.split()[1] for line in runs[1:]]
     assert main(["compare", run_ids[0], "c0ffee", "--fail-on", "slower"]) == 1
+
+
+def test_compare_why_gives_each_slower_cell_its_reason_where_no_counts_can_be_read(lab, capsys, monkeypatch):
+    folder, cells = lab
+    recorded_twice(lab, 1.5)
+    monkeypatch.chdir(REPO_ROOT)  # the config's files, as a command in the checkout reads them
+    out = folder / "compared.csv"
+    assert main(["compare", "@previous", "@latest", "--why", "--configfile", str(TINY), "--results",
+                 str(folder / "results"), "--out", str(out)]) == 0
+    said = capsys.readouterr().out
+    assert f"(0 of {len(cells)} FASTER/SLOWER cells explained" in said
+    lines = [line for line in said.splitlines() if "why: not read: " in line]
+    assert len(lines) == len(cells) and all(line.endswith("no hardware counters on the cpu backend") for line in lines)
+    table = pd.read_csv(out, keep_default_na=False)
+    assert (table["why"] == "why: not read: no hardware counters on the cpu backend").all()
+    assert "why_instructions_a" in table and (table["kernel_hash_a"] != "").all()
+    assert "<th>why</th>" in out.with_suffix(".html").read_text()
+    # a summary file keeps no kernel files: one line, nothing compared
+    summary = folder / "summary.csv"
+    summary.write_text("experiment,kernel,variant,status,kernel_ms\nconv2d,direct,block~16,ok,1.0\n")
+    assert main(["compare", str(summary), "@latest", "--why", "--results", str(folder / "results")]) == 2
+    assert capsys.readouterr().err.startswith("error: --why compares two states of the results database")
 
 
 def test_history_lists_the_last_runs_and_says_how_many_more_are_kept(lab, capsys):

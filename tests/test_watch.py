@@ -192,7 +192,11 @@ def test_a_twin_edit_gives_a_preview_verdict_and_leaves_results_byte_identical(f
     assert "changed: kernel files" in lines[2]
     assert lines[3] == "  details: nothing written; the next `snakemake --cores 1` measures and records these cells"
     assert lines[4].startswith("preview: ") and lines[4].endswith(f"nothing written under {RESULTS}")
-    assert not result.stderr
+    assert len(lines) == 5 and not result.stderr  # no why on the cpu, unless asked
+    asked = watch_once(finished, *NARROW, "--why").stdout.splitlines()
+    # said after the verdict, once, and the verdict as without it
+    assert asked[-1] == "  why: not read for 3 cells: no hardware counters on the cpu backend", asked
+    assert asked[-2].startswith("preview: ") and asked[2].startswith("  direct  3 SLOWER; time x")
 
 
 @pytest.mark.pipeline

@@ -2,13 +2,21 @@
 hardware counts (an H200's own report of two versions of a kernel, one with a chain of 40 FMAs a
 thread), the counts kept in paired.csv and the verdict CSV, the history page's step, and a verdict
 without counts where Nsight Compute is missing or the backend has none: said once, all else as
-without a why."""
+without a why; and the standby (Nsight Compute and the replay started before their pairs are
+known), through a stand-in for Nsight Compute that waits for the plan as the replay does."""
 
 from __future__ import annotations
 
 import csv
 import io
+import json
+import os
+import stat
+import subprocess
+import sys
+import time
 
+import pandas as pd
 import pytest
 
 from convlab.history.pairfile import PairRow, read_pairs, write_pairs
@@ -18,7 +26,8 @@ from convlab.history.verdicts import CSV_COLUMNS, csv_text, judge, summary_lines
 from convlab.history.whyline import why_line
 from convlab.measure.ncureport import by_cell, parse_raw_csv
 from convlab.measure.whycounters import WHY_METRICS, side_counts
-from convlab.pairs.whyprofile import explain, with_why
+from convlab.pairs.comparewhy import ComparisonWhy, with_why_columns
+from convlab.pairs.whyprofile import Explained, WhyProfiler, explain, with_why
 from convlab.plan.cell import Cell
 from convlab.report.historypage import verdict_note
 from convlab.run.whyreplay import PairToExplain, Version
@@ -134,7 +143,8 @@ def test_without_counts_the_verdict_says_why_once_and_stands(monkeypatch, backen
         monkeypatch.setenv(name, value)
     assert explain([a_pair()], backend).reason.startswith(reason)
     same = PairRow("results/x/cells/same.csv", "direct", "old", "new", ratio=Ratio(1.0, 0.995, 1.005, 9))
-    rows, explained = with_why([paired(), same], {CELL: a_pair(), same.cell: a_pair()}, backend, THRESHOLD)
+    rows, explained = with_why([paired(), same], {CELL: a_pair(), same.cell: a_pair()}, WhyProfiler(backend),
+                               THRESHOLD)
     assert explained.reason.startswith(reason)
     assert rows[0].why.startswith(f"why: not read: {reason}") and rows[1].why == ""  # SAME: nothing to explain
     judged = judge(new_measurement(), previous_measurement(), None, rows[0], threshold=THRESHOLD)
@@ -142,3 +152,95 @@ def test_without_counts_the_verdict_says_why_once_and_stands(monkeypatch, backen
     lines = summary_lines([judged, judged], "x", "r2", "details.csv")
     said = [line for line in lines if "why" in line]
     assert said == [f"  why: not read for 2 cells: {rows[0].why.removeprefix('why: not read: ')}"], lines
+
+
+# Nsight Compute's stand-in: says when it started, waits for its plan (as a standby replay does),
+# then prints the stored H200 page into its log file, as `ncu --csv --page raw --log-file` does.
+STAND_IN = """#!{python}
+import json, os, sys, time
+from pathlib import Path
+argv = sys.argv[1:]
+with open({said!r}, "a") as said:
+    said.write(json.dumps({{"pid": os.getpid(), "standby": "--wait-for-plan" in argv}}) + "\\n")
+plan = Path(argv[argv.index("--plan") + 1])
+while not plan.is_file():
+    time.sleep(0.01)
+Path(argv[argv.index("--reasons") + 1]).write_text("{{}}")
+Path(argv[argv.index("--log-file") + 1]).write_text({page!r})
+"""
+
+
+@pytest.fixture
+def stand_in(tmp_path, monkeypatch):
+    script = tmp_path / "ncu"
+    script.write_text(STAND_IN.format(python=sys.executable, said=str(tmp_path / "said"), page=H200_REPORT))
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("CONVLAB_NCU", str(script))
+    return tmp_path / "said"
+
+
+def started(said) -> list[dict]:
+    return [json.loads(line) for line in said.read_text().splitlines()] if said.is_file() else []
+
+
+def gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+def test_a_standby_started_ahead_explains_the_pairs_it_is_given_and_close_ends_it(stand_in):
+    profiler = WhyProfiler("cuda")
+    profiler.ready()
+    profiler.ready()  # one standby at a time
+    deadline = time.monotonic() + 10
+    while not started(stand_in) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert started(stand_in)[0]["standby"] and len(started(stand_in)) == 1
+    explained = profiler.explain([a_pair()])
+    assert explained.pairs[0].line == why_line(*stored_sides())
+    assert len(started(stand_in)) == 1  # the standby replayed them: no Nsight Compute started for them
+    profiler.ready()  # the next one, for the next pairs
+    folder, process = profiler.standby.folder, profiler.standby.process.process
+    profiler.close()
+    assert process.poll() is not None and gone(process.pid)
+    assert not folder.exists() and profiler.standby is None
+
+
+def test_without_a_running_standby_the_pairs_get_a_profile_of_their_own(stand_in):
+    profiler = WhyProfiler("cuda")
+    assert profiler.explain([a_pair()]).pairs[0].line == why_line(*stored_sides())
+    assert [entry["standby"] for entry in started(stand_in)] == [False]
+    profiler.ready()
+    profiler.standby.process.process.kill()  # a standby that died is replaced, not waited on
+    profiler.standby.process.process.wait()
+    assert profiler.explain([a_pair()]).pairs[0].line == why_line(*stored_sides())
+    assert [entry["standby"] for entry in started(stand_in)][-1] is False
+    two = profiler.explain([a_pair(), a_pair()])  # the page holds the first pair's ranges only
+    assert two.pairs[0].line and two.pairs[1].reason == "a version's kernels were not profiled"
+
+
+def test_a_standby_replay_whose_starter_has_gone_leaves_without_touching_the_gpu(tmp_path):
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    plan = tmp_path / "plan.json"
+    result = subprocess.run([sys.executable, "-m", "convlab", "why-replay", "--plan", str(plan), "--reasons",
+                             str(tmp_path / "reasons.json"), "--wait-for-plan", "--parent", str(dead.pid)],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert "no plan came" in result.stdout and not (tmp_path / "reasons.json").exists()
+    assert (tmp_path / "plan.json.ready").is_file() and "Traceback" not in result.stderr
+
+
+def test_compares_table_gets_each_explained_cells_line_and_both_sides_counts():
+    previous, new = stored_sides()
+    table = pd.DataFrame({"verdict": ["SLOWER", "SAME", "FASTER"]}, index=[4, 7, 9])
+    found = ComparisonWhy({4: Explained(why_line(previous, new), previous, new), 9: Explained(reason="no versions")})
+    explained = with_why_columns(table, found)
+    assert list(explained["why"]) == [why_line(previous, new), "", "why: not read: no versions"]
+    assert explained.loc[4, "why_instructions_a"] == 884_736 and explained.loc[4, "why_instructions_b"] == 3_080_192
+    assert explained.loc[4, "why_top_stall_b"] == "not_selected" and explained.loc[9, "why_instructions_a"] == ""
+    assert found.explained == 1
+    assert "why_instructions_b" in pd.read_csv(io.StringIO(explained.to_csv(index=False))).columns

@@ -231,6 +231,12 @@ TABLE: tuple[Command, ...] = (
         arg("--results", path=True, default="results", help="the folder of device folders (default: results)"),
         arg("--device", help="the device label whose database a run, commit or @name reads "
                              "(default: the only one with a database)"),
+        arg("--why", action="store_true", help="explain each FASTER or SLOWER cell by both versions' hardware "
+            "counts: the kernel files A and B ran, restored from the database and profiled on this machine's GPU "
+            "(Nsight Compute)"),
+        arg("--configfile", action="append", default=[], help="with --why: a config laid over config/config.yaml, "
+            "as snakemake's --configfile (repeatable), that gives the cells' problems; default: the config of the "
+            "run that recorded last"),
     ), description="Exit status: 0 when compared (whatever the verdicts), 1 with --fail-on slower when a cell is "
                    "SLOWER, 2 for input that cannot be compared (one error: line)."),
     Command("pair", "measure each re-measured cell whose kernel files changed side by side with its previous "
@@ -253,6 +259,9 @@ TABLE: tuple[Command, ...] = (
             "and the preview start it)", f"{HANDLERS}.counters:why_replay", (
         file_arg("--plan", help="the pairs, as JSON"),
         file_arg("--reasons", help="where to write why a pair could not be replayed (JSON)"),
+        arg("--wait-for-plan", action="store_true", help="started ahead (a standby): wait for the plan's file "
+            "before touching the GPU"),
+        arg("--parent", type=int, help="with --wait-for-plan: leave, replaying nothing, once this process has gone"),
     )),
     Command("record", "add the run's new rows to the results database (report stage)", f"{HANDLERS}.history:record", (
         *device_grid_args(),
@@ -286,7 +295,8 @@ TABLE: tuple[Command, ...] = (
         arg("--details", path=True, metavar="FILE", help="also write each preview's verdict per cell to FILE (a "
             "CSV with the columns of a run's verdicts/<run>.csv; not under --results)"),
         arg("--why", action=argparse.BooleanOptionalAction, default=None, help="explain each FASTER or SLOWER cell "
-            "by both versions' hardware counts (Nsight Compute; default: the config's verdicts.why)"),
+            "by both versions' hardware counts (Nsight Compute), said after the verdict (default: on a GPU, or where "
+            "the config's verdicts.why asks)"),
     ), description="Exit status of --once: 0 when previewed (whatever the verdicts), 1 with --fail-on slower when a "
                    "cell is SLOWER or its kernel does not compile or verify, 2 for input that cannot be previewed "
                    "(one error: line), 130 when Ctrl-C stopped it. Without --once it watches until Ctrl-C, and "
@@ -303,6 +313,9 @@ TABLE: tuple[Command, ...] = (
         arg("--fail-on", choices=["slower"]),
         # the watch that asked: the preview stops once it has gone
         arg("--watcher", type=int, help=argparse.SUPPRESS),
+        arg("--why-after", action="store_true", help="where the config asks for whys: profile them after the "
+            "verdicts are said, for --collect-why to say"),
+        arg("--collect-why", action="store_true", help="say the last --why-after preview's whys once profiled"),
     ), pool=backend_option),
     Command("history", "a device's runs, or a kernel's or cell's measurements over time",
             f"{HANDLERS}.history:history", (

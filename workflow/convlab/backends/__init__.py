@@ -26,6 +26,17 @@ def resolve_backend(requested: str) -> str:
     return requested
 
 
+def import_backend(name: str) -> None:
+    """A backend's modules imported, CuPy's among them, without touching a device: a process started
+    ahead of its work (a why's standby replay) pays for them while it waits. Nothing where they
+    cannot be imported: get_backend then says why."""
+    if name == "cuda":
+        try:
+            import convlab.backends.cuda  # noqa: F401
+        except ImportError:
+            pass
+
+
 def get_backend(name: str) -> Backend:
     """Instantiate a resolved backend, or raise BackendUnavailable with one clear line."""
     if name == "cpu":

@@ -129,6 +129,9 @@ def _neighboured(row: pd.Series) -> bool:
 
 # The columns of a side that say whether the lab can vouch for its time (convlab.history.vouching).
 VOUCH_COLUMNS = ("backend", "throttled", "gpu_neighbours", "phase_ms")
+# What a side of the results database ran: the cell's path and its kernel files' hash (empty for a
+# summary file's side), by which compare --why restores each version (convlab.pairs.comparewhy).
+VERSION_COLUMNS = ("cell", "kernel_hash")
 
 
 def unconfirmed_note(row: pd.Series, word: str, labels: tuple[str, str]) -> str:
@@ -155,7 +158,7 @@ def compare_sets(a: pd.DataFrame, b: pd.DataFrame, floor: float,
     if not 0 < floor < 1:
         raise CompareError(f"--floor {floor:g}: give a fraction between 0 and 1 (e.g. 0.08 for 8 %)")
     keys = [k for k in KEY_COLUMNS if k in a.columns and k in b.columns]  # an older summary may lack some
-    values = ["status", "kernel_ms", "kernel_ms_iqr", "reps", *VOUCH_COLUMNS]
+    values = ["status", "kernel_ms", "kernel_ms_iqr", "reps", *VOUCH_COLUMNS, *VERSION_COLUMNS]
     sides = []
     for rows, label in ((a, labels[0]), (b, labels[1])):
         keyed = _keyed(rows, keys, label)
@@ -191,8 +194,12 @@ def compare_sets(a: pd.DataFrame, b: pd.DataFrame, floor: float,
     for side in ("a", "b"):
         table[f"reps_{side}"] = pd.to_numeric(table[f"reps_{side}"], errors="coerce").round().astype("Int64")
         table[f"spread_{side}"] = table[f"kernel_ms_iqr_{side}"].map(number) / table[f"kernel_ms_{side}"].map(number)
+    for column in VERSION_COLUMNS:
+        for side in ("a", "b"):
+            table[f"{column}_{side}"] = table[f"{column}_{side}"].fillna("").astype(str)
     order = keys + ["status_a", "status_b", "kernel_ms_a", "kernel_ms_b", "spread_a", "spread_b", "reps_a", "reps_b",
-                    "ratio", "ratio_low", "ratio_high", "floor", "noise", "verdict", "note", "neighboured"]
+                    "ratio", "ratio_low", "ratio_high", "floor", "noise", "verdict", "note", "neighboured",
+                    *(f"{column}_{side}" for column in VERSION_COLUMNS for side in ("a", "b"))]
     return table[order].sort_values(keys, kind="stable", key=_natural).reset_index(drop=True)
 
 

@@ -104,20 +104,25 @@ def _latest_up_to_run(connection, rowid: int) -> list[int]:
 
 
 def snapshot(connection, how: str, value: object) -> pd.DataFrame:
-    """Each cell's latest measurement in the selection, as summary rows (with row_check)."""
+    """Each cell's latest measurement in the selection, as summary rows (with row_check, and the
+    database's cell and kernel_hash)."""
     if how == "run":
         rows = _latest_up_to_run(connection, int(value))
     else:
         rows = [row for (row,) in connection.execute(
             "SELECT rowid FROM (SELECT rowid, row_number() OVER (PARTITION BY cell ORDER BY finished_at DESC, "
             "rowid DESC) AS newest FROM measurements WHERE git_commit = ?) WHERE newest = 1", (value,))]
-    texts = []
+    records = []
     for start in range(0, len(rows), 500):  # only the chosen rows are unpacked
         chunk = rows[start:start + 500]
-        texts += [text for (text,) in connection.execute(
-            f"SELECT {store.ROW_JSON} FROM measurements WHERE rowid IN ({','.join('?' * len(chunk))}) "
-            "ORDER BY rowid", chunk) if text]  # a damaged row's JSON reads as none
-    return pd.DataFrame.from_records([json.loads(text) for text in texts])
+        # with the cell's path and its kernel files' hash, which the database keeps beside the row:
+        # what compare --why restores each side's version by
+        records += [{**json.loads(text), "cell": cell, "kernel_hash": kernel_hash or ""}
+                    for text, cell, kernel_hash in connection.execute(
+                        f"SELECT {store.ROW_JSON}, cell, kernel_hash FROM measurements WHERE rowid IN "
+                        f"({','.join('?' * len(chunk))}) ORDER BY rowid", chunk)
+                    if text]  # a damaged row's JSON reads as none
+    return pd.DataFrame.from_records(records)
 
 
 def load_side(spec: str, results: str | Path = "results", device: str | None = None) -> ResultSet:

@@ -218,6 +218,22 @@ def _why_lines(verdicts: list[CellVerdict]) -> list[str]:
     return [f"    {shown.why} [{problem}]{more}"]
 
 
+def _unread_lines(verdicts: list[CellVerdict]) -> list[str]:
+    """Why no why was read, once per reason."""
+    unread = Counter(v.why.removeprefix(NOT_READ) for v in verdicts if v.why.startswith(NOT_READ))
+    return [f"  why: not read for {n} {'cell' if n == 1 else 'cells'}: {reason}" for reason, n in unread.most_common()]
+
+
+def why_lines(verdicts: list[CellVerdict]) -> list[str]:
+    """The whys alone, as a summary puts them under its kernel lines: each kernel's (of its cell
+    that changed most), then the reasons none was read. A preview says them after its verdicts."""
+    by_kernel: dict[str, list[CellVerdict]] = defaultdict(list)
+    for v in verdicts:
+        by_kernel[v.kernel].append(v)
+    lines = [f"  {kernel}: {line.strip()}" for kernel in sorted(by_kernel) for line in _why_lines(by_kernel[kernel])]
+    return lines + _unread_lines(verdicts)
+
+
 def _interval(verdicts: list[CellVerdict]) -> str:
     """The geomean's interval, where every compared cell has one (its pair's, or its own floor's):
     the cells' errors taken as independent, the geomean's half-width is their root mean square
@@ -270,8 +286,7 @@ def summary_lines(verdicts: list[CellVerdict], device: str, run_id: str, details
         hidden_counts = Counter(v.verdict for k in hidden for v in by_kernel[k])
         lines.append(f"  ... and {len(hidden)} more kernels: "
                      + ", ".join(f"{n} {w}" for w, n in hidden_counts.most_common()))
-    unread = Counter(v.why.removeprefix(NOT_READ) for v in verdicts if v.why.startswith(NOT_READ))
-    lines += [f"  why: not read for {n} {'cell' if n == 1 else 'cells'}: {reason}" for reason, n in unread.most_common()]
+    lines += _unread_lines(verdicts)
     busy = Counter(v.unconfirmed for v in verdicts if v.unconfirmed)
     lines += [f"  unconfirmed: {n} FASTER/SLOWER called UNCLEAR, {why}: a paired re-measurement would tell"
               for why, n in busy.most_common()]

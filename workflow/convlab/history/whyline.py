@@ -29,10 +29,12 @@ L2_WEIGHT = 0.5
 LOCAL_SHARE = 0.01
 
 
-def columns(previous: Mapping[str, object], new: Mapping[str, object]) -> dict[str, object]:
-    """Both sides' counts as the verdict CSVs' columns: why_<count>_previous and why_<count>_new."""
+def columns(previous: Mapping[str, object], new: Mapping[str, object],
+            sides: tuple[str, str] = ("previous", "new")) -> dict[str, object]:
+    """Both sides' counts as the verdict CSVs' columns: why_<count>_previous and why_<count>_new
+    (``sides``: other names for them, as compare's a and b)."""
     return {f"why_{count}_{side}": counts.get(count) for count in COUNTS
-            for side, counts in (("previous", previous), ("new", new))}
+            for side, counts in zip(sides, (previous, new))}
 
 
 COLUMNS = tuple(columns({}, {}))

@@ -28,7 +28,7 @@ from convlab.history.pairing import Candidate, candidates, restore_previous
 from convlab.history.verdictpolicy import DRIFT_FLOOR, VerdictPolicy, floor_for
 from convlab.history.verdictrule import Ratio
 from convlab.history.vouching import why_unvouched
-from convlab.pairs.whyprofile import pair_to_explain, with_why
+from convlab.pairs.whyprofile import WhyProfiler, pair_to_explain, with_why
 from convlab.plan.cell import Cell
 from convlab.plan.families import family
 from convlab.plan.registry import KernelSpec, get_kernel, read_kernel_folder
@@ -115,9 +115,12 @@ def run_pairs(config: dict[str, Any], cells: list[Cell], backend_name: str, resu
             connection.close()
         return [], own_s
     backend = get_backend(backend_name)
+    profiler = WhyProfiler(backend_name)
     try:
         with tempfile.TemporaryDirectory(prefix="convlab-versions-") as scratch:
             restored: dict[str, KernelSpec] = {}
+            if policy.why:
+                profiler.ready()  # Nsight Compute starts while the pairs are measured
             with exclusive_device(backend.device_key()):
                 backend.compile_ahead(previous_modules(chosen, connection, Path(scratch), restored))
                 rows = [measured_pair(c, connection, Path(scratch), restored, policy, backend) for c in chosen]
@@ -126,8 +129,9 @@ def run_pairs(config: dict[str, Any], cells: list[Cell], backend_name: str, resu
                 versions = {c.cell.path: (pair_to_explain(c.cell, restored[c.previous_hash], get_kernel(c.cell.kernel),
                                                           registered_new=True))
                             for c in chosen if c.previous_hash in restored}
-                rows, _ = with_why(rows, versions, backend_name, policy.threshold)
+                rows, _ = with_why(rows, versions, profiler, policy.threshold)
     finally:
+        profiler.close()
         connection.close()
     return rows, own_s
 

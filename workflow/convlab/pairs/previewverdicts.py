@@ -16,6 +16,7 @@ for it has gone: the watch starts again from the new files.
 from __future__ import annotations
 
 import os
+import shutil
 import sqlite3
 import tempfile
 import time
@@ -40,7 +41,8 @@ from convlab.history.verdictrule import SLOWER
 from convlab.history.verdicts import NEW, CellVerdict, csv_text, judge, summary_lines
 from convlab.pairs.pairmeasure import measured_pair, previous_modules, refusal_kind
 from convlab.pairs.previewplan import Recorded, candidate_of, differing, edited, read_saved, recorded_versions
-from convlab.pairs.whyprofile import pair_to_explain, with_why
+from convlab.pairs.previewwhy import PendingWhy, begin_why, drop_pending, owns, why_profiler
+from convlab.pairs.whyprofile import pair_to_explain, to_explain, with_why
 from convlab.paths import REPO_ROOT
 from convlab.plan.cell import Cell
 from convlab.plan.registry import KernelSpec, shown
@@ -71,6 +73,8 @@ class PreviewRequest:
     differing: bool = False
     watcher: int | None = None
     details: Path | None = None  # where the verdicts per cell go, if anywhere (never under results/)
+    # the why said after the verdicts, by a second request (convlab.pairs.previewwhy): a watch's
+    why_after: bool = False
 
 
 class Preview:
@@ -159,11 +163,22 @@ class Preview:
         """The measured pairs' verdicts, each FASTER or SLOWER one with its why where the config asks
         (profiled after the pairs, outside the device's lock: the profiled process takes it)."""
         pairs = [pair for _, _, pair, _ in self.pending]
+        profiling = None
         if self.policy.why:
             versions = {pair.cell: versions for _, _, pair, versions in self.pending if versions is not None}
-            pairs, _ = with_why(pairs, versions, self.request.backend, self.policy.threshold)
-        for (new, previous, _, _), pair in zip(self.pending, pairs):
-            self.verdicts.append(judge(new, previous, pair=pair, threshold=self.policy.threshold))
+            profiler = why_profiler(self.request.backend)
+            if self.request.why_after:  # begun now, read after the verdicts are said
+                chosen = to_explain(pairs, versions, self.policy.threshold)
+                profiling = (profiler.begin([versions[row.cell] for row in chosen]), chosen)
+            else:
+                pairs, _ = with_why(pairs, versions, profiler, self.policy.threshold)
+                profiler.ready()  # for the next save
+        judged = [(new, previous, pair) for (new, previous, _, _), pair in zip(self.pending, pairs)]
+        self.verdicts += [judge(new, previous, pair=pair, threshold=self.policy.threshold)
+                          for new, previous, pair in judged]
+        if profiling is not None:
+            begin_why(PendingWhy(self.request.backend, profiling[0], profiling[1], judged, self.verdicts,
+                                 self.policy.threshold, self.scratch, self.request.details))
         self.pending = []
 
     # -- what it says -------------------------------------------------------------------------
@@ -191,8 +206,14 @@ def preview_kernels(request: PreviewRequest, registry: dict[str, KernelSpec], ce
     they come. True where a cell is SLOWER, or a kernel did not compile or a cell not verify (what
     `--fail-on slower` fails on). Superseded where newer files (or a watch that left) stopped it;
     ``started``: the time.perf_counter() the preview's figure of seconds counts from."""
-    with tempfile.TemporaryDirectory(prefix="convlab-preview-") as scratch:
+    drop_pending()  # a why its watch never collected: it would hold the device meanwhile
+    scratch = tempfile.mkdtemp(prefix="convlab-preview-")
+    try:
         run = Preview(request, say, Path(scratch))
+        if run.policy.why:
+            # Nsight Compute and the replay start now, unless they wait already (from the watch's warm-up
+            # or the last save): while the cells compile and pair
+            why_profiler(request.backend).ready()
         run.saved = {kernel: read_saved(registry[kernel], request.backend, Path(scratch)) for kernel in request.kernels}
         try:
             connection = open_copy(request.results, Path(scratch) / "database")
@@ -203,6 +224,9 @@ def preview_kernels(request: PreviewRequest, registry: dict[str, KernelSpec], ce
         finally:
             if connection is not None:
                 connection.close()
+    finally:
+        if not owns(Path(scratch)):  # else the why's replay reads its copies: removed once collected
+            shutil.rmtree(scratch, ignore_errors=True)
 
 
 def run_preview(run: Preview, cells: list[Cell], connection: sqlite3.Connection | None, started: float) -> bool:

@@ -34,14 +34,15 @@ from convlab.history.verdictpolicy import VerdictPolicy
 from convlab.history.verdictrule import FASTER, SLOWER, Ratio, verdict_of_interval
 from convlab.paths import REPO_ROOT
 from convlab.plan.cell import Cell
-from convlab.plan.config import read_config_file, validate_config
+from convlab.plan.config import validate_config
 from convlab.plan.registry import KernelSpec, get_kernel, read_kernel_folder
+from convlab.plan.runconfig import run_config
 from convlab.run.paired import PairRefused, measure_pair
 
 CELLS_SHOWN = 10  # false calls and cells not measured named in the lines; every cell is in --details
 
 
-def self_check_config(files: list[str], folder: Path) -> dict[str, Any]:
+def measured_config(files: list[str], folder: Path) -> dict[str, Any]:
     """With ``files`` (--configfile), the config as `snakemake` reads it (config/config.yaml, each
     file on top); without, the config of the run that recorded last in ``folder``, else
     config/config.yaml."""
@@ -51,10 +52,8 @@ def self_check_config(files: list[str], folder: Path) -> dict[str, Any]:
             return validate_config(json.loads(recorded.read_text()), source=str(recorded))
         except ValueError:
             pass  # damaged: the config on disk is the next best guess
-    raw: dict = {}
-    for path in ["config/config.yaml", *files]:
-        raw.update(read_config_file(path))
-    return validate_config(raw, source=", ".join(["config/config.yaml", *files]))
+    config, _ = run_config(files)
+    return config
 
 
 def last_run_ok_cells(connection: sqlite3.Connection) -> tuple[str, set[str]] | None:

@@ -19,12 +19,14 @@ def render_html(table: pd.DataFrame, header: list[str], summary: list[str], titl
     colours = {SAME: "#eef5ee", FASTER: "#cfe8cf", SLOWER: "#f6cccc", UNCLEAR: "#fff2c2", MISSING: "#e4e4e4"}
     names = cell_names(table)
     head = ("cell", "status A", "status B", "A ms", "spread A", "B ms", "spread B", "B/A", "floor", "noise", "verdict")
+    why = "why" in table and bool((table["why"] != "").any())  # compare --why
+    head += ("why",) * why
     body = []
     for index, row in table.iterrows():
         values = (names[index], row["status_a"], row["status_b"], ms_text(row["kernel_ms_a"]), percent_text(row["spread_a"]),
                   ms_text(row["kernel_ms_b"]), percent_text(row["spread_b"]),
                   "" if math.isnan(row["ratio"]) else f"{row['ratio']:.3f}", percent_text(row["floor"]),
-                  percent_text(row["noise"]), row["verdict"])
+                  percent_text(row["noise"]), row["verdict"], *([row["why"]] if why else []))
         colour = colours.get(row["verdict"], "#e4e4e4")
         body.append(f'<tr style="background:{colour}">'
                     + "".join(f"<td>{html.escape('' if pd.isna(v) else str(v))}</td>" for v in values) + "</tr>")

@@ -81,10 +81,27 @@ class Profiled:
     stall_seconds: float = 0.0  # the same of the stall counters' profile
 
 
-def run_profiled(argv: list[str], scratch: Path, metrics: tuple[str, ...], replay: str = "application") -> Profiled:
-    """``argv`` run under Nsight Compute (collecting ``metrics`` from its profiler start to stop,
-    with NVTX ranges), and the kernels of its report, printed as a raw CSV page of those metrics
-    (the page of all it holds, device attributes and all, takes longer to print).
+@dataclass
+class ProfiledProcess:
+    """A process started under Nsight Compute (start_profiled), whose report finish_profiled reads."""
+
+    process: subprocess.Popen
+    log: Path  # Nsight Compute's own output: its notes, then the report's raw page
+    metrics: tuple[str, ...]
+    ncu: str
+    started: float
+
+    def running(self) -> bool:
+        return self.process.poll() is None
+
+
+def start_profiled(argv: list[str], scratch: Path, metrics: tuple[str, ...],
+                   replay: str = "application") -> ProfiledProcess | Profiled:
+    """``argv`` started under Nsight Compute (collecting ``metrics`` from its profiler start to
+    stop, with NVTX ranges), which prints the kernels it profiled as a raw CSV page of those metrics
+    into its log when the process ends; or the Profiled that says why it could not start. The
+    process may start before it knows its work (a standby: convlab.pairs.whyprofile), as Nsight
+    Compute's start costs seconds whatever it reads.
 
     Application replay (the default): ``argv`` runs once per pass the metrics need, and nothing is
     saved or restored around a kernel, so the replay may keep what its cells share (docs/counters.md
@@ -96,41 +113,52 @@ def run_profiled(argv: list[str], scratch: Path, metrics: tuple[str, ...], repla
     The clocks stay as the driver sets them (--clock-control none), as in the timed launches: the
     bytes do not depend on them, and the percentages are then of the peaks at the clocks the kernel
     ran at. Only the metrics named are collected: Nsight Compute otherwise adds the avg, min and max
-    of each sum."""
+    of each sum. The page is printed by the profiling Nsight Compute itself: a second one to print a
+    saved report would cost its own start."""
     started = time.perf_counter()
     ncu = ncu_command()
     if ncu is None:
         return Profiled(reason="Nsight Compute (ncu) is not on PATH (it comes with the CUDA toolkit; or set "
                                "CONVLAB_NCU)")
-    report = scratch / "counters.ncu-rep"
+    log = scratch / "ncu.log"
+    log.unlink(missing_ok=True)
     # the profiled process runs this checkout's package, whatever the job's PYTHONPATH
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO_ROOT / "workflow"),
                                                                      os.environ.get("PYTHONPATH")])))
     try:
-        run = subprocess.run([ncu, "--replay-mode", replay, "--profile-from-start", "off", "--nvtx",
-                              "--clock-control", "none", "--disable-extra-suffixes", "--metrics", ",".join(metrics),
-                              "--export", str(report), "--force-overwrite", *argv],
-                             capture_output=True, text=True, env=env)
+        process = subprocess.Popen([ncu, "--replay-mode", replay, "--profile-from-start", "off", "--nvtx",
+                                    "--clock-control", "none", "--disable-extra-suffixes", "--metrics",
+                                    ",".join(metrics), "--csv", "--page", "raw", "--print-units", "base",
+                                    "--log-file", str(log), *argv],
+                                   stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                   text=True, env=env)
     except OSError as error:
         return Profiled(reason=f"Nsight Compute ({ncu}) could not be started: {error}")
-    said = run.stdout + run.stderr
+    return ProfiledProcess(process, log, metrics, ncu, started)
+
+
+def finish_profiled(profiled: ProfiledProcess) -> Profiled:
+    """The kernels of a profiled process's report, once it has ended (or why there are none)."""
+    printed, _ = profiled.process.communicate()
+    said = (profiled.log.read_text(errors="replace") if profiled.log.is_file() else "") + (printed or "")
     if PERMISSION in said:
         return Profiled(reason=f"no permission to read GPU counters ({PERMISSION}): the driver lets only admins "
                                "profile (docs/counters.md)")
-    if run.returncode != 0 or not report.is_file():
-        return Profiled(reason=f"Nsight Compute failed (exit {run.returncode}): {_last_error(said)}")
-    printed = subprocess.run([ncu, "--import", str(report), "--csv", "--page", "raw", "--print-units", "base",
-                              "--metrics", ",".join(metrics)], capture_output=True, text=True)
-    if printed.returncode != 0:
-        return Profiled(reason=f"Nsight Compute could not print its report: "
-                               f"{_last_error(printed.stdout + printed.stderr)}")
+    if profiled.process.returncode != 0:
+        return Profiled(reason=f"Nsight Compute failed (exit {profiled.process.returncode}): {_last_error(said)}")
     try:
-        launches = parse_raw_csv(printed.stdout, metrics)
+        launches = parse_raw_csv(said, profiled.metrics)
     except ReportError as error:
         return Profiled(reason=f"Nsight Compute's report could not be read: {error}")
     # one line per profiled kernel and pass
     passes = (round(said.count("==PROF== Profiling") / len(launches)),) if launches else ()
-    return Profiled(launches, "", len(launches), passes, seconds=time.perf_counter() - started)
+    return Profiled(launches, "", len(launches), passes, seconds=time.perf_counter() - profiled.started)
+
+
+def run_profiled(argv: list[str], scratch: Path, metrics: tuple[str, ...], replay: str = "application") -> Profiled:
+    """``argv`` run under Nsight Compute, and the kernels of its report (start_profiled says how)."""
+    started = start_profiled(argv, scratch, metrics, replay)
+    return started if isinstance(started, Profiled) else finish_profiled(started)
 
 
 def profile(plan: list[tuple[Cell, dict[str, str]]], scratch: Path, metrics: tuple[str, ...] = METRICS,

@@ -3,10 +3,15 @@ cell's kernel placed on one set of operands (as the pair measured them, convlab.
 up, launched once untimed, then launched once each in the NVTX range that names it: pair ``p``'s
 previous version in range 2p, its new version in 2p + 1. Run inside Nsight Compute by
 convlab.pairs.whyprofile, after and apart from the pair's timed rounds.
+
+A replay started ahead of its plan (a standby) waits for the plan's file before it touches the GPU,
+and leaves without a launch once the process that started it, or its Nsight Compute, has gone.
 """
 
 from __future__ import annotations
 
+import os
+import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -17,6 +22,7 @@ from convlab.run.steps import Placed, launch, load_inputs, place, set_up
 from convlab.status import CellFailure
 
 SIDES = ("previous", "new")
+POLL_S = 0.005  # how often a standby looks for its plan: a few stat() calls, against seconds of start
 
 
 @dataclass(frozen=True)
@@ -92,3 +98,30 @@ def replay_pair(index: int, pair: PairToExplain, backend: Backend) -> str:
     except (OSError, KeyError, ValueError) as error:
         return f"its versions could not be read: {error}"
     return ""
+
+
+def ready_marker(plan: Path) -> Path:
+    """The file a standby replay writes beside its plan's path once it waits for it."""
+    return plan.with_name(plan.name + ".ready")
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def wait_for_plan(plan: Path, parent: int | None) -> bool:
+    """Wait until ``plan`` exists (True), or until ``parent`` (the process that started the
+    standby) or this process's own parent (its Nsight Compute) has gone (False)."""
+    launcher = os.getppid()
+    ready_marker(plan).write_text(str(os.getpid()))
+    while not plan.is_file():
+        if os.getppid() != launcher or (parent is not None and not alive(parent)):
+            return False
+        time.sleep(POLL_S)
+    return True

@@ -17,7 +17,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from convlab.backends import get_backend
+from convlab.backends import get_backend, import_backend
 from convlab.backends.devicelock import exclusive_device
 from convlab.console import Console
 from convlab.history.record import read_rows
@@ -26,7 +26,7 @@ from convlab.plan.cell import Cell
 from convlab.plan.gridfile import read_grid
 from convlab.run.counterreplay import as_timed, replay_cells
 from convlab.run.nsightprofile import read_counters
-from convlab.run.whyreplay import PairToExplain, replay_pairs
+from convlab.run.whyreplay import PairToExplain, replay_pairs, wait_for_plan
 
 
 def counters(args: argparse.Namespace, console: Console) -> int:
@@ -71,7 +71,13 @@ def counters_replay(args: argparse.Namespace, console: Console) -> int:
 
 
 def why_replay(args: argparse.Namespace, console: Console) -> int:
-    pairs = [PairToExplain.from_json(item) for item in json.loads(Path(args.plan).read_text())]
+    plan = Path(args.plan)
+    if args.wait_for_plan:
+        import_backend("cuda")  # while it waits; the device is touched once the plan has come
+    if args.wait_for_plan and not wait_for_plan(plan, args.parent):
+        console.say("why-replay: no plan came before the process that started it left: nothing replayed")
+        return 0
+    pairs = [PairToExplain.from_json(item) for item in json.loads(plan.read_text())]
     backend = get_backend("cuda")
     with exclusive_device(backend.device_key()):
         reasons = replay_pairs(pairs, backend)

@@ -17,7 +17,7 @@ from convlab.console import Console
 from convlab.history import store
 from convlab.history.compare import CompareError
 from convlab.history.store import device_folder
-from convlab.pairs.selfcheck import check_itself, last_run_ok_cells, sample, self_check_config
+from convlab.pairs.selfcheck import check_itself, last_run_ok_cells, measured_config, sample
 from convlab.plan.grid import build_cells
 from convlab.status import UserError
 
@@ -25,7 +25,7 @@ from convlab.status import UserError
 def check_verdicts(args: argparse.Namespace, console: Console) -> int:
     try:
         folder = device_folder(args.results, args.device)
-        config = self_check_config(args.configfile, folder)
+        config = measured_config(args.configfile, folder)
         connection = store.open_for_reading(store.database_path(folder))
     except (UserError, CompareError, store.HistoryUnavailable) as error:
         console.warn(f"error: {error}")

@@ -67,10 +67,13 @@ class Watch:
         narrowing = [option for flag, values in (("--sizes", args.sizes), ("--strides", args.strides)) if values
                      for option in (flag, *map(str, values))]
         config = plan.config
-        if args.why is not None:  # --why / --no-why over the config's verdicts.why
-            config = {**config, "verdicts": {**config["verdicts"], "why": args.why}}
+        # a why on a GPU unless --no-why: it is said after the verdict, which it never delays
+        self.why = args.why if args.why is not None else bool(config["verdicts"]["why"] or plan.backend == "cuda")
+        config = {**config, "verdicts": {**config["verdicts"], "why": self.why}}
         self.argv = ["preview", "--config", json.dumps(config), "--backend", plan.backend, "--device", plan.device,
                      "--results", str(Path(args.results) / plan.device), *narrowing, "--watcher", str(os.getpid())]
+        if self.why:
+            self.argv.append("--why-after")
         if args.details:
             self.argv += ["--details", str(details_file(args.details, args.results))]
         self.fail_on = args.fail_on
@@ -83,7 +86,15 @@ class Watch:
 
     def preview(self, kernels: list[str], *extra: str) -> int:
         """One preview of ``kernels``: its exit status (SUPERSEDED where newer files stopped it)."""
-        argv = [*self.argv, *extra, "--kernels", *kernels]
+        return self.ask([*self.argv, *extra, "--kernels", *kernels], kernels)
+
+    def collect_why(self) -> None:
+        """The last preview's why, said once Nsight Compute has profiled it (nothing where none)."""
+        if self.why:
+            self.ask([*self.argv, "--collect-why"], [])
+
+    def ask(self, argv: list[str], kernels: list[str]) -> int:
+        """The preview command ``argv`` run by the service's worker (here with CONVLAB_SERVICE=off)."""
         command, parsed = parse(argv)
         self.asked_at = time.monotonic()
         if not service_on():
@@ -161,11 +172,12 @@ def warm_up(watcher: Watch) -> threading.Thread:
 
 
 def once(watcher: Watch) -> int:
-    """One preview of the kernels whose files differ from their last recorded version; again from
-    the new files where a save stopped it."""
+    """One preview of the kernels whose files differ from their last recorded version (and its
+    why); again from the new files where a save stopped it."""
     while True:
         code = watcher.preview(list(watcher.plan.specs), "--differing")
         if code != SUPERSEDED:
+            watcher.collect_why()
             return code
 
 
@@ -189,8 +201,13 @@ def watch_saves(watcher: Watch, owners: dict[Path, list[str]], files: SavedFiles
         code = watcher.preview(sorted(pending))
         if code == SUPERSEDED:
             continue  # the next poll sees the newer files
-        watcher.console.say(f"watch: {time.monotonic() - saved_at:.1f} s from the save; waiting for the next "
-                            "(Ctrl-C stops)")
+        verdict_s = time.monotonic() - saved_at
+        if watcher.why:
+            watcher.collect_why()
+            took = f"{verdict_s:.1f} s from the save to the verdict, {time.monotonic() - saved_at:.1f} s to its why"
+        else:
+            took = f"{verdict_s:.1f} s from the save"
+        watcher.console.say(f"watch: {took}; waiting for the next (Ctrl-C stops)")
         pending.clear()
         saved_at = 0.0
 
