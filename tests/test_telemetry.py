@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from types import SimpleNamespace
 
@@ -69,6 +70,31 @@ def test_a_low_clock_or_a_slowing_reason_is_throttled():
     assert power_capped["throttled"] == "yes" and power_capped["throttle_reasons"] == "sw_power_cap"
     idle = observe(FakeNvml([1980], reasons=0x1))
     assert idle["throttled"] == "no" and idle["throttle_reasons"] == "gpu_idle"
+
+
+class SlowEndNvml(FakeNvml):
+    """NVML whose energy counter and process list take 0.2 s each, as a busy driver's may."""
+
+    def nvmlDeviceGetTotalEnergyConsumption(self, handle):  # noqa: N802
+        time.sleep(0.2)
+        return super().nvmlDeviceGetTotalEnergyConsumption(handle)
+
+    def nvmlDeviceGetComputeRunningProcesses(self, handle):  # noqa: N802
+        time.sleep(0.2)
+        return [SimpleNamespace(pid=os.getpid())]
+
+
+def test_the_window_ends_without_waiting_for_nvml_and_its_columns_wait_for_the_end_reading():
+    nvml = SlowEndNvml([1980])
+    observer = NvmlObserver(nvml, handle=None, default_sm_mhz=1980.0)
+    observer.__enter__()
+    time.sleep(0.02)
+    ending = time.perf_counter()
+    observer.__exit__(None, None, None)
+    assert time.perf_counter() - ending < 0.1  # the cell's next step starts at once
+    columns = observer.columns(timed(kernel_ms=0.5, flops=2e9))
+    assert columns["energy_j"] == pytest.approx(2.0)  # the end reading, one step of the counter on
+    assert columns["telemetry_samples"] >= 2 and columns["gpu_neighbours"] == 0
 
 
 def test_the_cpu_backend_has_empty_columns_and_says_why():

@@ -160,6 +160,16 @@ class NvmlObserver(Observer):
         while not self._stop.is_set():
             self._sample()
             self._stop.wait(SAMPLE_INTERVAL_S)
+        # The window's end, read here the moment it is marked: the energy counter and the
+        # process list take milliseconds of NVML each, which the cell's next step need not wait for.
+        try:
+            self._sample()  # at least one sample, however short the timing
+            self.neighbours.stop()
+            end = self._energy()
+        except self.nvml.NVMLError:  # a GPU gone mid-cell: its step says so; no end, no energy
+            return
+        if self._energy_mj and end is not None:
+            self._energy_mj.append(end)
 
     def __enter__(self) -> NvmlObserver:
         start = self._energy()
@@ -170,18 +180,18 @@ class NvmlObserver(Observer):
         return self
 
     def __exit__(self, *exc: object) -> None:
+        """Marks the window's end; the sampler reads it and finishes on its own (columns() waits for it)."""
         self._stop.set()
+
+    def finished(self) -> None:
+        """Waits for the sampler's reading of the window's end."""
         if self._thread is not None:
             self._thread.join()
-        self._sample()  # at least one sample, however short the timing
-        self.neighbours.stop()
-        end = self._energy()
-        if self._energy_mj and end is not None:
-            self._energy_mj.append(end)
 
     def columns(self, result: ResultView) -> dict[str, Any]:
         """The row's telemetry columns. Energy per repeat is the median power times the median
         kernel time: the energy counter's steps are too coarse for one sub-millisecond launch."""
+        self.finished()
         if not self.samples:
             return {}
         kernel_ms, flops = result.kernel_ms, result.flops
