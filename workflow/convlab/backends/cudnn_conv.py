@@ -1,7 +1,7 @@
 """cuDNN forward convolution through the cuDNN frontend graph API (package nvidia-cudnn-frontend).
 
 Plans are built once (setup time). ``plan: heuristic`` runs the first plan of cuDNN's
-heuristic ranking that builds; ``plan: best`` times every plan within the workspace
+heuristic ranking that builds and runs (the plans after it are never built); ``plan: best`` times every plan within the workspace
 cap and keeps the fastest (the seed-001 method, with the search kept out of kernel_ms).
 
 A replay of a measured cell (the counters', convlab.run.counterreplay) names the engine its
@@ -107,10 +107,25 @@ def _named_plan(backend, handle, graph, tensors: tuple[Any, Any, Any], buffers: 
     return _Plans(graph, tensors, [entry], 0, entry, entry)
 
 
+def _run_plan(backend, graph, pack: dict, handle, index: int, build: bool) -> tuple[tuple[int, str, int], Any]:
+    """The plan at ``index`` (built here where ``build``) run once: its (index, name, workspace bytes)
+    and its workspace. Whatever it raises declines the plan."""
+    name = graph.get_plan_name_at_index(index)
+    if build:
+        graph.build_plan_at_index(index)
+    size = int(graph.get_workspace_size_plan_at_index(index))
+    workspace = cupy.empty(max(size, 1), dtype=cupy.uint8)
+    graph.execute_plan_at_index(pack, workspace.data.ptr, index, handle=handle)
+    backend.synchronize()
+    return (index, name, size), workspace
+
+
 def _find_plans(backend, cudnn, handle, spec: KernelSpec, tunables: dict, settings: dict, problem: ConvProblem,
                 buffers: KernelBuffers) -> _Plans:
     """Build the graph, keep the plans that run here, and choose one (timing each for ``best``);
-    or the engine the settings name."""
+    or the engine the settings name. ``heuristic`` builds the ranked plans one by one and stops at
+    the first that runs: the plan a build of them all would choose, without compiling the rest."""
+    best = tunables.get("plan", "heuristic") == "best"
     try:
         graph, x, w, y = _build_graph(cudnn, handle, spec, settings, problem)
         if settings.get(ENGINE_SETTING):
@@ -118,7 +133,8 @@ def _find_plans(backend, cudnn, handle, spec: KernelSpec, tunables: dict, settin
             if named is not None:
                 return named
             graph, x, w, y = _build_graph(cudnn, handle, spec, settings, problem)
-        graph.build_plans(cudnn.build_plan_policy.ALL)
+        if best:
+            graph.build_plans(cudnn.build_plan_policy.ALL)
     except cudnn.cudnnGraphNotSupportedError as error:
         raise UnsupportedCell(f"cuDNN: {error}", "setup") from error
     pack = {x: buffers.image.data.ptr, w: buffers.weights.data.ptr, y: buffers.output.data.ptr}
@@ -127,21 +143,19 @@ def _find_plans(backend, cudnn, handle, spec: KernelSpec, tunables: dict, settin
     declined = []
     for index in range(graph.get_execution_plan_count()):
         try:
-            name = graph.get_plan_name_at_index(index)
-            size = int(graph.get_workspace_size_plan_at_index(index))
-            workspace = cupy.empty(max(size, 1), dtype=cupy.uint8)
-            graph.execute_plan_at_index(pack, workspace.data.ptr, index, handle=handle)
-            backend.synchronize()
+            entry, workspace = _run_plan(backend, graph, pack, handle, index, build=not best)
         except Exception as error:  # a plan that does not build or run here is skipped
             declined.append(f"{index}: {error}")
             continue
-        usable.append((index, name, size))
+        usable.append(entry)
         workspaces[index] = workspace
+        if not best:
+            break
     if not usable:
         raise UnsupportedCell("cuDNN offered no plan that runs: " + "; ".join(declined)[:500], "setup")
 
     heuristic = chosen = usable[0]
-    if tunables.get("plan", "heuristic") == "best":
+    if best:
         timed = {}
         for index, _name, _size in usable:
 
