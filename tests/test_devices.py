@@ -9,6 +9,7 @@ import sys
 import pytest
 from workflow_helpers import REPO, TINY
 
+from convlab.backends import choice
 from convlab.plan.config import ConfigError, validate_config
 from convlab.plan.devicelabel import Placement, choose_devices, unplaceable
 from convlab.snakefile import clusternodes
@@ -114,3 +115,39 @@ def test_both_device_and_devices_stop_the_run_with_one_line():
     errors = [line for line in (result.stdout + result.stderr).splitlines() if line.startswith("error:")]
     assert errors == ["error: config sets both device and devices: keep devices (several labels) or device (one)"]
     assert "Traceback" not in result.stdout + result.stderr
+
+
+SAME = [("NVIDIA H200", "GPU-aaa1"), ("NVIDIA H200", "GPU-bbb2")]
+MIXED = [("NVIDIA A100", "GPU-aaa1"), ("NVIDIA H100", "GPU-bbb2")]
+
+
+@pytest.mark.parametrize("listed, setting, bus_order, seen", [
+    (SAME, None, False, ["NVIDIA H200", "NVIDIA H200"]),
+    (SAME, "", False, []),
+    (SAME, "1", False, ["NVIDIA H200"]),
+    (SAME, "GPU-bbb", False, ["NVIDIA H200"]),
+    (SAME, "0,7,1", False, ["NVIDIA H200"]),  # CUDA stops at the first entry it cannot resolve
+    (SAME, "0,0", False, ["NVIDIA H200"]),
+    (SAME, "7", False, []),
+    (SAME, "MIG-4d2c", False, ["NVIDIA H200"]),
+    (MIXED, "GPU-bbb", False, ["NVIDIA H100"]),
+    (MIXED, "1", True, ["NVIDIA H100"]),
+    (MIXED, "1", False, ["NVIDIA A100", "NVIDIA H100"]),  # CUDA's fastest-first order: not known here
+    (MIXED, "GPU-", False, []),  # not one GPU's UUID
+])
+def test_the_visible_gpus_are_the_drivers_list_narrowed_as_cuda_reads_cuda_visible_devices(
+        listed, setting, bus_order, seen):
+    assert choice.visible(listed, setting, bus_order) == seen
+
+
+def test_one_model_of_a_mixed_host_chosen_by_uuid_is_that_models_label(monkeypatch):
+    listing = [(f"0000:0{i}:00.0", {"Model": model, "GPU UUID": uuid}) for i, (model, uuid) in enumerate(MIXED)]
+    monkeypatch.setattr(choice, "driver_gpus", lambda: listing)
+    monkeypatch.delenv("CUDA_DEVICE_ORDER", raising=False)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    config = validate_config({"backend": "cuda"})
+    with pytest.raises(ConfigError, match="UUIDs of the GPUs of one model"):
+        choose_devices(config, "cuda", choice.visible_gpu_names())
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-bbb2")
+    assert choice.visible_gpu_names() == ["NVIDIA H100"]
+    assert choose_devices(config, "cuda", choice.visible_gpu_names())[0] == [Placement("h100")]

@@ -41,13 +41,17 @@ def _first_version(*distributions: str) -> str | None:
 
 
 def visible_gpu_names() -> list[str]:
-    """The models of the GPUs the driver lists (its /proc files; else nvidia-smi -L), with
-    CUDA_VISIBLE_DEVICES set empty hiding them all."""
-    if os.environ.get("CUDA_VISIBLE_DEVICES") == "":
+    """The models of the GPUs this process's CUDA sees: the driver's list (its /proc files; else
+    nvidia-smi -L), narrowed by CUDA_VISIBLE_DEVICES as CUDA reads it (visible())."""
+    setting = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if setting == "":
         return []
-    names = [fields["Model"] for _, fields in driver_gpus() if fields.get("Model")]
-    if names:
-        return names
+    listed = [(fields["Model"], fields.get("GPU UUID", "")) for _, fields in driver_gpus() if fields.get("Model")]
+    return visible(listed or smi_gpus(), setting, os.environ.get("CUDA_DEVICE_ORDER") == "PCI_BUS_ID")
+
+
+def smi_gpus() -> list[tuple[str, str]]:
+    """(model, UUID) of each GPU `nvidia-smi -L` lists; empty without it."""
     smi = shutil.which("nvidia-smi")
     if smi is None:
         return []
@@ -55,7 +59,46 @@ def visible_gpu_names() -> list[str]:
         listing = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=20).stdout
     except (OSError, subprocess.SubprocessError):
         return []
-    return [m.group(1) for m in re.finditer(r"^GPU \d+: (.+?)(?: \(UUID.*)?$", listing, re.MULTILINE)]
+    return [(m.group(1), m.group(2) or "") for m in
+            re.finditer(r"^GPU \d+: (.+?)(?: \(UUID: (\S+?)\))?$", listing, re.MULTILINE)]
+
+
+def visible(listed: list[tuple[str, str]], setting: str | None, bus_order: bool) -> list[str]:
+    """The models of the GPUs ``listed`` ((model, UUID) in bus order) that a CUDA_VISIBLE_DEVICES of
+    ``setting`` leaves visible. CUDA reads its entries in order up to the first it cannot resolve
+    (or one named twice): an index, into the bus order under CUDA_DEVICE_ORDER=PCI_BUS_ID and else
+    fastest first; a GPU's UUID or a unique start of one; a MIG instance. Where the models differ and
+    an entry cannot be placed here (an index in the fastest-first order, a MIG instance), every
+    listed GPU is returned: which models are visible is not known."""
+    names = [name for name, _ in listed]
+    if setting is None:
+        return names
+    one_model = len(set(names)) <= 1
+    chosen: list[str] = []
+    seen: set[str] = set()
+    for entry in (part.strip() for part in setting.split(",")):
+        if entry.isdigit() and int(entry) < len(listed):
+            if not (bus_order or one_model):
+                return names
+            position = int(entry)
+        elif entry.startswith("GPU-"):
+            matches = [i for i, (_, uuid) in enumerate(listed) if uuid.startswith(entry)]
+            if len(matches) != 1:
+                break
+            position = matches[0]
+        elif entry.startswith("MIG-") and listed:
+            if not one_model:
+                return names
+            chosen.append(names[0])
+            continue
+        else:
+            break
+        key = listed[position][1] or str(position)
+        if key in seen:
+            break
+        seen.add(key)
+        chosen.append(names[position])
+    return chosen
 
 
 def driver_version() -> str | None:

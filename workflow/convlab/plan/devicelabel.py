@@ -40,8 +40,8 @@ def choose_label(configured: str | None, backend: str, gpu_names: list[str]) -> 
     models = sorted(set(gpu_names))
     if len(models) > 1:
         raise ConfigError(f"this host shows GPUs of {len(models)} models ({', '.join(models)}): their results "
-                          "would mix; set CUDA_VISIBLE_DEVICES to the GPUs of one model, or run each model "
-                          "with its own config device")
+                          "would mix; set CUDA_VISIBLE_DEVICES to the UUIDs of the GPUs of one model (nvidia-smi -L "
+                          "lists them), or run each model with its own config device")
     if models:
         label = slug(models[0])
         return label, f"results under results/{label}/ ({models[0]})"
