@@ -1,8 +1,9 @@
 """cuDNN forward convolution through the cuDNN frontend graph API (package nvidia-cudnn-frontend).
 
 Plans are built once (setup time). ``plan: heuristic`` runs the first plan of cuDNN's
-heuristic ranking that builds and runs (the plans after it are never built); ``plan: best`` times every plan within the workspace
-cap and keeps the fastest (the seed-001 method, with the search kept out of kernel_ms).
+heuristic ranking that builds and runs (the plans after it are never built); ``plan: best``
+times every plan within the workspace cap and keeps the fastest (the seed-001 method, with the
+search kept out of kernel_ms).
 
 A replay of a measured cell (the counters', convlab.run.counterreplay) names the engine its
 timed run chose in the setting ENGINE_SETTING: that plan alone is built and run, so the replay
