@@ -113,6 +113,9 @@ def test_the_figures_of_planted_rows_and_runs(planted):
     assert f["bare_per_job_ms"] == near(20) and f["gap_per_bare_job"] == near(10)
     assert f["phase_median_ms"] == near({"startup": 55, "timing": 150, "e2e": 20, "settle": 10})
     assert list(f["phase_median_ms"]) == ["startup", "timing", "e2e", "settle"]  # the order they happen in
+    assert f["phase_sum_s"] == near({"startup": 0.22, "timing": 0.45, "e2e": 0.06, "settle": 0.01})
+    # service_ms less its phases from load to settle: a 10, b 20, c 50, d 20 ms; the start-up is the client's
+    assert f["unphased_median_ms"] == near(20) and f["unphased_sum_s"] == near(0.1)
     # b: 300 - 150 - 20 + 100, c: 100 + 200 (all overhead), d: 400 - 200 - 30 + 300
     assert f["overhead_median_ms"] == near(300)
     assert f["row_written_median_ms"] == near(5)
@@ -135,6 +138,10 @@ def test_the_table_prints_every_figure_and_target(planted):
                   "cell stage / Σ service_ms", "before the first cell", "after the last cell"):
         assert any(line.strip().startswith(label) for line in lines), label
     assert "  no-op " in table and "bare no-op 1.00 s" in table
+    timing = next(line for line in lines if line.strip().startswith("timing (the GPU work)"))
+    assert "150.0 ms" in timing and "Σ 0.45 s" in timing
+    unphased = next(line for line in lines if line.strip().startswith("service time in no phase"))
+    assert "20.0 ms" in unphased and "Σ 0.10 s" in unphased
     marks = lines[lines.index("targets") + 1:]
     assert [line.split("  ")[1].strip() for line in marks] == ["not met", "not met", "not met", "met", "met"]
     # the numbers line up: every value of the per-cell and totals rows ends in the same column

@@ -26,6 +26,9 @@ PHASES = ("startup", "connect", "queue", "load", "lock_wait", "place", "setup", 
           "verify", "settle")
 PHASE_LABELS = {"startup": "client start-up", "timing": "timing (the GPU work)", "e2e": "e2e (round trip)",
                 "lock_wait": "lock wait"}
+# The phases the service's time on a cell (``service_ms``) holds: from the worker taking it to its row.
+# What is left of service_ms after them is in no phase (building the row, observers' last readings).
+SERVICE_PHASES = PHASES[PHASES.index("load"):]
 # The targets: Snakemake's gap per cell against a bare Snakemake's cost per job; the per-cell cost
 # outside the measured work; the cell stage against the service's own time; the no-op run; the run.
 GAP_PER_BARE_JOB = 1.5
@@ -164,6 +167,12 @@ def overheads_ms(cells: Sequence[CellTimes]) -> list[float]:
             for later, gap in zip(ordered[1:], gaps_ms(ordered))]
 
 
+def unphased_ms(cells: Sequence[CellTimes]) -> list[float]:
+    """Per cell with a service time: the part of it in none of the service's phases."""
+    return [cell.service_ms - sum(ms for name, ms in cell.phases.items() if name in SERVICE_PHASES)
+            for cell in cells if cell.service_ms is not None]
+
+
 def per_job_ms(stamps: Iterable[float]) -> float | None:
     """A bare Snakemake's cost per job: the median difference between consecutive job starts."""
     ordered = sorted(stamps)
@@ -197,6 +206,9 @@ def pipeline_figures(cells: Sequence[CellTimes], runs: Runs) -> dict[str, Any]:
         "gap_per_bare_job": _ratio(median(gaps), bare_per_job),
         "phase_median_ms": {name: median([cell.phases[name] for cell in cells if name in cell.phases])
                             for name in phase_names(cells)},
+        "phase_sum_s": {name: sum(cell.phases.get(name, 0.0) for cell in cells) / 1e3 for name in phase_names(cells)},
+        "unphased_median_ms": median(unphased_ms(cells)),
+        "unphased_sum_s": sum(unphased_ms(cells)) / 1e3 if services else None,
         "job_median_ms": median([cell.job_ms for cell in cells]), "service_median_ms": median(services),
         # job_ms stops before the row is written: the write lands in the gap that follows
         "row_written_median_ms": median([(cell.written - cell.end) * 1e3 for cell in cells
@@ -260,9 +272,12 @@ def format_table(figures: Mapping[str, Any], heading: str = "") -> str:
         ("Snakemake gap per cell (median)", _ms(f["gap_median_ms"]),
          f"bare Snakemake per job {_ms(f['bare_per_job_ms'])}", f"ratio {_x(f['gap_per_bare_job'])}"),
         ("Snakemake gap per cell (p90)", _ms(f["gap_p90_ms"])),
-        *((PHASE_LABELS.get(name, name), _ms(ms)) for name, ms in f["phase_median_ms"].items()),
+        *((PHASE_LABELS.get(name, name), _ms(ms), f"Σ {_s(f['phase_sum_s'][name])}")
+          for name, ms in f["phase_median_ms"].items()),
         ("cell job (job_ms)", _ms(f["job_median_ms"])),
-        ("service time (service_ms)", _ms(f["service_median_ms"])),
+        ("service time (service_ms)", _ms(f["service_median_ms"]), f"Σ {_s(f['service_sum_s'])}"),
+        ("service time in no phase", _ms(f["unphased_median_ms"]), f"Σ {_s(f['unphased_sum_s'])}",
+         "service_ms − its phases from load to settle"),
         ("row written after job_ms ends", _ms(f["row_written_median_ms"]), "the row file's time; in the gap"),
         ("overhead outside timing and e2e", _ms(f["overhead_median_ms"]), "job_ms − timing − e2e + gap"),
     ]
