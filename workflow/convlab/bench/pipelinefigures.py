@@ -195,6 +195,7 @@ def pipeline_figures(cells: Sequence[CellTimes], runs: Runs) -> dict[str, Any]:
     bare_per_job = per_job_ms(runs.stamps)
     timings = [cell.phases.get("timing", 0.0) for cell in cells]
     services = [cell.service_ms for cell in cells if cell.service_ms is not None]
+    unphased = unphased_ms(cells)
     first = min((cell.start for cell in cells), default=None)
     last = max((cell.end for cell in cells), default=None)
     cell_stage = last - first if cells else None
@@ -207,8 +208,8 @@ def pipeline_figures(cells: Sequence[CellTimes], runs: Runs) -> dict[str, Any]:
         "phase_median_ms": {name: median([cell.phases[name] for cell in cells if name in cell.phases])
                             for name in phase_names(cells)},
         "phase_sum_s": {name: sum(cell.phases.get(name, 0.0) for cell in cells) / 1e3 for name in phase_names(cells)},
-        "unphased_median_ms": median(unphased_ms(cells)),
-        "unphased_sum_s": sum(unphased_ms(cells)) / 1e3 if services else None,
+        "unphased_median_ms": median(unphased),
+        "unphased_sum_s": sum(unphased) / 1e3 if unphased else None,
         "job_median_ms": median([cell.job_ms for cell in cells]), "service_median_ms": median(services),
         # job_ms stops before the row is written: the write lands in the gap that follows
         "row_written_median_ms": median([(cell.written - cell.end) * 1e3 for cell in cells
