@@ -341,19 +341,25 @@ def measuring_cell(repo: Path, lock: Path) -> tuple[int, str] | None:
         else:
             fcntl.flock(handle, fcntl.LOCK_UN)
             return None
+    shells, clients = [], []
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
             continue
         try:
             argv = [arg for arg in (proc / "cmdline").read_bytes().decode().split("\0") if arg != "-S"]
-            # the cell rule's start: `python -S -c 'from convlab.app.cellentry import run; run()' cell …`
-            started = argv[1:4] == ["-m", "convlab", "cell"] or (argv[1] == "-c" and "cellentry" in argv[2]
-                                                                   and argv[3] == "cell")
-            if started and Path(os.readlink(proc / "cwd")) == repo.resolve():
-                return int(proc.name), argv[argv.index("--out") + 1]
+            if Path(os.readlink(proc / "cwd")) != repo.resolve():
+                continue
+            # the cell job's shell, which reads the cell client: `bash -c '… cellclient.sh cell … --out ROW …'`
+            shell = re.search(r"cellclient\.sh cell .* --out (\S+)", argv[2]) if argv[1] == "-c" else None
+            if shell:
+                shells.append((int(proc.name), shell.group(1)))
+            # its Python client, where the shell handed it the cell: that one holds the connection
+            elif argv[1:4] == ["-m", "convlab", "cell"] or (argv[1] == "-c" and "cellentry" in argv[2]
+                                                             and argv[3] == "cell"):
+                clients.append((int(proc.name), argv[argv.index("--out") + 1]))
         except (OSError, ValueError, IndexError):
             continue  # gone, or not ours to read
-    return None
+    return (clients or shells or [None])[0]
 
 
 @pytest.mark.pipeline

@@ -1,17 +1,19 @@
-"""The cell job's own entry, and the one way in for a cell request. The cell rule starts it hundreds
-of times a run, as
+"""The cell job's Python entry, and the one way in for a cell request in Python. The cell rule's
+shell reads the cell client (convlab/service/cellclient.sh), which sends the cell to the door of the
+service the run named, where there is one, and otherwise starts this entry with the same line:
 
   python -S -c 'from convlab.app.cellentry import run; run()' cell --spec … [--image …] --bandwidth … --out …
 
 (`-c`, not `-m convlab`: runpy's own imports cost as much as the request), so its line is parsed
-here, by the cell request's options (convlab.service.cellrequest), never by the command table.
+here, by the cell request's options (convlab.service.cellrequest), never by the command table. The
+shell's request is the one build() makes here, field for field (a test holds them equal).
 
-Every caller of a cell (this entry, the whole command line, the `cell` handler) hands send_cell()
-the line's options; it builds the request once and picks its route, here and nowhere else: this
-process, where the command runs here (CONVLAB_SERVICE=off, or a command line told to run every
-command here); the socket the run named for this process (convlab.service.runsocket), written
+Every caller of a cell in Python (this entry, the whole command line, the `cell` handler) hands
+send_cell() the line's options; it builds the request once and picks its route, here and nowhere
+else: this process, where the command runs here (CONVLAB_SERVICE=off, or a command line told to run
+every command here); the socket the run named for this process (convlab.service.runsocket), written
 without the json module and answered as text, so that the job imports the socket's C module and
-nothing else; else, and after whatever that socket met, the retrying client
+nothing else; else, and after whatever that socket or the door met, the retrying client
 (convlab.service.client), which finds or starts the service, sends once more, or writes the
 job's own error row.
 
@@ -29,7 +31,7 @@ import time
 from convlab.app import CELL, TOOLS, place_of
 from convlab.service import cellrequest
 from convlab.service.cellrequest import exchange, json_text
-from convlab.service.jobenv import RUN_ID_ENV, service_on
+from convlab.service.jobenv import RUN_ID_ENV, door_failure, service_on
 from convlab.service.runsocket import run_socket
 
 TYPE_CHECKING = False  # typing's flag, without importing typing
@@ -68,8 +70,10 @@ def send_cell(options: Mapping[str, str | None], console: Console | None = None,
     asked for. ``console``: where the lines go (None: this process's own streams).
     ``in_this_process``: measure it here, not in the service."""
     request = cellrequest.build(options)
-    path = None if in_this_process else run_socket(sys.executable)
-    spec, failed = request[cellrequest.SPEC], None
+    # where the job's shell sent the cell to the door and met no answer, the retrying client goes on
+    failed = door_failure()
+    path = None if in_this_process or failed else run_socket(sys.executable)
+    spec = request[cellrequest.SPEC]
     if path is not None and spec.startswith("{") and spec.endswith("}"):  # else the retrying client says what is wrong
         answer = through_run_socket(request, path)
         if isinstance(answer, tuple):

@@ -70,6 +70,24 @@ def job_start() -> tuple[float, float]:
     return startup_ms, now - startup_ms / 1e3
 
 
+# What a cell job's shell met at the service's door after sending its cell there
+# (convlab/service/cellclient.sh), for the Python client it then hands the cell to: "timeout" (no
+# answer in time) or "lost" (the connection closed without one).
+DOOR_MET_ENV = "CONVLAB_CELL_DOOR"
+
+
+def door_failure() -> OSError | None:
+    """What the job's shell met at the door, as the error a socket's exchange would have met; None
+    where it met nothing (or sent nothing). The variable is this process's alone: a service it starts
+    does not inherit it."""
+    met = os.environ.pop(DOOR_MET_ENV, "")
+    if met == "timeout":
+        return TimeoutError("no answer at the service's door in time")
+    if met == "lost":
+        return ConnectionError("the service closed the connection at its door without an answer")
+    return None
+
+
 def env_seconds(name: str, default: float) -> float:
     try:
         value = float(os.environ.get(name, default))

@@ -1,8 +1,9 @@
 """The measurement service: a Unix socket in a directory only its user can open, one connection
-per cell job, and a pool of workers per backend (convlab.service.pool).
+per cell job, and a pool of workers per backend (convlab.service.pool). Cell jobs whose shell sends
+the cell itself come by its door instead (convlab.service.door: a loopback port and a secret).
 
-It refuses peers of another uid (SO_PEERCRED) and malformed requests (one line each, then it
-serves on), turns a worker that dies or hangs into an ``error`` row, and exits after its idle
+It refuses peers of another uid (SO_PEERCRED; at the door, any that cannot say the secret) and
+malformed requests (one line each, then it serves on), turns a worker that dies or hangs into an ``error`` row, and exits after its idle
 timeout or when asked to stop. Standard library only, the package's row writer and cell included
 (they import the standard library only).
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import select
 import signal
 import socket
 import struct
@@ -27,6 +29,14 @@ from convlab.measure.row import failure_row, write_row_atomically
 from convlab.measure.rowjournal import keep_unrecorded
 from convlab.plan.cell import Cell
 from convlab.service.client import process_alive
+from convlab.service.door import (
+    DoorRefused,
+    door_refusal,
+    door_reply,
+    open_door,
+    read_door_request,
+    remove_door_file,
+)
 from convlab.service.handout import problem_of
 from convlab.service.identity import Identity, ServicePaths
 from convlab.service.pool import WorkerGone, WorkerPool, WorkerTimeout
@@ -56,7 +66,7 @@ def prune_runtime_dir(folder: Path, keep: str) -> None:
     those untouched for a week."""
     cutoff = time.time() - STALE_AFTER_S
     for path in folder.glob("*"):
-        if path.name.startswith(keep) or path.suffix not in (".log", ".lock", ".json"):
+        if path.name.startswith(keep) or path.suffix not in (".log", ".lock", ".json", ".door"):
             continue
         try:
             if path.stat().st_mtime < cutoff:
@@ -99,6 +109,9 @@ class MeasurementService:
         self._stopping = threading.Event()
         self._listener: socket.socket | None = None
         self._socket_inode = 0
+        # the door for cell jobs that start no Python, and its secret (None: they use the socket)
+        self._door: socket.socket | None = None
+        self._door_secret, self._door_port = "", 0
         # inside a Slurm job the service lives no longer than the job's task
         self._job_task = int(os.environ["SLURM_TASK_PID"]) if os.environ.get("SLURM_TASK_PID", "").isdigit() else 0
 
@@ -114,6 +127,12 @@ class MeasurementService:
         listener.settimeout(1.0)
         self._listener = listener
         self._socket_inode = socket_path.stat().st_ino
+        try:
+            self._door, self._door_secret = open_door(self.paths.socket)
+            self._door.settimeout(1.0)
+            self._door_port = self._door.getsockname()[1]
+        except OSError as error:
+            print(f"{now_utc()} no door for cell jobs ({error}): they come by the socket", file=sys.stderr, flush=True)
         Path(self.paths.info).write_text(json.dumps({"pid": os.getpid(), "started_at": now_utc(),
                                                "idle_timeout_s": self.idle_timeout_s,
                                                "identity": self.identity.describe()}, indent=2) + "\n")
@@ -121,10 +140,11 @@ class MeasurementService:
     def serve_forever(self) -> None:
         assert self._listener is not None
         print(f"{now_utc()} service {os.getpid()} listening on {self.paths.socket}", file=sys.stderr, flush=True)
+        # one thread accepts at both, so that an idle exit never races a connection at the other
+        listeners = [listener for listener in (self._listener, self._door) if listener is not None]
         while not self._stopping.is_set():
-            try:
-                connection, _ = self._listener.accept()
-            except TimeoutError:
+            ready = select.select(listeners, [], [], 1.0)[0]
+            if not ready:
                 if self._idle_for() > self.idle_timeout_s:
                     print(f"{now_utc()} idle for {self.idle_timeout_s:g} s: leaving", file=sys.stderr, flush=True)
                     break
@@ -134,9 +154,14 @@ class MeasurementService:
                           file=sys.stderr, flush=True)
                     break
                 continue
-            with self._state:
-                self._in_flight += 1  # counted from accept, so an idle exit never races a new cell
-            threading.Thread(target=self._handle, args=(connection,), daemon=True).start()
+            for listener in ready:
+                try:
+                    connection, _ = listener.accept()
+                except (BlockingIOError, TimeoutError):
+                    continue
+                with self._state:
+                    self._in_flight += 1  # counted from accept, so an idle exit never races a new cell
+                threading.Thread(target=self._handle, args=(connection, listener is self._door), daemon=True).start()
         self.shutdown()
 
     def note_fault(self, line: str) -> None:
@@ -151,7 +176,9 @@ class MeasurementService:
         self._retire_socket()
 
     def _retire_socket(self) -> None:
-        """Remove the socket and record, unless a newer service has already put its own there."""
+        """Remove the socket, door file and record, unless a newer service has already put its own there."""
+        if self._door_port:
+            remove_door_file(self.paths.socket, self._door_port)
         try:
             if os.stat(self.paths.socket).st_ino == self._socket_inode:
                 os.unlink(self.paths.socket)
@@ -168,17 +195,21 @@ class MeasurementService:
         flight, then stop the workers."""
         self._stopping.set()
         self._retire_socket()
-        if self._listener is not None:
-            self._listener.close()
+        for listener in (self._listener, self._door):
+            if listener is not None:
+                listener.close()
         with self._state:
             self._state.wait_for(lambda: self._in_flight == 0)
         for pool in self.pools.values():
             pool.stop()
 
     # -- one connection -------------------------------------------------------------------------
-    def _handle(self, connection: socket.socket) -> None:
+    def _handle(self, connection: socket.socket, at_door: bool) -> None:
         try:
-            self._converse(connection)
+            if at_door:
+                self._converse_at_door(connection)
+            else:
+                self._converse(connection)
         finally:
             with self._state:
                 self._in_flight -= 1
@@ -213,6 +244,26 @@ class MeasurementService:
                     send_message(connection, answer)
             except (ConnectionError, TimeoutError, OSError):
                 return  # the client went away; a cell it asked for still wrote its row
+
+    def _converse_at_door(self, connection: socket.socket) -> None:
+        """A cell from a job's shell (convlab.service.door): its secret, then its request, each a
+        line; the answer is two lines. A request not taken is refused in a line, and the job sends
+        it by its Python client, which says what is wrong with it."""
+        with connection:
+            connection.settimeout(REQUEST_READ_TIMEOUT_S)
+            try:
+                try:
+                    message = json.loads(read_door_request(connection, self._door_secret))
+                    if not isinstance(message, dict) or message.get("op") != "cell":
+                        raise ProtocolError("the door takes cells only")
+                    request = check_request(message)
+                except (DoorRefused, ProtocolError, ValueError) as refused:
+                    connection.sendall(door_refusal(str(refused)))
+                    return
+                connection.settimeout(None)  # a cell may take as long as its own timeout allows
+                connection.sendall(door_reply(self._measure(request, connection)))
+            except (ConnectionError, TimeoutError, OSError):
+                return  # the job went away; a cell it asked for still wrote its row
 
     def _answer(self, request: dict[str, Any], connection: socket.socket) -> dict[str, Any]:
         op = request["op"]

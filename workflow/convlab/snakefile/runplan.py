@@ -43,6 +43,7 @@ from convlab.plan.grid import build_cells, gallery_size, image_sizes, problem_ra
 from convlab.plan.gridfile import grid_path, grid_text, write_grid
 from convlab.plan.libraryversions import identity as library_identity
 from convlab.plan.registry import KernelSpec, load_registry, relative
+from convlab.service.door import CELL_CLIENT
 from convlab.snakefile.reportplan import ReportPlan
 
 # Every output of a device label lives here (the rules' {device} wildcard); other devices' results
@@ -79,16 +80,16 @@ def benchmark_kernels() -> list[str]:
 
 
 def job_commands(basedir: str | Path, working_dir: str | Path = ".") -> tuple[str, str]:
-    """How a job runs the package (`python -m convlab`) and how a cell job starts its thin client.
+    """How a job runs the package (`python -m convlab`) and how a cell job sends its cell.
 
     Jobs run the package from this checkout, whatever else is on PYTHONPATH; the path is relative to
     the working directory, so that moving the checkout re-runs nothing. `-S`: a job is a thin client
     of the measurement service and needs no site-packages (convlab.app.cli restarts with them where
-    a command runs in the job's own process). A cell job starts with `-c`, whose start costs less than
-    `-m`'s."""
+    a command runs in the job's own process). A cell job's own shell reads the cell client
+    (convlab/service/cellclient.sh), which sends the cell without starting Python where it can."""
     package = os.path.relpath(Path(basedir) / "workflow", working_dir)
-    prefix = f"PYTHONPATH={package}${{PYTHONPATH:+:$PYTHONPATH}} python -S"
-    return f"{prefix} -m convlab", f"{prefix} -c 'from convlab.app.cellentry import run; run()'"
+    runner = f"PYTHONPATH={package}${{PYTHONPATH:+:$PYTHONPATH}} python -S -m convlab"
+    return runner, f". {shlex.quote(os.path.join(package, CELL_CLIENT))}"
 
 
 class RunPlan:
