@@ -350,7 +350,7 @@ def measuring_cell(repo: Path, lock: Path) -> tuple[int, str] | None:
             if Path(os.readlink(proc / "cwd")) != repo.resolve():
                 continue
             # the cell job's shell, which reads the cell client: `bash -c '… cellclient.sh cell … --out ROW …'`
-            shell = re.search(r"cellclient\.sh cell .* --out (\S+)", argv[2]) if argv[1] == "-c" else None
+            shell = re.search(r"cellclient\.sh cell .* --out ([^\s;]+)", argv[2]) if argv[1] == "-c" else None
             if shell:
                 shells.append((int(proc.name), shell.group(1)))
             # its Python client, where the shell handed it the cell: that one holds the connection

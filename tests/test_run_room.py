@@ -9,12 +9,14 @@ import re
 import shutil
 import subprocess
 import time
+from functools import partial
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 from workflow_helpers import REPO
 
+from convlab.plan.cell import CELL_PATH
 from convlab.plan.configfile import read_config_file
 from convlab.plan.gridfile import read_grid
 from convlab.service.jobenv import (
@@ -187,9 +189,9 @@ def test_a_cell_job_times_its_start_up_from_its_shells_stamp_or_else_from_its_pr
     assert stamped_age_s(now) is None and stamped_age_s(now, process_age=200.0) == pytest.approx(120, abs=1e-3)
 
 
-def fake_workflow(executor: str, jobs: list[str]) -> SimpleNamespace:
+def fake_workflow(executor: str | None, jobs: list[str], main: bool = True) -> SimpleNamespace:
     limiter = object()
-    return SimpleNamespace(executor_plugin=SimpleNamespace(name=executor),
+    return SimpleNamespace(executor_plugin=SimpleNamespace(name=executor) if executor else None, is_main_process=main,
                            scheduler=SimpleNamespace(job_rate_limiter=limiter),
                            dag=SimpleNamespace(needrun_jobs=lambda: [SimpleNamespace(rule=SimpleNamespace(name=n))
                                                                      for n in jobs]))
@@ -218,6 +220,44 @@ def test_the_run_starts_and_ends_without_snakemake(lab, monkeypatch):
     assert not (Path(".snakemake") / CLEAN_NAME).exists()
     runlife.on_end(failed=False)
     assert (Path(".snakemake") / CLEAN_NAME).exists() and ended == [True, False]
+
+
+def cell_wildcards(path: str) -> dict[str, str]:
+    """The cell job's wildcards, as Snakemake reads them from its row's path."""
+    pattern = re.sub(r"\\\{(\w+)\\\}", r"(?P<\1>[^/]+(?:/[^/]+)*?)", re.escape(CELL_PATH))
+    return re.fullmatch(pattern, path).groupdict()
+
+
+def test_a_run_with_a_cell_to_measure_starts_measuring_as_the_dags_first_cell_job_is_made(lab, monkeypatch):
+    started: list[str] = []
+    compiled: list[str] = []
+    monkeypatch.setattr(runlife, "start_service", started.append)
+    monkeypatch.setattr(runlife, "compile_ahead", lambda plan: compiled.append(plan.backend))
+    monkeypatch.setenv("CONVLAB_SERVICE", "on")
+    cell = lab.cells[0]
+    wildcards = cell_wildcards(cell.path)
+    for workflow in (fake_workflow(None, []), fake_workflow("dryrun", []), fake_workflow("slurm", []),
+                     fake_workflow("local", [], main=False)):  # no run, a dry run, a cluster's, a node's
+        lab.on_first_cell_job = partial(runlife.start_beside_the_dag, lab, workflow)
+        assert lab.cell_image(wildcards) == [cell.image]
+        assert (started, compiled) == ([], [])
+    lab.on_first_cell_job = partial(runlife.start_beside_the_dag, lab, fake_workflow("local", []))
+    lab.cell_image(wildcards)
+    lab.cell_image(wildcards)  # once: the first cell job only
+    assert (started, compiled) == (["cpu"], ["cpu"])
+    assert Path(lab.grid_of(SimpleNamespace(device=cell.device))).exists()  # the compile-ahead reads it
+    runlife.on_start(lab, fake_workflow("local", ["cell"]))
+    assert (started, compiled) == (["cpu"], ["cpu"])  # onstart starts nothing again
+    # every row there: whether a cell runs is known once the DAG is built, at onstart
+    for path in lab.cell_paths[cell.device]:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_text("row\n")
+    lab.measuring_started = False
+    lab.on_first_cell_job = partial(runlife.start_beside_the_dag, lab, fake_workflow("local", []))
+    lab.cell_image(wildcards)
+    assert started == ["cpu"]
+    runlife.on_start(lab, fake_workflow("local", ["cell"]))
+    assert started == ["cpu", "cpu"]
 
 
 def test_the_jobs_read_the_grid_the_run_planned_named_by_its_content(lab, monkeypatch):

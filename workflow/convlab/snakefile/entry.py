@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -18,7 +19,7 @@ from convlab.paths import REPO_ROOT
 from convlab.plan.configfile import DEFAULT_CONFIG_FILE, check_config_files, check_working_directory
 from convlab.snakefile.jobenvironment import export_job_environment
 from convlab.snakefile.prologue import RunRefused, prologue
-from convlab.snakefile.runlife import on_end, on_start
+from convlab.snakefile.runlife import on_end, on_start, start_beside_the_dag
 from convlab.snakefile.runplan import RunPlan
 from convlab.status import UserError
 
@@ -90,6 +91,8 @@ def start_run(config: Mapping[str, Any], workflow: Any) -> RunPlan:
     except UserError as error:
         refuse(error)
     export_job_environment(plan, workflow.is_main_process)
+    if workflow.is_main_process:
+        plan.on_first_cell_job = partial(start_beside_the_dag, plan, workflow)
     plan.config["report_intro"] = plan.report.intro()
     return plan
 

@@ -5,11 +5,14 @@ At the start: the run forgets that the last one ended cleanly (until this one do
 grid its jobs read (convlab.plan.gridfile), refuses what
 would fail every measurement, lifts Snakemake's job-rate limit where it paces nothing, and, where it
 will measure cells, starts the measurement service and the compile-ahead without waiting for them.
+Where a cell's row is missing, they start earlier, as the DAG's first cell job is made: the
+service's start and its workers' warm-up then overlap the rest of the DAG's build.
 At the end: the service rests (or stops, after a failure), and a clean end is noted.
 """
 
 from __future__ import annotations
 
+import os
 import shlex
 import subprocess
 from pathlib import Path
@@ -73,6 +76,36 @@ def measures_cells(workflow: Any) -> bool:
     return any(job.rule.name == "cell" for job in workflow.dag.needrun_jobs())
 
 
+def start_measuring(plan: RunPlan) -> None:
+    """The measurement service, started with the workers of the run's backend, and the compile-ahead
+    (which reads the grid written first): once per run, without waiting for either."""
+    if plan.measuring_started:
+        return
+    plan.measuring_started = True
+    plan.write_grids()
+    if service_on():
+        start_service(plan.backend)
+    compile_ahead(plan)
+
+
+def start_beside_the_dag(plan: RunPlan, workflow: Any) -> None:
+    """As the DAG's first cell job is made (RunPlan.cell_image): where the user's local run will
+    measure, start measuring now, beside the rest of the DAG's build (seconds on a large grid),
+    instead of at Snakemake's onstart. "Will measure" is known before the DAG only where a cell's
+    row is missing: a run that then asks for no cell (a narrower target) leaves the service to idle
+    out. A dry run's executor is not local; a run that onstart will refuse is left to it."""
+    plugin = workflow.executor_plugin
+    if not workflow.is_main_process or plugin is None or plugin.name != "local":
+        return
+    try:
+        preflight(plan, plugin.name)
+    except UserError:
+        return
+    if all(os.path.exists(path) for paths in plan.cell_paths.values() for path in paths):
+        return
+    start_measuring(plan)
+
+
 def on_start(plan: RunPlan, workflow: Any) -> None:
     """As Snakemake starts the first job (see this module's docstring). UserError where the run must
     not go on. On a cluster each group starts its service and compiles as its cells ask."""
@@ -83,9 +116,7 @@ def on_start(plan: RunPlan, workflow: Any) -> None:
     lift_local_rate_limit(workflow)
     if executor != "local" or not measures_cells(workflow):
         return
-    if service_on():
-        start_service(plan.backend)
-    compile_ahead(plan)
+    start_measuring(plan)
 
 
 def on_end(failed: bool) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -165,6 +165,10 @@ class RunPlan:
         # whether a row whose settings or measuring code differ from the plan's is measured again: as
         # Snakemake's params trigger does, unless the user turned it off (--rerun-triggers mtime)
         self.params_decide = True
+        # what the run does as the DAG's first cell job is made (convlab.snakefile.entry sets it in the
+        # run the user started), and whether the service and the compile-ahead have started
+        self.on_first_cell_job: Callable[[], None] | None = None
+        self.measuring_started = False
 
     @classmethod
     def build(cls, config: Mapping[str, Any], basedir: str | Path, default_file: str | None = DEFAULT_CONFIG_FILE,
@@ -232,7 +236,11 @@ class RunPlan:
         return self.cell_of(wildcards).to_json()
 
     def cell_image(self, wildcards: Any) -> list[str]:
-        """The picture a cell reads; cells on random data (CNN layers, GEMM) read none."""
+        """The picture a cell reads; cells on random data (CNN layers, GEMM) read none. Snakemake asks
+        it first of each cell job it makes: the first ask runs on_first_cell_job."""
+        if self.on_first_cell_job is not None:
+            first, self.on_first_cell_job = self.on_first_cell_job, None
+            first()
         image = self.cell_of(wildcards).image
         return [image] if image else []
 
