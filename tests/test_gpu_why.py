@@ -17,7 +17,7 @@ import time
 import pytest
 from gpu_helpers import gpu_cells, kept_version, planted_slow_down, write_image
 
-from convlab.history.whyline import why_line
+from convlab.history.whyline import SAME_WITHIN, why_line
 from convlab.pairs.whyprofile import WhyProfiler, explain
 from convlab.plan.registry import get_kernel
 from convlab.run.whyreplay import PairToExplain, Version
@@ -73,7 +73,10 @@ def test_a_planted_fma_chain_is_named_with_its_fmas_a_thread(tmp_path):
     added = item.new["fma_per_thread"] - item.previous["fma_per_thread"]
     assert abs(added - FMAS) <= 0.05 * FMAS, added
     dram = [side["dram_read_bytes"] + side["dram_write_bytes"] for side in (item.previous, item.new)]
-    assert abs(dram[1] / dram[0] - 1) <= 0.01, dram
+    # the line's own "same": the 16 MB output fits an H200's 50 MB L2, so how much of it reaches DRAM
+    # within the kernel depends on evictions (on one board the two sides' writes were 1.9 % apart, their
+    # reads 0.02 %: 1.07 % in all)
+    assert abs(dram[1] / dram[0] - 1) < SAME_WITHIN, dram
     assert item.line.startswith("why: instructions executed +"), item.line
     assert f"(FMA +{FMAS} a thread)" in item.line and "DRAM bytes same" in item.line, item.line
 
