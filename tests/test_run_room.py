@@ -4,6 +4,7 @@ the plan's construction and one-line lookups on it, nothing else."""
 
 from __future__ import annotations
 
+import inspect
 import os
 import re
 import shutil
@@ -106,6 +107,24 @@ def test_the_plan_is_built_once_from_the_config_and_answers_the_rules(lab):
     assert "results/gpus.html" in lab.final_outputs()
     assert lab.runner.startswith("PYTHONPATH=") and lab.runner.endswith("python -S -m convlab")
     assert set(lab.wildcard_values()) == {"device", "backend", "size", "experiment", "kernel", "problem", "variant"}
+
+
+def test_the_rules_functions_of_a_job_keep_their_signatures_for_snakemake(lab):
+    """Snakemake asks an input or params function's signature each time it calls it: the plan's
+    are plain functions whose signature is computed once and kept (inspect returns it at once)."""
+    named = set(re.findall(r"PLAN\.(\w+)", "".join(path.read_text() for path in RULES)))
+    functions = {name: getattr(lab, name) for name in named if callable(getattr(lab, name))}
+    of_a_job = {name: function for name, function in functions.items()
+                if "wildcards" in inspect.signature(function).parameters}
+    assert {"cell_image", "kernel_files", "cell_spec", "image_option", "cell_priority"} <= set(of_a_job)
+    for name, function in of_a_job.items():
+        assert "__signature__" in vars(function), name
+        assert getattr(lab, name) is function  # made once per plan
+        assert list(inspect.signature(function).parameters)[0] == "wildcards", name
+    cell = lab.cells[0]
+    wildcards = cell_wildcards(cell.path)
+    assert lab.cell_spec(wildcards) == cell.to_json()
+    assert lab.image_option(wildcards, SimpleNamespace(image="data/x.png")) == "--image data/x.png"
 
 
 def test_the_prologue_says_its_lines_in_order_and_a_typo_in_the_source_picture_removes_nothing(lab):

@@ -45,6 +45,7 @@ from convlab.plan.libraryversions import identity as library_identity
 from convlab.plan.registry import KernelSpec, load_registry, relative
 from convlab.service.door import CELL_CLIENT
 from convlab.snakefile.reportplan import ReportPlan
+from convlab.snakefile.rulefunction import rule_function
 
 # Every output of a device label lives here (the rules' {device} wildcard); other devices' results
 # beside it stay untouched.
@@ -201,6 +202,7 @@ class RunPlan:
             self._grid_texts[label] = grid_text(self._grid_config, cells)
         return grid_path(label, self._grid_texts[label])
 
+    @rule_function
     def grid_of(self, wildcards: Any) -> str:
         """grid_file() of a job's device wildcard."""
         return self.grid_file(wildcards.device)
@@ -217,9 +219,11 @@ class RunPlan:
             raise ValueError(f"{path} is not a cell of the configured grid")
         return self.cells_by_path[path]
 
+    @rule_function
     def cell_priority(self, wildcards: Any) -> float:
         return self.priorities[self.cell_of(wildcards).path]
 
+    @rule_function
     def picture_priority(self, wildcards: Any) -> float:
         """A downscaled picture is made as its first reader's turn comes: the highest priority of the
         cells that read it (and the gallery's, where it shows it), so that the cells still run by
@@ -230,11 +234,13 @@ class RunPlan:
             readers.append(MIDWAY)
         return max(readers, default=0)
 
+    @rule_function
     def cell_spec(self, wildcards: Any) -> str:
         """The cell's full settings as JSON. A function of the wildcards (not of the output), so that
         Snakemake's params trigger sees it and re-runs a cell whose settings change."""
         return self.cell_of(wildcards).to_json()
 
+    @rule_function
     def cell_image(self, wildcards: Any) -> list[str]:
         """The picture a cell reads; cells on random data (CNN layers, GEMM) read none. Snakemake asks
         it first of each cell job it makes: the first ask runs on_first_cell_job."""
@@ -244,8 +250,8 @@ class RunPlan:
         image = self.cell_of(wildcards).image
         return [image] if image else []
 
-    @staticmethod
-    def image_option(wildcards: Any, input: Any) -> str:
+    @rule_function
+    def image_option(self, wildcards: Any, input: Any) -> str:
         return f"--image {input.image}" if input.image else ""
 
     def files_of(self, kernel: str, backend: str) -> tuple[str, ...]:
@@ -276,12 +282,15 @@ class RunPlan:
             self._libraries[key] = library_identity(self.kernels[kernel].libraries(backend))
         return self._libraries[key]
 
+    @rule_function
     def kernel_files(self, wildcards: Any) -> list[str]:
         return list(self.files_of(wildcards.kernel, wildcards.backend))
 
+    @rule_function
     def kernel_libraries(self, wildcards: Any) -> str:
         return self.libraries_of(wildcards.kernel, wildcards.backend)
 
+    @rule_function
     def gallery_kernel_files(self, wildcards: Any) -> list[str]:
         return list(self.files_of(wildcards.kernel, self.backend))
 
@@ -299,19 +308,23 @@ class RunPlan:
                 chosen.setdefault(cell.kernel, cell)
         return chosen
 
+    @rule_function
     def gallery_spec(self, wildcards: Any) -> str:
         return self.gallery_cells(wildcards.device)[wildcards.kernel].to_json()
 
+    @rule_function
     def family_cells(self, wildcards: Any) -> list[str]:
         """A family slice's rows: the cells of its family on its device label."""
         return self.family_cell_paths[wildcards.device][wildcards.experiment]
 
+    @rule_function
     def other_family_cells(self, wildcards: Any) -> list[str]:
         """Every other cell of the slice's device label: the slice waits for them, so that no report
         job draws while a cell is timed."""
         return [path for name, paths in self.family_cell_paths[wildcards.device].items()
                 if name != wildcards.experiment for path in paths]
 
+    @rule_function
     def device_cells(self, wildcards: Any) -> list[str]:
         return self.cell_paths[wildcards.device]
 
@@ -327,6 +340,7 @@ class RunPlan:
             resources["constraint"] = lambda wildcards: constraints[wildcards.device]
         return resources
 
+    @rule_function
     def verdict_heading(self, wildcards: Any) -> str:
         """The line above a device label's verdict when a run measures several labels."""
         return f"results/{wildcards.device}:\n" if len(self.devices) > 1 else ""
