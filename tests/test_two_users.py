@@ -188,23 +188,29 @@ def test_two_users_runs_on_one_gpu_both_complete_and_never_overlap(users, shared
 
 
 PROBE = """
-import os, socket, sys
-directory, sock = sys.argv[1], sys.argv[2]
+import json, os, socket, sys
+directory, sock, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
 for what, attempt in (("list", lambda: os.listdir(directory)),
                       ("connect", lambda: socket.socket(socket.AF_UNIX).connect(sock)),
-                      ("read", lambda: open(sock.replace(".sock", ".json")).read())):
+                      ("read", lambda: open(sock.replace(".sock", ".json")).read()),
+                      ("door", lambda: open(sock.replace(".sock", ".door")).read())):
     try:
         attempt()
         print(f"{what}: allowed")
     except PermissionError:
         print(f"{what}: refused")
+# the port of the door is on the loopback address, open to every user: without the secret nothing is taken
+# (no single quote in this text: the shell line that runs it as the other user quotes it so)
+with socket.create_connection(("127.0.0.1", port), timeout=20) as door:
+    door.sendall(b"a-guess\\n" + json.dumps({"op": "stop"}).encode() + b"\\n")
+    print("at the door:", door.makefile().readline().strip())
 """
 
 
 def test_no_user_can_reach_another_users_service(users, shared_tmp):
     """User A's service lives in A's 0700 runtime directory: user B can neither list it, read its
-    identity, connect to its socket (so B can send it no work and cannot stop it), nor point
-    CONVLAB_RUNTIME_DIR at it."""
+    identity or its door's secret, connect to its socket (so B can send it no work and cannot stop
+    it), get anything taken at its door's port, nor point CONVLAB_RUNTIME_DIR at it."""
     owner, other = users
     root = shared_tmp / "services"
     root.mkdir(mode=0o755)
@@ -220,9 +226,11 @@ def test_no_user_can_reach_another_users_service(users, shared_tmp):
         assert sockets, service.communicate(timeout=5) if service.poll() is not None else "no socket in 60 s"
         assert directory.stat().st_mode & 0o777 == 0o700
 
-        probe = as_user(other, ["python", "-c", PROBE, str(directory), str(sockets[0])], shared_tmp)
+        port = Path(str(sockets[0]).replace(".sock", ".door")).read_text().split()[0]
+        probe = as_user(other, ["python", "-c", PROBE, str(directory), str(sockets[0]), port], shared_tmp)
         out, err = probe.communicate(timeout=60)
-        assert out.split("\n")[:3] == ["list: refused", "connect: refused", "read: refused"], out + err
+        assert out.split("\n")[:5] == ["list: refused", "connect: refused", "read: refused", "door: refused",
+                                       "at the door: refused"], out + err
         hijack = as_user(other, ["python", "-m", "convlab", "serve", "--stop"], shared_tmp, cwd=repo,
                          extra={"CONVLAB_RUNTIME_DIR": str(directory)})
         out, err = hijack.communicate(timeout=60)
