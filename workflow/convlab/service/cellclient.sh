@@ -98,9 +98,13 @@ __convlab_cell_at_door() {
   now=$EPOCHREALTIME
   json+=",\"sent_at\":${now/,/.}}}"
 
-  local fd kind='' line=''
+  local fd kind='' line='' sent=0
   { exec {fd}<>"/dev/tcp/127.0.0.1/$port"; } 2>/dev/null || return 100
-  if ! { printf '%s\n%s\n' "$secret" "$json" >&"$fd"; } 2>/dev/null; then
+  # a peer that closes before reading is a failed write here, not a SIGPIPE that ends the job
+  trap '' PIPE
+  { printf '%s\n%s\n' "$secret" "$json" >&"$fd"; } 2>/dev/null || sent=$?
+  trap - PIPE
+  if ((sent != 0)); then
     exec {fd}>&-
     return 100
   fi
