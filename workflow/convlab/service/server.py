@@ -3,9 +3,9 @@ per cell job, and a pool of workers per backend (convlab.service.pool). Cell job
 the cell itself come by its door instead (convlab.service.door: a loopback port and a secret).
 
 It refuses peers of another uid (SO_PEERCRED; at the door, any that cannot say the secret) and
-malformed requests (one line each, then it serves on), turns a worker that dies or hangs into an ``error`` row, and exits after its idle
-timeout or when asked to stop. Standard library only, the package's row writer and cell included
-(they import the standard library only).
+malformed requests (one line each, then it serves on), turns a worker that dies or hangs into an
+``error`` row, and exits after its idle timeout or when asked to stop. Standard library only, the
+package's row writer and cell included (they import the standard library only).
 """
 
 from __future__ import annotations
