@@ -216,13 +216,20 @@ def test_no_user_can_reach_another_users_service(users, shared_tmp):
     root.mkdir(mode=0o755)
     root.chmod(0o755)
     repo = user_repo(owner, root)
+    directory = Path(f"/tmp/convlab-{int(subprocess.run(['id', '-u', owner], capture_output=True, text=True).stdout)}")
+    # the owner's services of the tests before may still idle there: this test's is the new one
+    before = set(directory.glob("*.sock"))
     service = as_user(owner, ["python", "-m", "convlab", "serve", "--idle-timeout", "60"], shared_tmp, cwd=repo)
     try:
-        directory = Path(f"/tmp/convlab-{int(subprocess.run(['id', '-u', owner], capture_output=True, text=True).stdout)}")
+
+        def started() -> list[Path]:  # its socket, once its door file is written beside it too
+            return [path for path in set(directory.glob("*.sock")) - before
+                    if Path(str(path).replace(".sock", ".door")).exists()]
+
         deadline = time.monotonic() + 60
-        while not list(directory.glob("*.sock")) and time.monotonic() < deadline and service.poll() is None:
+        while not started() and time.monotonic() < deadline and service.poll() is None:
             time.sleep(0.2)
-        sockets = list(directory.glob("*.sock"))
+        sockets = started()
         assert sockets, service.communicate(timeout=5) if service.poll() is not None else "no socket in 60 s"
         assert directory.stat().st_mode & 0o777 == 0o700
 
