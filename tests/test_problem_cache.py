@@ -105,6 +105,26 @@ def test_every_cell_gets_its_own_fresh_input_and_one_that_writes_into_it_changes
     # the host arrays the round trip copies in are shared, and read-only
     assert again.host_inputs["input"] is placed.host_inputs["input"]
     assert not again.host_inputs["input"].flags.writeable
+    # and the one they copy out into: shared, writable, in the output's shape
+    assert again.host_output is placed.host_output and again.host_output.flags.writeable
+    assert again.host_output.shape == again.buffers.output.shape
+
+
+def resident_bytes() -> int:
+    return int(Path("/proc/self/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+@pytest.mark.skipif(not Path("/proc/self/statm").is_file(), reason="reads the process's resident size from /proc")
+def test_the_round_trips_host_output_is_resident_before_any_copy_into_it():
+    """np.empty maps its pages on first touch, which a copy into it would pay inside its time."""
+    size = 64 << 20
+    before = resident_bytes()
+    untouched = np.empty(size // 4, dtype=np.float32)
+    assert resident_bytes() - before < size // 4
+    unkept = SharedProblem().host_output((size // 4,))
+    assert resident_bytes() - before > size * 0.9
+    assert unkept.flags.writeable and unkept.dtype == np.float32
+    del untouched
 
 
 def test_each_layout_has_its_own_master(kept):

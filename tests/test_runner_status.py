@@ -57,6 +57,43 @@ def test_unwritten_output_is_wrong(image_path):
     assert row["nonfinite"] > 0 and "NaN" in row["reason"]
 
 
+def test_a_kernel_that_goes_wrong_after_its_first_runs_is_wrong(image_path):
+    """What is verified is a run after the timing's (the round trip's last), not the first launch:
+    a kernel that keeps state between runs (a counter it never resets) and is right only at first."""
+
+    def right_twice(honest, problem, buffers):
+        runs = []
+
+        def run():
+            honest.run()
+            runs.append(1)
+            if len(runs) > 2:
+                buffers.output[:] *= 1.5
+
+        return PreparedKernel(run, honest.info)
+
+    row = run_cell(cell_for("direct"), image_path, backend=SabotagedBackend(right_twice))
+    assert row["status"] == "wrong" and row["max_rel_err"] > 0.4
+
+
+def test_a_kernel_that_stops_writing_after_its_first_launch_is_wrong(image_path):
+    """Each round trip starts from a NaN-filled output: a kernel that writes nothing after its first
+    launch leaves NaN there, which the check finds, however right its first output was."""
+
+    def writes_once(honest, problem, buffers):
+        runs = []
+
+        def run():
+            if not runs:
+                honest.run()
+            runs.append(1)
+
+        return PreparedKernel(run, honest.info)
+
+    row = run_cell(cell_for("direct"), image_path, backend=SabotagedBackend(writes_once))
+    assert row["status"] == "wrong" and row["nonfinite"] > 0 and "NaN" in row["reason"]
+
+
 @pytest.mark.parametrize("failure,status", [
     (LaunchConfigError("launch refused: CUDA_ERROR_INVALID_VALUE: invalid argument", "launch"), "invalid_config"),
     (DeviceOutOfMemory("out of memory allocating 9 GB", "launch"), "oom"),

@@ -78,9 +78,10 @@ class Backend(ABC):
 
     @abstractmethod
     def end_to_end_ms(self, run: Callable[[], None], host_inputs: dict[str, np.ndarray],
-                      buffers: KernelBuffers, reps: int) -> float:
-        """Median time of copying ``host_inputs`` to their device buffers, computing, and
-        copying the output back."""
+                      buffers: KernelBuffers, host_output: np.ndarray, reps: int) -> float:
+        """Median time of copying ``host_inputs`` to their device buffers, computing, and copying
+        the output back into ``host_output``; each repeat's output filled with NaN before its time
+        starts, so that the output the last one leaves is a fresh run's."""
 
     @abstractmethod
     def copy_bandwidth_gbps(self) -> float:

@@ -7,7 +7,8 @@ makes these once. Why sharing them cannot change a row:
 
 - the key (problem_key) is everything the operands are made from, the picture by its resolved path,
   size and modification time, so that a changed picture is read again;
-- kept host arrays are read-only: nothing may write into what another cell reads;
+- kept host arrays are read-only: nothing may write into what another cell reads (the one
+  writable kept array, the round trip's host output, is written by every cell and read by none);
 - a cell's device inputs are its own device-to-device copies of the masters: a kernel that writes
   into its input changes its own copy only;
 - each time a kept master or reference is used again, its bits are checked against the checksum
@@ -39,6 +40,15 @@ ProblemKey = tuple[Hashable, ...]
 # picture's problem holds about 0.8 GiB, an 8192^3 GEMM's 1.3 GiB); the largest (16384^2 tiling,
 # 4 GiB) are kept one or two at a time, where their timed work dwarfs what they share anyway.
 KEPT_BYTES = 8 << 30
+
+
+def resident_host_array(shape: tuple[int, ...]) -> np.ndarray:
+    """A float32 host array whose pages are already mapped. np.empty's pages are mapped on first
+    touch, and a device-to-host copy into them paid for that inside its time: into a fresh 1 GiB
+    array an H200 host's copy took 268 ms, into a touched one 70 ms."""
+    array = np.empty(shape, dtype=np.float32)
+    array.fill(0)
+    return array
 
 
 def problem_fields(cell: Cell) -> ProblemKey:
@@ -113,6 +123,11 @@ class SharedProblem:
         """An input on the host in a kernel's layout (what the round trip copies in)."""
         return self._keep(("host", name, layout), make)
 
+    def host_output(self, shape: tuple[int, ...]) -> np.ndarray:
+        """The host array the round trip copies the output into, its pages mapped (resident_host_array);
+        kept by shape: every cell's round trip writes it, and nothing reads it."""
+        return self._keep(("host output", shape), lambda: resident_host_array(shape), writable=True)
+
     def device_input(self, name: str, layout: str, make: Callable[[], Any], xp: Any) -> Any:
         """The cell's own device input in a kernel's layout: where kept, a device-to-device copy of
         the master, so that a kernel that writes into its input changes nothing another cell reads."""
@@ -134,8 +149,9 @@ class SharedProblem:
         self._cache = None
         self._kept.clear()
 
-    def _keep(self, name: Hashable, make: Callable[[], Made], xp: Any = None) -> Made:
-        """``make()``'s value, kept under ``name``; with ``xp``, an array checked on every reuse."""
+    def _keep(self, name: Hashable, make: Callable[[], Made], xp: Any = None, writable: bool = False) -> Made:
+        """``make()``'s value, kept under ``name``; with ``xp``, an array checked on every reuse; host
+        arrays read-only unless ``writable``."""
         if self._cache is None:
             return make()
         kept = self._kept.get(name)
@@ -147,7 +163,7 @@ class SharedProblem:
             value = make()
             kept = _Kept(value, tuple(_arrays(value)), None if xp is None else checksum(xp, value))
             for array in kept.arrays:
-                if isinstance(array, np.ndarray):
+                if isinstance(array, np.ndarray) and not writable:
                     array.flags.writeable = False
             self._kept[name] = kept
             self._cache.trim(self)

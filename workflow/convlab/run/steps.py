@@ -50,11 +50,13 @@ class CellInputs:
 
 @dataclass(frozen=True)
 class Placed:
-    """The operands on the device in the kernel's layouts, and the host arrays the round trip copies in."""
+    """The operands on the device in the kernel's layouts, and the host arrays the round trip copies
+    in and out of."""
 
     layout: dict[str, str]
     host_inputs: dict[str, np.ndarray]
     buffers: KernelBuffers
+    host_output: np.ndarray
 
 
 @dataclass(frozen=True)
@@ -118,11 +120,12 @@ def load_inputs(cell: Cell, image_path: str | Path | None = None) -> CellInputs:
 
 
 def place(backend: Backend, inputs: CellInputs, layout: dict[str, str]) -> Placed:
-    """The operands on the device, in the layouts the kernel declares, and a NaN-filled output."""
+    """The operands on the device, in the layouts the kernel declares, a NaN-filled output, and the
+    host array the round trip copies it into (its pages mapped, so that the copy's time is the copy's)."""
     with backend.guard("place"):
         host_inputs, buffers = inputs.operands.place(backend, layout, inputs.shared)
         backend.synchronize()
-    return Placed(layout, host_inputs, buffers)
+    return Placed(layout, host_inputs, buffers, inputs.shared.host_output(tuple(buffers.output.shape)))
 
 
 def set_up(backend: Backend, inputs: CellInputs, placed: Placed) -> Prepared:
@@ -149,13 +152,15 @@ def time_kernel(backend: Backend, inputs: CellInputs, prepared: Prepared) -> Tim
 
 
 def round_trip(backend: Backend, inputs: CellInputs, placed: Placed, prepared: Prepared, timing: TimingResult) -> float:
-    """Copy in, compute, copy out (ms). Its failures read as the timing's, of which it is part."""
+    """Copy in, compute, copy out (ms), each repeat on a NaN-filled output: the output the last one
+    leaves is a fresh run's, after the timing's, which verify_output compares. Its failures read as
+    the timing's, of which it is part."""
     # the round trip is dominated by copies: a slow kernel or a large transfer needs one repeat,
     # not five
     small = timing.median_ms < 100 and inputs.problem.bytes_moved < E2E_SINGLE_REP_BYTES
     reps = inputs.cell.timing["e2e_reps"] if small else 1
     with backend.guard("timing"):
-        return backend.end_to_end_ms(prepared.kernel.run, placed.host_inputs, placed.buffers, reps)
+        return backend.end_to_end_ms(prepared.kernel.run, placed.host_inputs, placed.buffers, placed.host_output, reps)
 
 
 def precision(inputs: CellInputs) -> str:
@@ -177,13 +182,19 @@ def comparing_module(backend: Backend, inputs: CellInputs) -> Any:
 
 
 def verify(backend: Backend, inputs: CellInputs, placed: Placed, prepared: Prepared) -> Verified:
-    """NaN-poisoned output, one run, compared with the float64 reference (made once per problem
-    where the process keeps problems, on the side it is compared on)."""
-    operands, output = inputs.operands, placed.buffers.output
+    """NaN-poisoned output, one run, compared with the float64 reference (verify_output)."""
     with backend.guard("verify"):
-        output.fill(np.nan)
+        placed.buffers.output.fill(np.nan)
         prepared.kernel.run()
         backend.synchronize()
+    return verify_output(backend, inputs, placed)
+
+
+def verify_output(backend: Backend, inputs: CellInputs, placed: Placed) -> Verified:
+    """The output a run on a NaN-poisoned output left, compared with the float64 reference (made once
+    per problem where the process keeps problems, on the side it is compared on)."""
+    operands, output = inputs.operands, placed.buffers.output
+    with backend.guard("verify"):
         comparable: Any = operands.comparable_output(output, placed.layout)
         xp = comparing_module(backend, inputs)
         if xp is np:
