@@ -105,9 +105,21 @@ def test_every_cell_gets_its_own_fresh_input_and_one_that_writes_into_it_changes
     # the host arrays the round trip copies in are shared, and read-only
     assert again.host_inputs["input"] is placed.host_inputs["input"]
     assert not again.host_inputs["input"].flags.writeable
-    # and the one they copy out into: shared, writable, in the output's shape
-    assert again.host_output is placed.host_output and again.host_output.flags.writeable
+    # and the one they copy out into: one buffer, writable, in the output's shape
+    assert np.shares_memory(again.host_output, placed.host_output) and again.host_output.flags.writeable
     assert again.host_output.shape == again.buffers.output.shape
+
+
+def test_one_host_output_serves_every_problem_and_grows_to_the_largest(kept):
+    small, large = kept.problem(("small",)), kept.problem(("large",))
+    first = small.host_output((4, 5, 1))
+    assert np.shares_memory(first, large.host_output((1, 4, 5)))
+    bigger = large.host_output((6, 6, 1))
+    assert bigger.shape == (6, 6, 1) and not np.shares_memory(first, bigger)
+    assert np.shares_memory(small.host_output((2, 3)), bigger)
+    assert kept.nbytes == 0  # outside the problems' bytes, which hold nothing else here
+    kept.clear()
+    assert not np.shares_memory(small.host_output((2, 3)), bigger)  # a cleared cache lets go of it
 
 
 def resident_bytes() -> int:

@@ -7,8 +7,9 @@ makes these once. Why sharing them cannot change a row:
 
 - the key (problem_key) is everything the operands are made from, the picture by its resolved path,
   size and modification time, so that a changed picture is read again;
-- kept host arrays are read-only: nothing may write into what another cell reads (the one
-  writable kept array, the round trip's host output, is written by every cell and read by none);
+- kept host arrays are read-only: nothing may write into what another cell reads (the round
+  trip's host output, one buffer of the cache's for every problem, is written by every cell and
+  read by none);
 - a cell's device inputs are its own device-to-device copies of the masters: a kernel that writes
   into its input changes its own copy only;
 - each time a kept master or reference is used again, its bits are checked against the checksum
@@ -23,6 +24,7 @@ on, as it does the pictures' cache.
 
 from __future__ import annotations
 
+import math
 import sys
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterator
@@ -124,9 +126,11 @@ class SharedProblem:
         return self._keep(("host", name, layout), make)
 
     def host_output(self, shape: tuple[int, ...]) -> np.ndarray:
-        """The host array the round trip copies the output into, its pages mapped (resident_host_array);
-        kept by shape: every cell's round trip writes it, and nothing reads it."""
-        return self._keep(("host output", shape), lambda: resident_host_array(shape), writable=True)
+        """The host array the round trip copies the output into, its pages mapped: the cache's
+        (ProblemCache.host_output) where this problem is kept, else one of its own."""
+        if self._cache is None:
+            return resident_host_array(shape)
+        return self._cache.host_output(shape)
 
     def device_input(self, name: str, layout: str, make: Callable[[], Any], xp: Any) -> Any:
         """The cell's own device input in a kernel's layout: where kept, a device-to-device copy of
@@ -149,9 +153,8 @@ class SharedProblem:
         self._cache = None
         self._kept.clear()
 
-    def _keep(self, name: Hashable, make: Callable[[], Made], xp: Any = None, writable: bool = False) -> Made:
-        """``make()``'s value, kept under ``name``; with ``xp``, an array checked on every reuse; host
-        arrays read-only unless ``writable``."""
+    def _keep(self, name: Hashable, make: Callable[[], Made], xp: Any = None) -> Made:
+        """``make()``'s value, kept under ``name``; with ``xp``, an array checked on every reuse."""
         if self._cache is None:
             return make()
         kept = self._kept.get(name)
@@ -163,7 +166,7 @@ class SharedProblem:
             value = make()
             kept = _Kept(value, tuple(_arrays(value)), None if xp is None else checksum(xp, value))
             for array in kept.arrays:
-                if isinstance(array, np.ndarray) and not writable:
+                if isinstance(array, np.ndarray):
                     array.flags.writeable = False
             self._kept[name] = kept
             self._cache.trim(self)
@@ -177,6 +180,7 @@ class ProblemCache:
     def __init__(self, capacity: int = 0, max_bytes: int = KEPT_BYTES) -> None:
         self.capacity, self.max_bytes = capacity, max_bytes
         self._problems: OrderedDict[ProblemKey, SharedProblem] = OrderedDict()
+        self._host_output: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self._problems)
@@ -206,10 +210,21 @@ class ProblemCache:
             if self._problems[key] is not newest:
                 self._problems.pop(key).detach()
 
+    def host_output(self, shape: tuple[int, ...]) -> np.ndarray:
+        """A view in ``shape`` of the one host buffer every kept problem's round trip copies its
+        output into: written by every cell, read by none. It grows to the largest output asked for
+        (outside ``max_bytes``: counted there, a 16384² problem's two layouts would no longer fit)."""
+        count = math.prod(shape)
+        if self._host_output is None or self._host_output.size < count:
+            self._host_output = None  # the smaller one goes before the larger is made
+            self._host_output = resident_host_array((count,))
+        return self._host_output[:count].reshape(shape)
+
     def clear(self) -> None:
         for problem in self._problems.values():
             problem.detach()
         self._problems.clear()
+        self._host_output = None
 
 
 # Off (capacity 0) in one-shot processes; a service worker turns it on.
