@@ -14,6 +14,7 @@ import pytest
 from convlab.plan.config import validate_config
 from convlab.plan.grid import build_cells
 from convlab.problem.verify import compare, reference_scale
+from convlab.problem.wordsum import word_sum
 from convlab.run.runner import run_cell
 from convlab.run.steps import comparing_module, load_inputs, place
 
@@ -106,3 +107,19 @@ def test_compare_gives_the_same_verdict_on_the_host_and_on_the_device(damage, la
     assert device.max_rel_err == pytest.approx(host.max_rel_err, rel=1e-9)
     assert device.rel_l2_err == pytest.approx(host.rel_l2_err, rel=1e-9)
     assert device.reason == host.reason
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.float16, np.float32, np.float64])
+@pytest.mark.parametrize("length", [0, 1, 31, 1000, 2048 * 256 * 3 + 5])
+def test_the_device_word_sum_is_the_host_one(dtype, length):
+    """The checksum's own kernel gives NumPy's exact sum of the words, modulo 2**64, at every word
+    size and at lengths below a warp, between, and past one pass of the grid; on a strided view too."""
+    import cupy
+
+    rng = np.random.default_rng(length)
+    words = rng.integers(0, np.iinfo(np.uint64).max, length, dtype=np.uint64, endpoint=True)
+    values = words.view(np.uint8)[: length * np.dtype(dtype).itemsize].view(dtype)
+    assert word_sum(cupy, cupy.asarray(values)) == word_sum(np, values)
+    if length > 1:
+        strided = values.reshape(-1)[::2]
+        assert word_sum(cupy, cupy.asarray(values)[::2]) == word_sum(np, strided)

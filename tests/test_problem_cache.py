@@ -231,6 +231,9 @@ def test_the_checksum_is_of_the_bits_and_its_order_of_summation_does_not_matter(
     assert checksum(np, values) == checksum(np, values[::-1].copy()[::-1])
     assert checksum(np, values) != checksum(np, np.where(np.arange(1001) == 500, -values, values))
     assert checksum(np, np.float32([0.0])) != checksum(np, np.float32([-0.0]))
+    # the words' sum wraps modulo 2**64, as the device kernel's does
+    assert checksum(np, np.array([2**64 - 1, 2], dtype=np.uint64)) == 1
+    assert checksum(np, np.float64([])) == 0
 
 
 def test_the_same_rows_with_and_without_sharing(picture, bandwidth, kept):

@@ -35,6 +35,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from convlab.plan.cell import Cell
+from convlab.problem.wordsum import word_sum
 
 Made = TypeVar("Made")
 ProblemKey = tuple[Hashable, ...]
@@ -75,10 +76,8 @@ def problem_key(cell: Cell, image_path: str | Path | None) -> ProblemKey | None:
 
 
 def checksum(xp: Any, array: Any) -> int:
-    """The sum of the array's words as unsigned integers, modulo 2**64: exact and the same in any
-    order of summation, so a write that changes any value changes it (but for a 2**-64 chance)."""
-    flat = xp.ascontiguousarray(array).reshape(-1)
-    return int(flat.view(f"u{flat.itemsize}").sum(dtype=xp.uint64))
+    """The sum of the array's words as unsigned integers, modulo 2**64 (convlab.problem.wordsum)."""
+    return word_sum(xp, array)
 
 
 def _arrays(value: Any) -> Iterator[Any]:
