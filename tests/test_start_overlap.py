@@ -177,3 +177,25 @@ def test_a_backend_whose_first_use_compiles_warms_each_shape_in_a_helper_process
     assert sorted(args[-1] for args, _ in started) == ["conv:hwc", "matrix:"]
     assert all(args[1:4] == ["-m", "convlab.run.warmup", "cpu"] for args, _ in started)
     assert all(process.returncode == 0 for _, process in started)  # each warmed its shape and left
+
+
+def test_each_jobs_scheduler_resources_are_evaluated_as_the_run_starts_not_when_the_cells_become_ready():
+    from types import SimpleNamespace
+
+    from convlab.snakefile.runlife import resolve_job_resources
+
+    asked: list[int] = []
+
+    class Job:
+        def __init__(self, number: int) -> None:
+            self.number = number
+
+        @property
+        def scheduler_resources(self) -> dict:
+            asked.append(self.number)
+            return {"_cores": 1}
+
+    jobs = [Job(number) for number in range(5)]
+    workflow = SimpleNamespace(dag=SimpleNamespace(needrun_jobs=lambda: jobs))
+    resolve_job_resources(workflow)
+    assert asked == [0, 1, 2, 3, 4]

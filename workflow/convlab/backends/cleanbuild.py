@@ -19,6 +19,7 @@ again (convlab.backends.cuda).
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -33,6 +34,9 @@ from convlab.backends.sourcemodule import SourceModule
 
 STORE_ENV = "CONVLAB_MODULE_STORE"
 BUILD_TIMEOUT_S = 900.0
+# Held while a process compiles into the store: the run's first build (convlab.backends.storebuild)
+# and a worker's compile-ahead then never compile the same module twice.
+BUILD_LOCK = ".build.lock"
 
 
 @dataclass(frozen=True)
@@ -61,6 +65,19 @@ def binary_hash(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()[:12]
 
 
+def _in_store(candidates: Sequence[tuple[SourceModule, Path]],
+              again: frozenset[SourceModule]) -> tuple[dict[SourceModule, Built], list[tuple[SourceModule, Path]]]:
+    """The candidates (each with its store path) whose machine code the store holds, and the others."""
+    built: dict[SourceModule, Built] = {}
+    wanted: list[tuple[SourceModule, Path]] = []
+    for module, path in candidates:
+        if path.is_file() and module not in again:
+            built[module] = Built(path, binary_hash(path))
+        else:
+            wanted.append((module, path))
+    return built, wanted
+
+
 def build_modules(modules: Sequence[SourceModule], arch: str, compiler: str, threads: int | None = None,
                   again: frozenset[SourceModule] = frozenset()) -> tuple[dict[SourceModule, Built],
                                                                           dict[SourceModule, str]]:
@@ -68,23 +85,25 @@ def build_modules(modules: Sequence[SourceModule], arch: str, compiler: str, thr
     threads at most ``threads``); and the modules that did not compile, with NVRTC's message.
     ``again``: modules whose stored code must be compiled anew (the driver refused it)."""
     store = store_dir()
-    built: dict[SourceModule, Built] = {}
-    wanted: list[tuple[SourceModule, Path]] = []
-    for module in dict.fromkeys(modules):
-        path = store / f"{module_key(module, arch, compiler)}.cubin"
-        if path.is_file() and module not in again:
-            built[module] = Built(path, binary_hash(path))
-        else:
-            wanted.append((module, path))
+    built, wanted = _in_store([(module, store / f"{module_key(module, arch, compiler)}.cubin")
+                               for module in dict.fromkeys(modules)], again)
     if not wanted:
         return built, {}
     try:
         store.mkdir(parents=True, exist_ok=True)
+        lock = open(store / BUILD_LOCK, "a")
     except OSError as error:
         why = (f"the module store {store} cannot be written ({error.strerror or error}): set {STORE_ENV} to a "
                "writable folder")
         return built, dict.fromkeys((module for module, _ in wanted), why)
-    results, problem = _run_compiler(wanted, arch, threads)
+    with lock:
+        # one build at a time: what another process compiled while this one waited is in the store now
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        meanwhile, wanted = _in_store(wanted, again)
+        built.update(meanwhile)
+        if not wanted:
+            return built, {}
+        results, problem = _run_compiler(wanted, arch, threads)
     failed: dict[SourceModule, str] = {}
     for index, (module, path) in enumerate(wanted):
         if str(index) in results.get("built", {}) and path.is_file():

@@ -65,6 +65,12 @@ def _fill_constant(module: cupy.RawModule, symbol: str, buffer: cupy.ndarray) ->
     pointer.copy_from_device(buffer.data, buffer.nbytes)
 
 
+def nvrtc_compiler() -> str:
+    """NVRTC as rows and the module store name it (nvrtc 13.0)."""
+    major, minor = cupy.cuda.nvrtc.getVersion()
+    return f"nvrtc {major}.{minor}"
+
+
 def gpu_uuid(properties: dict) -> str:
     """'GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx', as nvidia-smi and CUDA_VISIBLE_DEVICES write it.
 
@@ -238,8 +244,7 @@ class CudaBackend(Backend):
 
     def compiler(self) -> str:
         """The compiler of the kernels' source modules, as rows name it (nvrtc 13.0)."""
-        major, minor = cupy.cuda.nvrtc.getVersion()
-        return f"nvrtc {major}.{minor}"
+        return nvrtc_compiler()
 
     def _arch(self) -> str:
         return str(self.device.compute_capability)

@@ -18,7 +18,8 @@ compile-ahead) may.
 On a backend whose first use compiles (CuPy's kernels, on cuda), one process per shape first runs
 that shape's pass beside the others (``python -m convlab.run.warmup BACKEND SHAPE``): CuPy
 compiles one kernel after another within a process, and these fill its disk cache on the host's
-cores at once, so that the worker's own pass then loads what they compiled.
+cores at once, so that the worker's own pass then loads what they compiled. They run at a lower
+priority than the compile-ahead beside them, which the first cell waits for as well.
 """
 
 from __future__ import annotations
@@ -147,8 +148,15 @@ def warm_up_beside(backend: Backend, shapes: Collection[tuple[str, str]]) -> flo
     return time.perf_counter() - started
 
 
+# A helper's scheduling priority: below the compile-ahead's, which runs beside it on every core and
+# which the first cell waits for too, and which takes longer on a cold cache.
+HELPER_NICENESS = 10
+
+
 def warm_one_process(backend_name: str, shapes: str) -> int:
-    """A helper's pass: ``shapes`` (WARM_SHAPES_ENV's form) in a context of its own."""
+    """A helper's pass: ``shapes`` (WARM_SHAPES_ENV's form) in a context of its own, yielding the cores
+    to the compile-ahead."""
+    os.nice(HELPER_NICENESS)
     os.environ[WARM_SHAPES_ENV] = shapes
     backend = get_backend(backend_name)
     backend.open_context()
