@@ -212,7 +212,8 @@ def fake_workflow(executor: str | None, jobs: list[str], main: bool = True) -> S
     limiter = object()
     return SimpleNamespace(executor_plugin=SimpleNamespace(name=executor) if executor else None, is_main_process=main,
                            scheduler=SimpleNamespace(job_rate_limiter=limiter),
-                           dag=SimpleNamespace(needrun_jobs=lambda: [SimpleNamespace(rule=SimpleNamespace(name=n))
+                           dag=SimpleNamespace(needrun_jobs=lambda: [SimpleNamespace(rule=SimpleNamespace(name=n),
+                                                                                     scheduler_resources={"_cores": 1})
                                                                      for n in jobs]))
 
 
