@@ -77,7 +77,8 @@ def compile_ahead(plan: RunPlan) -> list[subprocess.Popen]:
     modules come from the cache); the processes started (none off the cuda backend). Not a rule: the
     cells would have to depend on it, and its re-run after one kernel's edit would re-measure every
     cell. Not waited for: the service's worker warms up beside it while the first jobs start, and takes
-    the cells only after both (convlab.service.worker)."""
+    the cells only after both (convlab.service.worker). The run's own store build starts first
+    (start_store_build): the workers' compile-ahead waits for it and loads what it compiled."""
     if plan.backend != "cuda":
         return []
     started = [start_store_build(plan)]
@@ -131,7 +132,7 @@ def resolve_job_resources(workflow: Any) -> None:
     """Each job's resources as Snakemake's scheduler counts them, evaluated now, while the service
     warms up: the scheduler evaluates (and keeps) them for each job the first time it is ready, and
     a grid's cells all become ready at once, as the copy bandwidth is written, so that the first
-    cell waited for all of them (half a second and more for 1,500 cells). The same values, at a
+    cell waited for all of them (half a second for a grid as large as the default one, on 2 cores). The same values, at a
     time when nothing waits for them."""
     for job in workflow.dag.needrun_jobs():
         _ = job.scheduler_resources  # evaluated once, and kept by the job
