@@ -1,7 +1,6 @@
 """The real workflow: `snakemake --cores 2` on the tiny cpu config in a temporary copy, then
 incremental behaviour read from Snakemake's dry runs (never from timings)."""
 
-import os
 import subprocess
 from pathlib import Path
 
@@ -25,6 +24,7 @@ from convlab.report.familydisplay import SIZE_FIGURE_FAMILY, display, seed_famil
 from convlab.report.figuretable import EVERY_ROW
 from convlab.report.figuretable import FIGURES as FIGURE_TABLE
 from convlab.report.seeds import SEEDS, figure_stem, table_stem
+from convlab.service.pool import TOOLS_WORKERS
 
 pytestmark = pytest.mark.pipeline
 
@@ -134,9 +134,9 @@ def report_outputs(families: set[str]) -> set[str]:
         if seed_family(seed.id).name in families:
             outputs.add(f"{results}/seeds/{table_stem(seed.id)}.html")
             outputs |= {f"{results}/seeds/{figure_stem(seed.id, figure.name)}.png" for figure in seed.figures}
-    # every row: the summary, the seed comparison, the roofline, the findings, the devices page, the history
-    # (and the pairs of the cells whose kernel files changed, before it)
-    outputs |= {f"{results}/{name}" for name in ("summary.csv", "seeds/comparison.csv", "figures/roofline.png",
+    # every row: the stamp the slices wait for, the summary, the seed comparison, the roofline, the findings,
+    # the devices page, the history (and the pairs of the cells whose kernel files changed, before it)
+    outputs |= {f"{results}/{name}" for name in (".cells-measured", "summary.csv", "seeds/comparison.csv", "figures/roofline.png",
                                                  "findings.html", "verdicts/paired.csv", "verdicts/latest.txt",
                                                  "verdicts/latest.csv", "figures/history.png", "history.html")}
     return outputs | {"results/gpus.html"}
@@ -169,7 +169,7 @@ def test_the_report_stage_runs_side_by_side_at_one_core_and_no_wider_than_its_li
         picture.unlink()
     run = run_snakemake(built, 1, env={**snakemake_env(built), "CONVLAB_SERVICE": "off"}, timeout=900)
     assert all(picture.stat().st_size > 0 for picture in pictures)
-    limit = min(4, os.cpu_count() or 1)
+    limit = TOOLS_WORKERS
     most = most_at_once(run, RENDERING)
     assert most <= limit and (most >= 2 or limit < 2), (most, limit)
 

@@ -40,7 +40,6 @@ rule history:
     input:
         # after the summary: a refused (damaged) row stops the run before anything is recorded
         summary=f"{RESULTS}/summary.csv",
-        cells=PLAN.device_cells,
         pairs=f"{RESULTS}/verdicts/paired.csv",
     output:
         verdicts=f"{RESULTS}/verdicts/latest.txt",

@@ -7,11 +7,14 @@ the service itself imports nothing of the command line.
 
 from __future__ import annotations
 
+import argparse
 import sys
+import threading
 from typing import Any
 
-from convlab.app.command import call, in_directory
-from convlab.app.commandtable import parse
+from convlab.app import TOOLS
+from convlab.app.command import call, handler_of, in_directory
+from convlab.app.commandtable import COMMANDS, parse
 from convlab.console import Console
 from convlab.service import worker
 
@@ -32,7 +35,23 @@ def run_command(argv: list[str], cwd: str) -> dict[str, Any]:
     return {"ok": True, "exit_code": int(code or 0), "stdout": out, "stderr": err}
 
 
+def import_tools_handlers() -> None:
+    """The handlers of every command a tools worker runs (pandas, seaborn, pyplot among their
+    imports), imported while it waits for its first job: a worker started as the report stage
+    begins then draws its first figure as fast as its next."""
+    for command in COMMANDS.values():
+        if command.runs == TOOLS:
+            try:
+                handler_of(command)
+            except Exception as error:  # the job that runs it says what is wrong
+                print(f"tools worker: {command.name}'s handler did not import ahead: {error}", file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
+    backend = argparse.ArgumentParser(add_help=False)
+    backend.add_argument("--backend")
+    if backend.parse_known_args(argv)[0].backend == TOOLS:
+        threading.Thread(target=import_tools_handlers, name="imports", daemon=True).start()
     return worker.main(argv, run_command, prog="python -m convlab.app.workerentry")
 
 

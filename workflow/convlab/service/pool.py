@@ -21,6 +21,9 @@ from convlab.service.handout import FreeWorkers
 
 PACKAGE_PARENT = Path(__file__).resolve().parents[2]  # workflow/, so `-m convlab...` finds this checkout
 HELLO_TIMEOUT_S = 300.0  # a cold CUDA context and cuDNN load take seconds, not minutes
+# The tools pool's size: the report stage's drawing jobs run side by side on this many workers (the
+# default profile limits its `render` resource to it).
+TOOLS_WORKERS = min(8, os.cpu_count() or 1)
 REST_TIMEOUT_S = 30.0  # dropping kept arrays and freeing pools
 
 
@@ -148,6 +151,7 @@ class WorkerPool:
         self.devices: list[dict[str, Any]] = []
         self._free = FreeWorkers()
         self._workers: dict[int, Worker] = {}
+        self._starting: set[int] = set()  # tools workers started ahead, not yet ready
         self._started = False
         self._lock = threading.Lock()
 
@@ -205,12 +209,37 @@ class WorkerPool:
                 return None
 
     def _grow(self) -> Worker | None:
-        """One more tools worker while all are busy and the limit allows."""
+        """One more tools worker while all are busy and the limit allows. Where one was busy (jobs
+        came at once), the rest of the pool starts beside it (_grow_ahead)."""
         with self._lock:
-            if self.error or len(self._workers) >= self.limit:
+            if self.error or len(self._workers) + len(self._starting) >= self.limit:
                 return None
-            index = next(i for i in range(self.limit) if i not in self._workers)
-            return self._spawn(index)
+            busy = len(self._workers)
+            index = next(i for i in range(self.limit) if i not in self._workers and i not in self._starting)
+            grown = self._spawn(index)
+        if grown is not None and busy:
+            self._grow_ahead()
+        return grown
+
+    def _grow_ahead(self) -> None:
+        """Every missing tools worker, started at once, each on a thread of its own, free once it
+        says hello. Jobs that find every worker busy come in bursts (the report stage's slices,
+        then its figures): a worker started only when a job asks makes that job wait for its start
+        and its imports, one worker after another."""
+        with self._lock:
+            missing = [i for i in range(self.limit) if i not in self._workers and i not in self._starting]
+            self._starting.update(missing)
+        for index in missing:
+            threading.Thread(target=self._start_ahead, args=(index,), name=f"tools-{index}", daemon=True).start()
+
+    def _start_ahead(self, index: int) -> None:
+        try:
+            worker = self._spawn(index)
+        finally:
+            with self._lock:
+                self._starting.discard(index)
+        if worker is not None:
+            self._free.put(worker, fresh=True)
 
     def release(self, worker: Worker, holds_nothing: bool = False) -> None:
         """Back to the pool, or replaced by a fresh worker on the same device if it is gone.

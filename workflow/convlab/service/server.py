@@ -39,7 +39,7 @@ from convlab.service.door import (
 )
 from convlab.service.handout import problem_of
 from convlab.service.identity import Identity, ServicePaths
-from convlab.service.pool import WorkerGone, WorkerPool, WorkerTimeout
+from convlab.service.pool import TOOLS_WORKERS, WorkerGone, WorkerPool, WorkerTimeout
 from convlab.service.protocol import (
     POOLS,
     ProtocolError,
@@ -53,7 +53,6 @@ from convlab.service.protocol import (
 from convlab.service.startlock import remove_service_files
 
 REQUEST_READ_TIMEOUT_S = 30.0
-TOOLS_WORKERS = min(4, os.cpu_count() or 1)  # report and data commands side by side
 COMMAND_TIMEOUT_S = 3600.0
 PEER_CREDENTIALS = struct.Struct("3i")  # pid, uid, gid
 

@@ -1,0 +1,62 @@
+"""The tools pool grows as the report stage needs it: one worker for a lone job, and every missing
+worker at once as soon as a job finds them all busy (the report stage's jobs come in bursts)."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+from convlab.service.pool import WorkerPool
+
+# Says hello, then answers every job as a tools worker does, after a start as slow as a real one's.
+FAKE_WORKER = """
+import json, os, sys, time
+time.sleep(0.3)
+print(json.dumps({"ok": True, "pid": os.getpid(), "device": "host"}), flush=True)
+for line in sys.stdin:
+    print(json.dumps({"ok": True, "exit_code": 0, "stdout": "", "stderr": ""}), flush=True)
+"""
+
+
+def tools_pool(tmp_path, limit: int) -> WorkerPool:
+    pool = WorkerPool("tools", {}, tmp_path / "service.log", [sys.executable, "-c", FAKE_WORKER], tools_limit=limit)
+    pool.ensure_started()
+    return pool
+
+
+def wait_for_workers(pool: WorkerPool, count: int, seconds: float = 20.0) -> int:
+    deadline = time.monotonic() + seconds
+    while len(pool.describe()) < count and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return len(pool.describe())
+
+
+def test_a_lone_job_starts_one_tools_worker(tmp_path):
+    pool = tools_pool(tmp_path, limit=4)
+    try:
+        worker = pool.acquire()
+        assert worker is not None and worker.index == 0
+        pool.release(worker)
+        again = pool.acquire()
+        assert again is worker  # free again: no second worker
+        time.sleep(1.0)
+        assert len(pool.describe()) == 1
+    finally:
+        pool.stop()
+
+
+def test_a_job_that_finds_every_worker_busy_starts_the_whole_pool(tmp_path):
+    pool = tools_pool(tmp_path, limit=4)
+    try:
+        first, second = pool.acquire(), pool.acquire()
+        assert {first.index, second.index} == {0, 1}
+        # the other two start beside the second, without a job asking
+        assert wait_for_workers(pool, 4) == 4
+        started = time.monotonic()
+        third, fourth = pool.acquire(), pool.acquire()
+        assert time.monotonic() - started < 0.2  # both were waiting, warm
+        assert {third.index, fourth.index} == {2, 3}
+        assert all(w["alive"] for w in pool.describe())
+        assert third.run({"run": {"argv": ["figures"], "cwd": str(tmp_path)}}, 10)["ok"]
+    finally:
+        pool.stop()
