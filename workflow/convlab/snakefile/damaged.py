@@ -15,7 +15,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from convlab.measure.row import DamagedRow, OtherFormat, read_row_file
+from convlab.measure.row import DamagedRow, OtherFormat, parse_row
+from convlab.snakefile.rowbytes import ROW_BYTES
 
 DAMAGED = "damaged row"
 OTHER_VERSION = "row of another convlab version"
@@ -43,10 +44,15 @@ class MovedRow:
 def damage_of(path: Path) -> tuple[str, str] | None:
     """What kind of row the file at ``path`` is that cannot be read as a result (DAMAGED or
     OTHER_VERSION) and why; None when it is whole, or absent."""
+    # as convlab.measure.row.read_row_file reads a row, from the bytes the run's checks share
     try:
-        read_row_file(path)
+        parse_row(ROW_BYTES.read(path).decode("utf-8"))
     except FileNotFoundError:
         return None
+    except IsADirectoryError:
+        return DAMAGED, "a directory, not a row file"
+    except UnicodeDecodeError:
+        return DAMAGED, "not text"
     except DamagedRow as damaged:
         return DAMAGED, str(damaged)
     except OtherFormat as other:

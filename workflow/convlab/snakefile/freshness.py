@@ -17,6 +17,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from convlab.snakefile.rowbytes import ROW_BYTES
+
 
 @dataclass(frozen=True)
 class Stale:
@@ -32,8 +34,7 @@ class Stale:
 def cell_row_check(path: str | Path) -> str | None:
     """The row check of a cell's row file (its last column), or None where there is no readable row."""
     try:
-        with open(path, "rb") as handle:
-            lines = handle.read().decode("utf-8", "replace").strip().splitlines()
+        lines = ROW_BYTES.read(path).decode("utf-8", "replace").strip().splitlines()
     except OSError:
         return None
     if len(lines) < 2:
@@ -102,7 +103,7 @@ def row_fields(path: str | Path, *names: str) -> tuple[str | None, ...]:
     """The values a cell's row records in columns ``names`` (None for one it has not: a row written
     before rows recorded it, or no readable row)."""
     try:
-        text = Path(path).read_bytes().decode("utf-8")
+        text = ROW_BYTES.read(path).decode("utf-8")
     except (OSError, UnicodeDecodeError):
         return (None,) * len(names)
     rows = list(csv.DictReader(io.StringIO(text)))

@@ -36,6 +36,7 @@ from convlab.snakefile.freshness import (
 )
 from convlab.snakefile.jobenvironment import FALLBACK_LOCALE, missing_locale
 from convlab.snakefile.picturecontent import check_pictures
+from convlab.snakefile.rowbytes import ROW_BYTES
 from convlab.snakefile.runlock import follows_clean_run, live_run_line, mark_report_stage, release_stale_lock
 from convlab.snakefile.runplan import RunPlan
 from convlab.status import UserError
@@ -246,7 +247,9 @@ STEPS: tuple[Callable[[RunPlan, bool], list[str]], ...] = (
 
 
 def prologue(plan: RunPlan, dry_run: bool, say: Callable[[str], None]) -> None:
-    """Every step in order, each step's lines said as it ends. RunRefused where the run must stop."""
-    for step in STEPS:
-        for line in step(plan, dry_run):
-            say(line)
+    """Every step in order, each step's lines said as it ends. RunRefused where the run must stop.
+    Several steps read every cell row: each is read once (convlab.snakefile.rowbytes)."""
+    with ROW_BYTES.reading_once():
+        for step in STEPS:
+            for line in step(plan, dry_run):
+                say(line)
