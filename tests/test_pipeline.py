@@ -134,9 +134,9 @@ def report_outputs(families: set[str]) -> set[str]:
         if seed_family(seed.id).name in families:
             outputs.add(f"{results}/seeds/{table_stem(seed.id)}.html")
             outputs |= {f"{results}/seeds/{figure_stem(seed.id, figure.name)}.png" for figure in seed.figures}
-    # every row: the stamp the slices wait for, the summary, the seed comparison, the roofline, the findings,
-    # the devices page, the history (and the pairs of the cells whose kernel files changed, before it)
-    outputs |= {f"{results}/{name}" for name in (".cells-measured", "summary.csv", "seeds/comparison.csv", "figures/roofline.png",
+    # every row: the summary, the seed comparison, the roofline, the findings, the devices page, the history
+    # (and the pairs of the cells whose kernel files changed, before it)
+    outputs |= {f"{results}/{name}" for name in ("summary.csv", "seeds/comparison.csv", "figures/roofline.png",
                                                  "findings.html", "verdicts/paired.csv", "verdicts/latest.txt",
                                                  "verdicts/latest.csv", "figures/history.png", "history.html")}
     return outputs | {"results/gpus.html"}

@@ -24,30 +24,12 @@ rule report_stage_reset:
         logged("touch {output}")
 
 
-# Every cell of a device measured, as a touch: each slice waits for it, so that no report job
-# draws while a cell is timed. One job takes every row of the device, where each slice took every
-# other family's rows: Snakemake's work to start and record a job grows with its inputs times the
-# jobs behind them.
-rule cells_measured:
-    input:
-        cells=PLAN.device_cells,
-    output:
-        stamp=CELLS_MEASURED,
-    log:
-        f"{RESULTS}/logs/cells_measured.log",
-    conda:
-        "../../envs/convlab.yaml"
-    threads: 0
-    shell:
-        logged("touch {output.stamp}")
-
-
 rule aggregate_family:
     input:
         cells=PLAN.family_cells,
-        # only to wait for every cell of the device; ancient: a new row of another family
-        # re-runs nothing of this one
-        after=ancient(CELLS_MEASURED),
+        # Only to wait for every cell of the device, so that no report job draws while a cell is
+        # timed: ancient, so that a new row of another family re-runs nothing of this one.
+        after=lambda wildcards: ancient(PLAN.other_family_cells(wildcards)),
         # made again after a run that may have left the report stage stale (common.smk)
         redrawn=REDRAWN,
     output:
@@ -97,5 +79,4 @@ rule aggregate:
 
 
 localrules:
-    cells_measured,
     aggregate_family,

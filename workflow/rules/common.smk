@@ -31,7 +31,6 @@ WILDCARDS = PLAN.wildcard_values()
 RECORDED = ancient(PLAN.recorded)
 REPORT_SUSPECT = PLAN.report_suspect
 REDRAWN = PLAN.redrawn
-CELLS_MEASURED = PLAN.cells_measured
 
 
 onstart:

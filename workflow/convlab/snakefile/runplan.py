@@ -59,8 +59,6 @@ MIDWAY = 10.5
 # made again from REDRAWN whenever REPORT_SUSPECT is newer.
 REPORT_SUSPECT = ".snakemake/convlab-report-suspect"
 REDRAWN = "results/.report-redrawn"
-# Touched once every cell of a device label is measured: each slice waits for it (aggregate.smk).
-CELLS_MEASURED = f"{RESULTS}/.cells-measured"
 
 
 def code_versions(backend: str) -> dict[str, str]:
@@ -117,7 +115,6 @@ class RunPlan:
         self.midway = MIDWAY
         self.report_suspect = REPORT_SUSPECT
         self.redrawn = REDRAWN
-        self.cells_measured = CELLS_MEASURED
         self.cells_by_path = {cell.path: cell for cell in self.cells}
         self.cell_paths = {label: [cell.path for cell in self.cells if cell.device == label] for label in self.devices}
         self.family_cell_paths = {
@@ -319,6 +316,13 @@ class RunPlan:
     def family_cells(self, wildcards: Any) -> list[str]:
         """A family slice's rows: the cells of its family on its device label."""
         return self.family_cell_paths[wildcards.device][wildcards.experiment]
+
+    @rule_function
+    def other_family_cells(self, wildcards: Any) -> list[str]:
+        """Every other cell of the slice's device label: the slice waits for them, so that no report
+        job draws while a cell is timed."""
+        return [path for name, paths in self.family_cell_paths[wildcards.device].items()
+                if name != wildcards.experiment for path in paths]
 
     @rule_function
     def device_cells(self, wildcards: Any) -> list[str]:
