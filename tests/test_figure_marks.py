@@ -155,3 +155,28 @@ def test_the_variants_figure_with_no_time_says_so_on_its_panels():
     frame = pd.DataFrame([_cpu_row("direct", "numpy", 64, 1, np.nan, status="error")])
     figure = figures.variants_figure(frame)
     assert any("no timed cells" in t.get_text() for ax in figure.axes for t in ax.texts)
+
+
+def test_the_variants_grid_laid_out_without_measuring_keeps_titles_legends_and_labels_clear():
+    """A grid of many kernels is laid out in fixed gaps (convlab.report.plotting.lay_out_grid), not by
+    tight_layout: each panel's title still clears the panel above, each row's legend clears its panels, and the
+    title of the figure clears the first row, whatever the kernels' names, times and variant labels."""
+    variants = {"direct": ["block~8", "block~16", "block~32"],
+                "tiled_output_with_a_long_name": ["block~16_rows~8_cols~4_path~1", "block~32_rows~2_cols~1_path~0"],
+                "im2col_gemm_shared": ["tile~16", "tile~32"]}
+    rows = [{**_cpu_row(kernel, "", size, stride, ms * (size / 64) ** 2 / stride), "variant": variant}
+            for (kernel, names), ms in zip(variants.items(), (0.004, 20.0, 900.0))
+            for variant in names for size in (64, 256, 1024) for stride in (1, 2, 3)]
+    figure = figures.variants_figure(pd.DataFrame(rows))
+    grid = [[ax for ax in figure.axes if ax.get_subplotspec().rowspan.start == row] for row in range(3)]
+    assert [len(row) for row in grid] == [3, 3, 3]
+    figure.canvas.draw()
+    renderer = figure.canvas.get_renderer()
+    for above, below in zip(grid, grid[1:]):
+        for upper, lower in zip(above, below):
+            assert lower.title.get_window_extent(renderer).y1 < upper.get_window_extent(renderer).y0
+    for row in grid:
+        legend = row[-1].get_legend().get_window_extent(renderer)
+        assert all(legend.x0 > ax.get_window_extent(renderer).x1 for ax in row)
+    suptitle = next(text for text in figure.texts if text.get_text() == figure.get_suptitle())
+    assert suptitle.get_window_extent(renderer).y0 > max(ax.title.get_window_extent(renderer).y1 for ax in grid[0])

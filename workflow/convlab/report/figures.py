@@ -29,6 +29,7 @@ from convlab.report.plotting import (
     best_variants,
     figure_title,
     hide_y_ticks,
+    lay_out_grid,
     legend_handles,
     log_axis,
     log_y_axis,
@@ -229,7 +230,8 @@ def variants_figure(frame: pd.DataFrame) -> Figure:
     timed["label"] = with_filter(timed, timed["variant"])
     names = kernel_labels(frame)
     # Room for the per-row legends, which tight_layout would otherwise take from the panels.
-    figure, axes = new_figure(len(kernels), len(strides), legend_width=3.2)
+    legend_width = 3.2
+    figure, axes = new_figure(len(kernels), len(strides), legend_width=legend_width)
     size_axis(axes[0][0], sizes)  # every panel shares it: set once, not once per panel
     for row, kernel in zip(axes, kernels):
         mine = timed[timed["kernel"] == kernel]
@@ -263,6 +265,8 @@ def variants_figure(frame: pd.DataFrame) -> Figure:
     # a fixed gap from the top: the layout leaves room for the title's height only, and the default place (a
     # fraction of the height) drops it into the first row of a figure of many kernels
     figure.suptitle(figure_title(frame, what), y=1 - 0.1 / figure.get_figheight())
+    # a panel of each kernel and stride: too many for tight_layout to measure in the time the rest takes
+    lay_out_grid(figure, len(kernels), len(strides), legend_width)
     return figure
 
 

@@ -8,6 +8,7 @@ import io
 import math
 import re
 import textwrap
+import weakref
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -28,6 +29,14 @@ from convlab.report.codelabels import ran_labels
 from convlab.status import OK, WRONG
 
 DPI = 120
+# A grid of panels that share x, and each row its y (new_figure), laid out in the report's style as tight_layout
+# lays it out, without measuring every panel (lay_out_grid): between rows, a one-line panel title; between columns,
+# the tick marks; beside the grid, the legend's width. Inches. The margins outside the grid need not fit what they
+# hold: save_figure crops the file to what is drawn, wherever it lies.
+GRID_ROW_GAP_IN, GRID_COLUMN_GAP_IN = 0.44, 0.2
+GRID_MARGINS_IN = {"left": 0.83, "right": 0.14, "top": 0.91, "bottom": 0.58}
+# figures laid out by lay_out_grid, which save_figure does not lay out again
+_LAID_OUT: weakref.WeakSet[Figure] = weakref.WeakSet()
 
 # The report's look, seaborn's "whitegrid" style in its "notebook" context, as the rcParams they set: drawing needs
 # no seaborn, whose import costs a tools worker over a second (scipy.stats, for its statistics). tests/test_report.py
@@ -92,11 +101,27 @@ def new_figure(nrows: int, ncols: int, width: float = 4.4, height: float = 3.6, 
     return figure, [list(row) for row in axes]
 
 
+def lay_out_grid(figure: Figure, nrows: int, ncols: int, legend_width: float = 0.0) -> None:
+    """The layout of a grid from new_figure (shared axes) in fixed gaps (GRID_*), where tight_layout would measure
+    every tick label of every panel: seconds for a figure of dozens of panels. save_figure keeps it."""
+    width, height = figure.get_size_inches()
+    margins = GRID_MARGINS_IN
+    grid_width = width - margins["left"] - margins["right"] - legend_width
+    grid_height = height - margins["top"] - margins["bottom"]
+    panel_width = (grid_width - (ncols - 1) * GRID_COLUMN_GAP_IN) / ncols
+    panel_height = (grid_height - (nrows - 1) * GRID_ROW_GAP_IN) / nrows
+    figure.subplots_adjust(left=margins["left"] / width, right=1 - (margins["right"] + legend_width) / width,
+                           bottom=margins["bottom"] / height, top=1 - margins["top"] / height,
+                           wspace=GRID_COLUMN_GAP_IN / panel_width, hspace=GRID_ROW_GAP_IN / panel_height)
+    _LAID_OUT.add(figure)
+
+
 def save_figure(figure: Figure, path: Path) -> Path:
-    """Lay out, crop to what is drawn (as bbox_inches="tight" does) and save as PNG beside ``path``, renamed
-    into place: a reader never sees half a figure."""
-    _spines_out_of_layout(figure)
-    figure.tight_layout()
+    """Lay out (unless lay_out_grid did), crop to what is drawn (as bbox_inches="tight" does) and save as PNG
+    beside ``path``, renamed into place: a reader never sees half a figure."""
+    if figure not in _LAID_OUT:
+        _spines_out_of_layout(figure)
+        figure.tight_layout()
     # tight_layout leaves a placeholder layout engine, and with one (or with bbox_inches="tight") savefig draws
     # the whole figure once more, without output, before the real draw. Measuring the crop here costs one
     # pass over the artists instead of two.
