@@ -229,7 +229,7 @@ def variants_figure(frame: pd.DataFrame) -> Figure:
                       ["kernel", "variant", "filter_size", "H", "stride", "status", "kernel_ms"]]
     timed["label"] = with_filter(timed, timed["variant"])
     names = kernel_labels(frame)
-    # Room for the per-row legends, which tight_layout would otherwise take from the panels.
+    # Room for the per-row legends beside the panels (lay_out_grid keeps it).
     legend_width = 3.2
     figure, axes = new_figure(len(kernels), len(strides), legend_width=legend_width)
     size_axis(axes[0][0], sizes)  # every panel shares it: set once, not once per panel
