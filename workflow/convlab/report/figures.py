@@ -266,7 +266,7 @@ def variants_figure(frame: pd.DataFrame) -> Figure:
     # fraction of the height) drops it into the first row of a figure of many kernels
     figure.suptitle(figure_title(frame, what), y=1 - 0.1 / figure.get_figheight())
     # a panel of each kernel and stride: too many for tight_layout to measure in the time the rest takes
-    lay_out_grid(figure, len(kernels), len(strides), legend_width)
+    lay_out_grid(figure, legend_width)
     return figure
 
 

@@ -101,9 +101,10 @@ def new_figure(nrows: int, ncols: int, width: float = 4.4, height: float = 3.6, 
     return figure, [list(row) for row in axes]
 
 
-def lay_out_grid(figure: Figure, nrows: int, ncols: int, legend_width: float = 0.0) -> None:
+def lay_out_grid(figure: Figure, legend_width: float = 0.0) -> None:
     """The layout of a grid from new_figure (shared axes) in fixed gaps (GRID_*), where tight_layout would measure
     every tick label of every panel: seconds for a figure of dozens of panels. save_figure keeps it."""
+    nrows, ncols = figure.axes[0].get_subplotspec().get_gridspec().get_geometry()
     width, height = figure.get_size_inches()
     margins = GRID_MARGINS_IN
     grid_width = width - margins["left"] - margins["right"] - legend_width
