@@ -84,10 +84,12 @@ class SlowEndNvml(FakeNvml):
         return [SimpleNamespace(pid=os.getpid())]
 
 
-def test_the_window_ends_without_waiting_for_nvml_and_its_columns_wait_for_the_end_reading():
+def test_the_window_opens_and_ends_without_waiting_for_nvml_and_its_columns_wait_for_the_end_reading():
     nvml = SlowEndNvml([1980])
     observer = NvmlObserver(nvml, handle=None, default_sm_mhz=1980.0)
+    opening = time.perf_counter()
     observer.__enter__()
+    assert time.perf_counter() - opening < 0.1  # the repeats start at once
     time.sleep(0.02)
     ending = time.perf_counter()
     observer.__exit__(None, None, None)

@@ -157,24 +157,27 @@ class NvmlObserver(Observer):
                              int(reasons)))
 
     def _run(self) -> None:
-        while not self._stop.is_set():
+        # The window's readings at both ends are this thread's: the energy counter takes milliseconds
+        # of NVML (2.5 ms on an H200) and the process list more, which the repeats need not wait
+        # for at the start, nor the cell's next step at the end.
+        self.neighbours.start()
+        self._sample()
+        start = self._energy()
+        self._energy_mj = [start] if start is not None else []
+        while not self._stop.wait(SAMPLE_INTERVAL_S):
             self._sample()
-            self._stop.wait(SAMPLE_INTERVAL_S)
-        # The window's end, read here the moment it is marked: the energy counter and the
-        # process list take milliseconds of NVML each, which the cell's next step need not wait for.
+        # The window's end, read the moment it is marked: the energy first, since it is the reading
+        # that stands for that moment; then the last sample and the process list.
         try:
+            end = self._energy()
             self._sample()  # at least one sample, however short the timing
             self.neighbours.stop()
-            end = self._energy()
         except self.nvml.NVMLError:  # a GPU gone mid-cell: its step says so; no end, no energy
             return
         if self._energy_mj and end is not None:
             self._energy_mj.append(end)
 
     def __enter__(self) -> NvmlObserver:
-        start = self._energy()
-        self._energy_mj = [start] if start is not None else []
-        self.neighbours.start()
         self._thread = threading.Thread(target=self._run, name="nvml-sampler", daemon=True)
         self._thread.start()
         return self
