@@ -1,5 +1,6 @@
 """The tools pool grows as the report stage needs it: one worker for a lone job, and every missing
-worker at once as soon as a job finds them all busy (the report stage's jobs come in bursts)."""
+worker at once as soon as a job finds them all busy (the report stage's jobs come in bursts); a GPU
+run's start starts them all, warm before its last cell."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import sys
 import time
 
 from convlab.service.pool import WorkerPool
+from convlab.snakefile.runlife import pools_for_run
 
 # Says hello, then answers every job as a tools worker does, after a start as slow as a real one's.
 FAKE_WORKER = """
@@ -60,3 +62,21 @@ def test_a_job_that_finds_every_worker_busy_starts_the_whole_pool(tmp_path):
         assert third.run({"run": {"argv": ["figures"], "cwd": str(tmp_path)}}, 10)["ok"]
     finally:
         pool.stop()
+
+
+def test_a_runs_start_warms_the_whole_tools_pool_before_any_job_asks(tmp_path):
+    pool = WorkerPool("tools", {}, tmp_path / "service.log", [sys.executable, "-c", FAKE_WORKER], tools_limit=3)
+    try:
+        pool.start_for_run()
+        assert wait_for_workers(pool, 3) == 3
+        started = time.monotonic()
+        workers = [pool.acquire() for _ in range(3)]
+        assert time.monotonic() - started < 0.2  # every one warm: no job waits for a start
+        assert sorted(w.index for w in workers) == [0, 1, 2]
+    finally:
+        pool.stop()
+
+
+def test_only_a_gpu_run_starts_the_report_stages_workers_with_its_own():
+    assert pools_for_run("cuda") == ("cuda", "tools")
+    assert pools_for_run("cpu") == ("cpu",)  # the cells are timed on the cores the imports would take

@@ -69,21 +69,22 @@ def export_service_settings(cell_timeout_s: float, idle_timeout_s: float) -> Non
         pass  # each job says so itself, with its one error line
 
 
-def start_service(pool: str) -> None:
+def start_service(pool: str, *more: str) -> None:
     """As a run that will measure begins: the service its jobs will ask, started now with the
-    workers of ``pool``, which warm up beside Snakemake's first jobs (data, compile-ahead) instead
-    of in the first cell's time. On a thread: the run does not wait; a failure here is met again,
-    and said, by the jobs."""
+    workers of ``pool`` (then of each pool of ``more``), which warm up beside Snakemake's first jobs
+    (data, compile-ahead) instead of in the first cell's time. On a thread: the run does not wait;
+    a failure here is met again, and said, by the jobs."""
     path = os.environ.get(SOCKET_ENV)
     if not path:
         return
     paths = ServicePaths.for_key(os.path.dirname(path), os.path.basename(path)[: -len(".sock")])
 
     def ask_to_start() -> None:
-        try:
-            ask(paths, {"op": "start", "pool": pool}, timeout_s=START_TIMEOUT_S)
-        except (OSError, ProtocolError, ServiceUnavailable):
-            pass
+        for name in (pool, *more):
+            try:
+                ask(paths, {"op": "start", "pool": name}, timeout_s=START_TIMEOUT_S)
+            except (OSError, ProtocolError, ServiceUnavailable):
+                return
 
     # here, not at the top: only the run calls this, never a cell job
     import threading

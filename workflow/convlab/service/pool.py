@@ -195,6 +195,14 @@ class WorkerPool:
             if len(self._workers) == max(1, len(self.devices)):
                 self.error = None  # a later worker's failure must not hide the ones that run
 
+    def start_for_run(self) -> None:
+        """As a run begins: the workers of a device's pool (ensure_started); the tools pool's, every
+        one at once, each on a thread of its own (_grow_ahead), so that the report stage after the
+        run's cells finds them warm instead of starting them one after another in its own time."""
+        self.ensure_started()
+        if self.backend == "tools":
+            self._grow_ahead()
+
     def acquire(self, problem: Hashable | None = None) -> Worker | None:
         """A free worker for a job of ``problem`` (convlab.service.handout.problem_of; None: any),
         waiting while all are busy; None once no worker is left (self.error says why)."""

@@ -272,7 +272,7 @@ class MeasurementService:
         if op == "start":
             pool = self.pools[request["pool"]]
             print(f"{now_utc()} a run begins: its {request['pool']} workers start", file=sys.stderr, flush=True)
-            threading.Thread(target=pool.ensure_started, name=f"start-{request['pool']}", daemon=True).start()
+            threading.Thread(target=pool.start_for_run, name=f"start-{request['pool']}", daemon=True).start()
             return {"ok": True, "pid": os.getpid()}
         if op == "rest":
             rested = sum(self.pools[name].rest() for name in ("cuda", "cpu"))

@@ -106,8 +106,16 @@ def start_measuring(plan: RunPlan) -> None:
     plan.measuring_started = True
     plan.write_grids()
     if service_on():
-        start_service(plan.backend)
+        start_service(*pools_for_run(plan.backend))
     compile_ahead(plan)
+
+
+def pools_for_run(backend: str) -> tuple[str, ...]:
+    """The service's pools a run starts as it begins: its backend's, and where the cells are timed on
+    a GPU the tools pool too, whose workers (the report stage's) are then warm when the last cell
+    ends instead of starting one after another in the report stage's time. On the cpu backend the
+    cells are timed on the cores their imports would take."""
+    return (backend, "tools") if backend == "cuda" else (backend,)
 
 
 def start_beside_the_dag(plan: RunPlan, workflow: Any) -> None:
