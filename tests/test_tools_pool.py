@@ -5,6 +5,7 @@ run's start starts them all, warm before its last cell."""
 from __future__ import annotations
 
 import sys
+import threading
 import time
 
 from convlab.service.pool import WorkerPool
@@ -80,3 +81,48 @@ def test_a_runs_start_warms_the_whole_tools_pool_before_any_job_asks(tmp_path):
 def test_only_a_gpu_run_starts_the_report_stages_workers_with_its_own():
     assert pools_for_run("cuda") == ("cuda", "tools")
     assert pools_for_run("cpu") == ("cpu",)  # the cells are timed on the cores the imports would take
+
+
+def test_a_job_that_comes_while_the_pool_starts_waits_for_a_worker_instead_of_failing(tmp_path):
+    pool = WorkerPool("tools", {}, tmp_path / "service.log", [sys.executable, "-c", FAKE_WORKER], tools_limit=2)
+    try:
+        pool.start_for_run()
+        worker = pool.acquire()  # before any worker has said hello: a data job at the run's start
+        assert worker is not None and pool.error is None
+    finally:
+        pool.stop()
+
+
+# Says it started (a file named by its pid), then says hello only once the gate file exists.
+GATED_WORKER = """
+import json, os, sys, time
+folder = sys.argv[1]
+open(os.path.join(folder, f"started-{os.getpid()}"), "w").close()
+while not os.path.exists(os.path.join(folder, "gate")):
+    time.sleep(0.01)
+print(json.dumps({"ok": True, "pid": os.getpid(), "device": "host"}), flush=True)
+for line in sys.stdin:
+    print(json.dumps({"ok": True, "exit_code": 0, "stdout": "", "stderr": ""}), flush=True)
+"""
+
+
+def test_jobs_that_come_at_once_start_their_workers_side_by_side(tmp_path):
+    pool = WorkerPool("tools", {}, tmp_path / "service.log", [sys.executable, "-c", GATED_WORKER, str(tmp_path)],
+                      tools_limit=2)
+    pool.ensure_started()
+    got: list = []
+    jobs = [threading.Thread(target=lambda: got.append(pool.acquire())) for _ in range(2)]
+    try:
+        for job in jobs:
+            job.start()
+        deadline = time.monotonic() + 20
+        while len(list(tmp_path.glob("started-*"))) < 2 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        # the second job's worker starts while the first one's is still starting
+        assert len(list(tmp_path.glob("started-*"))) == 2
+    finally:
+        (tmp_path / "gate").touch()
+        for job in jobs:
+            job.join(20)
+        pool.stop()
+    assert len(got) == 2 and None not in got and {worker.index for worker in got} == {0, 1}

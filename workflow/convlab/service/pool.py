@@ -151,7 +151,7 @@ class WorkerPool:
         self.devices: list[dict[str, Any]] = []
         self._free = FreeWorkers()
         self._workers: dict[int, Worker] = {}
-        self._starting: set[int] = set()  # tools workers started ahead, not yet ready
+        self._starting: set[int] = set()  # tools workers started, not yet ready
         self._started = False
         self._lock = threading.Lock()
 
@@ -207,24 +207,32 @@ class WorkerPool:
         """A free worker for a job of ``problem`` (convlab.service.handout.problem_of; None: any),
         waiting while all are busy; None once no worker is left (self.error says why)."""
         while True:
-            worker = self._free.get(problem, timeout_s=0.5 if self._workers else 0.01)
+            # a worker that is starting (ahead, or for another job) will be free soon
+            coming = bool(self._workers or self._starting)
+            worker = self._free.get(problem, timeout_s=0.5 if coming else 0.01)
             if worker is not None:
                 return worker
             grown = self._grow()
             if grown is not None:
                 return grown
-            if not self._workers:
+            if not self._workers and not self._starting:
                 return None
 
     def _grow(self) -> Worker | None:
-        """One more tools worker while all are busy and the limit allows. Where one was busy (jobs
-        came at once), the rest of the pool starts beside it (_grow_ahead)."""
+        """One more tools worker while all are busy and the limit allows, started outside the lock,
+        so that jobs that come at once start theirs side by side. Where one was busy (jobs came at
+        once), the rest of the pool starts beside it (_grow_ahead)."""
         with self._lock:
             if self.error or len(self._workers) + len(self._starting) >= self.limit:
                 return None
             busy = len(self._workers)
             index = next(i for i in range(self.limit) if i not in self._workers and i not in self._starting)
+            self._starting.add(index)
+        try:
             grown = self._spawn(index)
+        finally:
+            with self._lock:
+                self._starting.discard(index)
         if grown is not None and busy:
             self._grow_ahead()
         return grown
