@@ -19,6 +19,7 @@ import seaborn as sns
 import yaml
 from matplotlib.colors import to_hex
 from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter, LogLocator
 from PIL import Image
 from workflow_helpers import copy_repo, snakemake
 
@@ -27,7 +28,14 @@ from convlab.history.summary import read_summary
 from convlab.report import figures, findings, plotting, roofline, seedcompare, seedfigures
 from convlab.report.figuretable import FIGURES as FIGURE_TABLE
 from convlab.report.findings import fastest
-from convlab.report.plotting import DPI, legend_handles, log_y_axis, new_figure, panel_title, save_figure
+from convlab.report.logaxes import MinorGrid, log_axis, log_y_axis, plain_tick
+from convlab.report.plotting import (
+    DPI,
+    legend_handles,
+    new_figure,
+    panel_title,
+    save_figure,
+)
 from convlab.report.seedcompare import (
     NEVER_RAN,
     NOT_RUN,
@@ -295,20 +303,39 @@ def test_the_figures_command_renders_the_one_file_asked_for_or_all_of_them(tmp_p
     assert rendered() == sorted(entry.file for entry in FIGURE_TABLE.values())
 
 
-def _log_panels(in_view: bool) -> Figure:
-    """Three log panels over 0.3, 1.5 and 5 decades (each labels its minor ticks differently), with the ticks
-    outside the view left to matplotlib or not."""
-    figure, axes = new_figure(1, 3, share=False)
-    for ax, high in zip(axes[0], (0.026, 0.4, 1300.0)):
-        ax.plot([64, 512], [0.013, high], marker="o")
-        panel_title(ax, f"up to {high:g}")
-        log_y_axis(ax)
-        if not in_view:
-            ax.yaxis.set_major_locator(ax.yaxis.get_major_locator().locator)
-            ax.yaxis.set_minor_locator(ax.yaxis.get_minor_locator().locator)
+# The digits log_axis labels on a minor tick, by the decades in view (the panels of _log_panels)
+LABELLED_DIGITS = {0.026: "2345678", 0.4: "25", 1300.0: ""}
+
+
+def _log_panels(ours: bool) -> Figure:
+    """Four log panels: y over 0.3, 1.5 and 5 decades (each labels its minor ticks differently), then x over 1.5.
+    Ours: as log_axis draws them. Else matplotlib's own: its locators whole (ticks outside the view too), a tick
+    at every minor position, and the minor grid drawn by those ticks."""
+    figure, axes = new_figure(1, 4, share=False)
+    for ax, high in zip(axes[0], (*LABELLED_DIGITS, 0.4)):
+        which = "x" if ax is axes[0][-1] else "y"
+        ax.plot(*([[0.013, high], [64, 512]] if which == "x" else [[64, 512], [0.013, high]]), marker="o")
+        panel_title(ax, f"{which} up to {high:g}")
+        log_axis(ax, which)
+        if not ours:
+            axis = ax.xaxis if which == "x" else ax.yaxis
+            digits = LABELLED_DIGITS[high]
+            for artist in [a for a in ax.artists if isinstance(a, MinorGrid)]:
+                artist.remove()
+            axis.set_major_locator(axis.get_major_locator().locator)
+            axis.set_minor_locator(LogLocator(subs="auto"))
+            if digits:
+                axis.set_minor_formatter(FuncFormatter(lambda v, _, d=digits: plain_tick(v) if f"{v:.0e}"[0] in d
+                                                       else ""))
+                ax.grid(True, which="minor", axis=which, linewidth=0.5, alpha=0.5)
     figure.legend(handles=legend_handles({"a": "red"}, True), loc="center left", bbox_to_anchor=(1.0, 0.5))
-    figure.suptitle("three panels")
+    figure.suptitle("four panels")
     return figure
+
+
+def _minor_labels(figure: Figure) -> list[str]:
+    return [axis.get_minor_formatter()(value) for ax in figure.axes for axis in (ax.xaxis, ax.yaxis)
+            for value in axis.get_minorticklocs()]
 
 
 def _pixels(png: bytes) -> np.ndarray:
@@ -316,11 +343,16 @@ def _pixels(png: bytes) -> np.ndarray:
 
 
 def test_save_figure_draws_what_tight_layout_and_a_tight_bbox_draw(tmp_path):
-    """save_figure's shortcuts (ticks outside the view dropped, spines without tick marks left out of the layout,
-    the crop measured once) change no pixel of the figure."""
+    """save_figure's shortcuts (ticks outside the view dropped, the minor ticks only where labelled and the minor
+    grid one artist, spines without tick marks left out of the layout, the crop measured once) change no pixel of
+    the figure."""
     with sns.axes_style("whitegrid"), sns.plotting_context("notebook"):
-        save_figure(_log_panels(in_view=True), tmp_path / "quick.png")
-        plain = _log_panels(in_view=False)
+        quick_figure = _log_panels(ours=True)
+        save_figure(quick_figure, tmp_path / "quick.png")
+        plain = _log_panels(ours=False)
+        # ours makes a minor tick only where it has a label; matplotlib's own, one at every minor digit
+        assert _minor_labels(quick_figure) and all(_minor_labels(quick_figure))
+        assert "" in _minor_labels(plain)
         plain.tight_layout()
         buffer = io.BytesIO()
         plain.savefig(buffer, format="png", dpi=DPI, bbox_inches="tight")

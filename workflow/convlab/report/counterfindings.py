@@ -26,8 +26,9 @@ from convlab.measure.ncureport import speaking_cells
 from convlab.plan.families import FAMILIES, problem_key
 from convlab.report.familydisplay import DISPLAYS
 from convlab.report.kernelcolors import group_color, kernel_group
+from convlab.report.logaxes import log_axis
 from convlab.report.pages import html_page
-from convlab.report.plotting import log_axis, new_figure, note_figure_object, save_figure
+from convlab.report.plotting import new_figure, note_figure_object, save_figure
 from convlab.report.roofline import load_device
 
 # A kernel that reaches this share of the measured copy bandwidth is memory-bound; one that moves

@@ -18,6 +18,7 @@ from convlab.report.codelabels import TWIN_BACKENDS, kernel_labels
 from convlab.report.familydisplay import SIZE_FIGURE_FAMILY
 from convlab.report.figuretable import NAMES, SIZE_FAMILY, figure_entry
 from convlab.report.kernelcolors import kernel_colors
+from convlab.report.logaxes import log_axis, log_y_axis
 from convlab.report.pages import html_page, write_page
 from convlab.report.plotting import (
     NO_ROWS,
@@ -31,8 +32,6 @@ from convlab.report.plotting import (
     hide_y_ticks,
     lay_out_grid,
     legend_handles,
-    log_axis,
-    log_y_axis,
     natural_key,
     natural_order,
     new_figure,

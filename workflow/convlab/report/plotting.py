@@ -5,7 +5,6 @@ figures (figures.py, time_vs_size.py) share: their title, axis labels, size axis
 from __future__ import annotations
 
 import io
-import math
 import re
 import textwrap
 import weakref
@@ -13,15 +12,13 @@ from collections.abc import Iterable
 from pathlib import Path
 
 import matplotlib as mpl
-import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
-from matplotlib.axis import Axis
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.colors import to_rgb
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
-from matplotlib.ticker import FuncFormatter, Locator, NullFormatter, NullLocator
+from matplotlib.ticker import NullLocator
 
 from convlab.atomicfile import write_bytes_atomically
 from convlab.report.aggregate import code_versions
@@ -155,51 +152,6 @@ def panel_title(ax: Axes, text: str, **kwargs) -> None:
     ax.set_title(text, y=1.0, **kwargs)
 
 
-class InViewLocator(Locator):
-    """``locator``'s ticks that fall inside the axis' view. A log locator also returns ticks a decade or more
-    beyond the view: they are never drawn, but each costs a tick object and its update on every layout pass.
-    Only for formatters that label each value on its own (FuncFormatter, NullFormatter): a ScalarFormatter
-    picks its precision from every tick it is given."""
-
-    def __init__(self, locator: Locator) -> None:
-        self.locator = locator
-
-    def set_axis(self, axis: Axis) -> None:
-        self.axis = axis
-        self.locator.set_axis(axis)
-
-    def __call__(self) -> np.ndarray:
-        values = np.asarray(self.locator(), dtype=float)
-        transform = self.axis.get_transform()
-        low, high = sorted(transform.transform(np.asarray(self.axis.get_view_interval(), dtype=float)))
-        # wider than matplotlib's own margins (what it draws, and which minor ticks a major one hides): every
-        # tick that could matter is kept, and matplotlib decides as before
-        margin = (high - low) * 1e-3
-        with np.errstate(invalid="ignore", divide="ignore"):
-            where = transform.transform(values)
-        return values[(where >= low - margin) & (where <= high + margin)]
-
-    def tick_values(self, vmin: float, vmax: float) -> np.ndarray:
-        return self.locator.tick_values(vmin, vmax)
-
-    def view_limits(self, vmin: float, vmax: float) -> tuple[float, float]:
-        return self.locator.view_limits(vmin, vmax)
-
-    def nonsingular(self, v0: float, v1: float) -> tuple[float, float]:
-        return self.locator.nonsingular(v0, v1)
-
-    def set_params(self, **kwargs) -> None:
-        self.locator.set_params(**kwargs)
-
-
-def ticks_in_view(axis: Axis) -> None:
-    """Wrap the axis' locators in InViewLocator (see there for the formatters this suits), once."""
-    if not isinstance(axis.get_major_locator(), InViewLocator):
-        axis.set_major_locator(InViewLocator(axis.get_major_locator()))
-    if not isinstance(axis.get_minor_locator(), InViewLocator):
-        axis.set_minor_locator(InViewLocator(axis.get_minor_locator()))
-
-
 # The share of the figure's width a note may span, so that the layout keeps its margins
 NOTE_SPAN = 0.92
 
@@ -240,32 +192,6 @@ def natural_key(text: str) -> list:
 
 def natural_order(labels: Iterable[str]) -> list[str]:
     return sorted(set(labels), key=natural_key)
-
-
-def plain_tick(value: float, _position: object = None) -> str:
-    return f"{value:g}"
-
-
-def log_y_axis(ax: Axes) -> None:
-    """Log y with plain numbers (0.01, not 10^-2), labelling more minor ticks the fewer decades show."""
-    log_axis(ax, "y")
-
-
-def log_axis(ax: Axes, which: str) -> None:
-    """Log ``which`` axis ("x" or "y") with plain numbers, as log_y_axis() draws y."""
-    axis = ax.yaxis if which == "y" else ax.xaxis
-    ax.set_yscale("log") if which == "y" else ax.set_xscale("log")
-    axis.set_major_formatter(FuncFormatter(plain_tick))
-    low, high = ax.get_ylim() if which == "y" else ax.get_xlim()
-    decades = math.log10(high / low) if low > 0 else math.inf
-    # Leading digits of the labelled minor ticks: enough to read a value, too few to collide.
-    digits = "2345678" if decades < 0.5 else "23457" if decades < 1 else "25" if decades < 3 else ""
-    if digits:
-        axis.set_minor_formatter(FuncFormatter(lambda v, _: plain_tick(v) if f"{v:.0e}"[0] in digits else ""))
-        ax.grid(True, which="minor", axis=which, linewidth=0.5, alpha=0.5)
-    else:
-        axis.set_minor_formatter(NullFormatter())
-    ticks_in_view(axis)
 
 
 def palette_colors(n: int) -> list:

@@ -21,10 +21,10 @@ from convlab.history.summary import read_summary
 from convlab.report.codelabels import TWIN_BACKENDS, code_identity, code_labels
 from convlab.report.familydisplay import DISPLAYS
 from convlab.report.kernelcolors import group_color, kernel_group
+from convlab.report.logaxes import plain_tick
 from convlab.report.plotting import (
     new_figure,
     note_figure_object,
-    plain_tick,
     report_style,
     save_figure,
 )

@@ -19,8 +19,8 @@ from matplotlib.lines import Line2D
 
 from convlab.report.codelabels import ran_labels
 from convlab.report.familydisplay import seed_family
+from convlab.report.logaxes import log_y_axis
 from convlab.report.plotting import (
-    log_y_axis,
     natural_order,
     new_figure,
     palette_colors,

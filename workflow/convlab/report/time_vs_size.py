@@ -14,6 +14,7 @@ from matplotlib.transforms import blended_transform_factory
 from convlab.report import plotting as plot
 from convlab.report.codelabels import TWIN_BACKENDS, ran_labels, short_implementation
 from convlab.report.kernelcolors import group_rank, kernel_colors, kernel_group
+from convlab.report.logaxes import log_y_axis
 from convlab.status import WRONG
 
 MAX_LINES_PER_PANEL = 6  # more and one panel's lines crowd again; small groups share a panel up to this
@@ -215,7 +216,7 @@ def time_vs_size_figure(frame: pd.DataFrame) -> Figure:
         row[0].set_ylim(float(times.min()) / 1.6, float(times.max()) * 1.6)
         row[0].set_ylabel(plot.TIME_LABEL)
         for ax in row:
-            plot.log_y_axis(ax)
+            log_y_axis(ax)
     for ax in axes[-1]:
         ax.set_xlabel(plot.SIZE_LABEL)
 
