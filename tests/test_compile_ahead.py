@@ -5,7 +5,7 @@ the compile-kernels command, which on the cpu backend only writes its record."""
 from __future__ import annotations
 
 import json
-import threading
+import os
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -14,7 +14,7 @@ import pytest
 
 from convlab.app.commandtable import parse
 from convlab.app.workerentry import run_command
-from convlab.backends.compileahead import compile_ahead
+from convlab.backends import cleanbuild, nvrtcbuild
 from convlab.backends.sourcemodule import STANDARD, grid_modules, source_module
 from convlab.plan.config import load_config
 from convlab.plan.families import family
@@ -63,31 +63,59 @@ def test_a_refused_cell_compiles_nothing(cuda_cells):
     assert grid_modules([at_stride_2, under_a_wider_filter]) == {}
 
 
-def test_the_pool_compiles_what_the_cache_lacks_on_several_threads_and_leaves_failures_out():
-    seen: set[str] = set()
-    both_running = threading.Barrier(2, timeout=10)  # two compiles at once, or the barrier breaks
+def _compile_in_turn(tmp_path: Path, together: int):
+    """A stand-in for NVRTC: notes which process compiled what and when; the first ``together`` compiles wait
+    until all of them have started (or fail after 10 s), so that they pass only run at once."""
 
-    def compile_one(module: str) -> str:
-        seen.add(threading.current_thread().name)
-        if module in ("a", "b"):
-            both_running.wait()
-        if module == "bad":
-            raise RuntimeError("does not compile")
-        return module.upper()
+    def compile_one(entry: dict, arch: str) -> str:
+        code = entry["code"]
+        (tmp_path / f"started-{code}").write_text(str(os.getpid()))
+        with open(tmp_path / "order", "a") as order:
+            order.write(code + "\n")
+        if len(list(tmp_path.glob("started-*"))) <= together:
+            deadline = time.monotonic() + 10
+            while len(list(tmp_path.glob("started-*"))) < together:
+                if time.monotonic() > deadline:
+                    raise RuntimeError("compiled alone")
+                time.sleep(0.01)
+        if code.startswith("bad"):
+            raise RuntimeError("kern.cu(3): error: expected a \";\"")
+        Path(entry["path"]).write_bytes(b"cubin for " + arch.encode())
+        return entry["path"]
 
-    cache = {"kept": "KEPT"}
-    modules = {"a": ["k1"], "b": ["k2"], "bad": ["k3", "k4"], "kept": ["k1"]}
-    report = compile_ahead(modules, cache, compile_one, threads=4)
-    assert cache == {"kept": "KEPT", "a": "A", "b": "B"}
-    assert (report.modules, report.compiled, report.cached, report.failed) == (4, 2, 1, 1)
-    assert report.failed_kernels == ("k3", "k4") and report.threads == 3 and len(seen) >= 2
+    return compile_one
 
 
-def test_with_everything_cached_the_pool_does_nothing():
-    started = time.perf_counter()
-    report = compile_ahead({"a": ["k"]}, {"a": 1}, lambda module: pytest.fail("compiled again"))
-    assert (report.compiled, report.cached, report.threads) == (0, 1, 0)
-    assert time.perf_counter() - started < 0.5
+def _request(tmp_path: Path, codes: list[str], threads: int) -> dict:
+    return {"arch": "90", "threads": threads,
+            "modules": [{"code": code, "options": [], "path": str(tmp_path / f"{index}.cubin")}
+                        for index, code in enumerate(codes)]}
+
+
+def test_the_compiler_compiles_in_several_processes_at_once_and_reports_each_module(tmp_path, monkeypatch):
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    monkeypatch.setattr(nvrtcbuild, "_compile_one", _compile_in_turn(notes, together=2))
+    result = nvrtcbuild.build(_request(tmp_path, ["long source a", "bad b", "c"], threads=2))
+    assert result["built"] == {"0": str(tmp_path / "0.cubin"), "2": str(tmp_path / "2.cubin")}
+    assert result["failed"] == {"1": 'kern.cu(3): error: expected a ";"'}
+    pids = {path.read_text() for path in notes.glob("started-*")}
+    assert len(pids) >= 2 and str(os.getpid()) not in pids  # forked processes, not this one
+
+
+def test_the_compiler_takes_the_longest_sources_first(tmp_path, monkeypatch):
+    monkeypatch.setattr(nvrtcbuild, "_compile_one", _compile_in_turn(tmp_path, together=0))
+    nvrtcbuild.build(_request(tmp_path, ["bb", "a", "dddd", "ccc"], threads=1))
+    assert (tmp_path / "order").read_text().split() == ["dddd", "ccc", "bb", "a"]
+
+
+def test_a_compiler_started_ahead_takes_its_request_later_or_ends_without_one():
+    ahead = cleanbuild.CompilerProcess()
+    assert ahead.run({"arch": "90", "threads": 2, "modules": []}) == ({"built": {}, "failed": {}}, None)
+    idle = cleanbuild.CompilerProcess()
+    scratch = idle.result.parent
+    idle.close()
+    assert idle.process is not None and idle.process.returncode == 0 and not scratch.exists()
 
 
 def test_compile_kernels_on_the_cpu_writes_its_record_and_compiles_nothing(tmp_path):

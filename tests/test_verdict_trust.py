@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 from types import SimpleNamespace
 
 import pandas as pd
@@ -172,12 +173,13 @@ def test_a_stored_module_is_loaded_without_a_compiler_process_and_a_failed_compi
     def no_process(*args, **kwargs):
         raise AssertionError("a stored module was compiled again")
 
-    monkeypatch.setattr(cleanbuild.subprocess, "run", no_process)
+    start_process = subprocess.Popen
+    monkeypatch.setattr(cleanbuild.subprocess, "Popen", no_process)
     built, failed = cleanbuild.build_modules([module], "90", "nvrtc 13.0")
     assert failed == {} and built[module].path == path and len(built[module].binary_hash) == 12
     # another compiler version is another module: compiled, here by a process that fails
-    monkeypatch.setattr(cleanbuild.subprocess, "run",
-                        lambda *a, **k: subprocess.CompletedProcess(a, 1, "", "ModuleNotFoundError: No module named 'cupy'"))
+    failing = [sys.executable, "-c", "import sys; sys.exit(\"ModuleNotFoundError: No module named 'cupy'\")"]
+    monkeypatch.setattr(cleanbuild.subprocess, "Popen", lambda command, **kwargs: start_process(failing, **kwargs))
     built, failed = cleanbuild.build_modules([module], "90", "nvrtc 13.1")
     assert built == {} and "the compiler process failed" in failed[module] and "cupy" in failed[module]
 

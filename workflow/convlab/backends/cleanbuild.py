@@ -79,11 +79,22 @@ def _in_store(candidates: Sequence[tuple[SourceModule, Path]],
 
 
 def build_modules(modules: Sequence[SourceModule], arch: str, compiler: str, threads: int | None = None,
-                  again: frozenset[SourceModule] = frozenset()) -> tuple[dict[SourceModule, Built],
-                                                                          dict[SourceModule, str]]:
-    """Each module's machine code, from the store or compiled now in one compiler process (its
-    threads at most ``threads``); and the modules that did not compile, with NVRTC's message.
-    ``again``: modules whose stored code must be compiled anew (the driver refused it)."""
+                  again: frozenset[SourceModule] = frozenset(),
+                  started: CompilerProcess | None = None) -> tuple[dict[SourceModule, Built], dict[SourceModule, str]]:
+    """Each module's machine code, from the store or compiled now in one compiler process (``started``
+    ahead, or started here; at most ``threads`` compiles at once); and the modules that did not compile,
+    with NVRTC's message. ``again``: modules whose stored code must be compiled anew (the driver refused
+    it). ``started`` is ended either way."""
+    try:
+        return _build_modules(modules, arch, compiler, threads, again, started)
+    finally:
+        if started is not None:
+            started.close()
+
+
+def _build_modules(modules: Sequence[SourceModule], arch: str, compiler: str, threads: int | None,
+                   again: frozenset[SourceModule],
+                   started: CompilerProcess | None) -> tuple[dict[SourceModule, Built], dict[SourceModule, str]]:
     store = store_dir()
     built, wanted = _in_store([(module, store / f"{module_key(module, arch, compiler)}.cubin")
                                for module in dict.fromkeys(modules)], again)
@@ -103,7 +114,7 @@ def build_modules(modules: Sequence[SourceModule], arch: str, compiler: str, thr
         built.update(meanwhile)
         if not wanted:
             return built, {}
-        results, problem = _run_compiler(wanted, arch, threads)
+        results, problem = _run_compiler(wanted, arch, threads, started)
     failed: dict[SourceModule, str] = {}
     for index, (module, path) in enumerate(wanted):
         if str(index) in results.get("built", {}) and path.is_file():
@@ -113,23 +124,60 @@ def build_modules(modules: Sequence[SourceModule], arch: str, compiler: str, thr
     return built, failed
 
 
-def _run_compiler(wanted: list[tuple[SourceModule, Path]], arch: str,
-                  threads: int | None) -> tuple[dict, str | None]:
-    """Start the compiler process on ``wanted``; its result, or {} and why it gave none."""
-    with tempfile.TemporaryDirectory(prefix="convlab-build-") as scratch:
-        request, result = Path(scratch) / "request.json", Path(scratch) / "result.json"
-        request.write_text(json.dumps({
-            "arch": arch, "threads": threads,
-            "modules": [{"code": module.code, "options": list(module.options), "path": str(path)}
-                        for module, path in wanted]}))
+def _run_compiler(wanted: list[tuple[SourceModule, Path]], arch: str, threads: int | None,
+                  compiler: CompilerProcess | None = None) -> tuple[dict, str | None]:
+    """The compiler process (``compiler``, started ahead, or one started now) on ``wanted``; its result, or {}
+    and why it gave none."""
+    compiler = compiler or CompilerProcess()
+    return compiler.run({"arch": arch, "threads": threads,
+                         "modules": [{"code": module.code, "options": list(module.options), "path": str(path)}
+                                     for module, path in wanted]})
+
+
+class CompilerProcess:
+    """The compiler process (convlab.backends.nvrtcbuild), started before its request is known, so that it
+    imports NVRTC's binding while its caller works the request out. It takes one request (run); close() ends
+    one that got none."""
+
+    def __init__(self) -> None:
+        self._scratch = tempfile.TemporaryDirectory(prefix="convlab-build-")
+        self.result = Path(self._scratch.name) / "result.json"
+        self.errors = Path(self._scratch.name) / "stderr.txt"
         # the compiler imports what this process imports, from where this process imports it
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(entry for entry in sys.path if entry)}
+        self.problem: str | None = None
         try:
-            done = subprocess.run([sys.executable, "-m", "convlab.backends.nvrtcbuild", str(request), str(result)],
-                                  env=env, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S)
-        except (OSError, subprocess.SubprocessError) as error:
-            return {}, f"the compiler process did not run: {error}"
-        if done.returncode != 0 or not result.is_file():
-            tail = " ".join(done.stderr.split()[-60:]) or f"exit code {done.returncode}"
-            return {}, f"the compiler process failed: {tail}"
-        return json.loads(result.read_text()), None
+            with open(self.errors, "w") as errors:
+                self.process: subprocess.Popen | None = subprocess.Popen(
+                    [sys.executable, "-m", "convlab.backends.nvrtcbuild", "-", str(self.result)],
+                    stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=errors, text=True, env=env)
+        except OSError as error:
+            self.process, self.problem = None, f"the compiler process did not run: {error}"
+
+    def run(self, request: dict) -> tuple[dict, str | None]:
+        """The compiler's result for ``request``, or {} and why it gave none."""
+        try:
+            if self.process is None:
+                return {}, self.problem
+            try:
+                self.process.communicate(json.dumps(request), timeout=BUILD_TIMEOUT_S)
+            except (OSError, subprocess.SubprocessError) as error:
+                self.process.kill()
+                self.process.wait()
+                return {}, f"the compiler process did not run: {error}"
+            if self.process.returncode != 0 or not self.result.is_file():
+                tail = " ".join(self.errors.read_text(errors="replace").split()[-60:])
+                return {}, f"the compiler process failed: {tail or f'exit code {self.process.returncode}'}"
+            return json.loads(self.result.read_text()), None
+        finally:
+            self._scratch.cleanup()
+
+    def close(self) -> None:
+        """End it where it got no request (an empty one, which it ends on), and let go of its files."""
+        if self.process is not None and self.process.poll() is None:
+            try:
+                self.process.communicate("", timeout=60)
+            except (OSError, subprocess.SubprocessError):
+                self.process.kill()
+                self.process.wait()
+        self._scratch.cleanup()

@@ -23,7 +23,7 @@ from contextlib import ExitStack
 
 import cupy
 
-from convlab.backends.cleanbuild import build_modules
+from convlab.backends.cleanbuild import CompilerProcess, build_modules
 from convlab.backends.compileahead import usable_cores
 from convlab.backends.cuda import gpu_uuid, nvrtc_compiler
 from convlab.backends.devicelock import untimed_device
@@ -44,17 +44,25 @@ def visible_gpus() -> list[tuple[str, str]]:
 def build_store(grid_paths: list[str]) -> list[str]:
     """Every module of the grids compiled into the store for each visible GPU's architecture; a line
     per architecture saying what it did."""
-    modules = list(grid_modules([cell for path in grid_paths for cell in read_grid(path).cells]))
-    gpus = visible_gpus()
+    # the first architecture's compiler imports NVRTC's binding while the modules and the GPUs are found
+    compiler: CompilerProcess | None = CompilerProcess()
     lines = []
-    with ExitStack() as held:
-        for key in sorted({key for _, key in gpus}):
-            held.enter_context(untimed_device(key))
-        for arch in sorted({arch for arch, _ in gpus}):
-            started = time.perf_counter()
-            built, failed = build_modules(modules, arch, nvrtc_compiler(), threads=usable_cores())
-            lines.append(f"sm_{arch}: {len(built)} of {len(modules)} modules in the store, {len(failed)} did not "
-                         f"compile ({time.perf_counter() - started:.1f} s)")
+    try:
+        modules = list(grid_modules([cell for path in grid_paths for cell in read_grid(path).cells]))
+        gpus = visible_gpus()
+        with ExitStack() as held:
+            for key in sorted({key for _, key in gpus}):
+                held.enter_context(untimed_device(key))
+            for arch in sorted({arch for arch, _ in gpus}):
+                started = time.perf_counter()
+                built, failed = build_modules(modules, arch, nvrtc_compiler(), threads=usable_cores(),
+                                              started=compiler)
+                compiler = None
+                lines.append(f"sm_{arch}: {len(built)} of {len(modules)} modules in the store, {len(failed)} did "
+                             f"not compile ({time.perf_counter() - started:.1f} s)")
+    finally:
+        if compiler is not None:  # no GPU, or no grid: it got no request
+            compiler.close()
     return lines
 
 
