@@ -103,6 +103,21 @@ def test_the_compiler_compiles_in_several_processes_at_once_and_reports_each_mod
     assert len(pids) >= 2 and str(os.getpid()) not in pids  # forked processes, not this one
 
 
+def test_a_compiler_process_that_dies_fails_its_module_and_the_build_ends(tmp_path, monkeypatch):
+    def compile_one(entry: dict, arch: str) -> str:
+        if entry["code"] == "crashes NVRTC":
+            os._exit(1)
+        Path(entry["path"]).write_bytes(b"cubin")
+        return entry["path"]
+
+    monkeypatch.setattr(nvrtcbuild, "_compile_one", compile_one)
+    started = time.monotonic()
+    result = nvrtcbuild.build(_request(tmp_path, ["crashes NVRTC", "a", "b"], threads=2))
+    assert time.monotonic() - started < 60
+    assert result["failed"]["0"].startswith("the compiler process died compiling")
+    assert set(result["built"]) | set(result["failed"]) == {"0", "1", "2"}
+
+
 def test_the_compiler_takes_the_longest_sources_first(tmp_path, monkeypatch):
     monkeypatch.setattr(nvrtcbuild, "_compile_one", _compile_in_turn(tmp_path, together=0))
     nvrtcbuild.build(_request(tmp_path, ["bb", "a", "dddd", "ccc"], threads=1))
