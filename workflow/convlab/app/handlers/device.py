@@ -86,8 +86,8 @@ def compile_kernels(args: argparse.Namespace, console: Console) -> int:
     record = {"backend": backend.name, "cells": len(cells), **report.record()}
     write_text_atomically(args.out, json.dumps(record, indent=2) + "\n")
     console.say(f"{backend.name}: {report.modules} modules of {len(cells)} cells: {report.compiled} compiled, "
-                f"{report.cached} already cached, {report.failed} failed ({report.seconds:.1f} s on "
-                f"{report.threads} threads)")
+                f"{report.cached} already cached, {report.failed} failed ({report.seconds:.1f} s, "
+                f"{report.threads} compiling at once)")
     if report.failed_kernels:
         console.say(f"did not compile (their cells will say why): {', '.join(report.failed_kernels)}")
     return 0
