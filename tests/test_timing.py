@@ -6,8 +6,7 @@ from types import SimpleNamespace
 import pytest
 
 from convlab.measure import timing
-from convlab.measure.observers.stagetimes import StageTimes
-from convlab.measure.timing import measure
+from convlab.measure.timing import STAGES_IN_RUN_MS, StagedSample, Stages, measure, time_stages_alone
 
 SETTINGS = {"mode": "warm", "warmup": 2, "min_reps": 10, "max_reps": 200, "batch": 5,
             "stable_rel": 0.01, "budget_s": 60.0}
@@ -165,7 +164,72 @@ def test_a_slow_kernels_stages_share_one_budget(monkeypatch):
         pass
 
     monkeypatch.setattr(timing, "time", SimpleNamespace(perf_counter=lambda: clock[0]))
-    stages = StageTimes()
-    stages.time([("im2col", im2col), ("gemm", gemm)], time_batch, dict(SETTINGS, budget_s=1.0))
+    medians = time_stages_alone([("im2col", im2col), ("gemm", gemm)], time_batch, dict(SETTINGS, budget_s=1.0))
     assert runs == {"im2col": 4, "gemm": 4}
-    assert stages.text.startswith("im2col=") and ";gemm=" in stages.text
+    assert [name for name, _ in medians] == ["im2col", "gemm"]
+
+
+def staged_clock(stage_ms):
+    """A backend's two timers over stages of ``stage_ms`` each (every later run 1 % slower, never
+    quite stable): what each was asked for."""
+    calls = {"runs": [], "staged": []}
+    runs = itertools.count()
+
+    def time_batch(run, n, cold):
+        calls["runs"].append(n)
+        return [sum(stage_ms) * (1 + 0.001 * next(runs)) for _ in range(n)]
+
+    def time_stages(stages, n, cold):
+        calls["staged"].append((len(stages), n, cold))
+        samples = []
+        for _ in range(n):
+            scale = 1 + 0.001 * next(runs)
+            samples.append(StagedSample(sum(stage_ms) * scale, tuple(ms * scale for ms in stage_ms)))
+        return samples
+
+    return time_batch, time_stages, calls
+
+
+def two_stages(time_stages):
+    return Stages((("im2col", lambda: None), ("gemm", lambda: None)), time_stages)
+
+
+@pytest.mark.parametrize("mode", ["warm", "cold"])
+def test_a_long_runs_stages_come_from_its_own_repeats(mode):
+    """A run of 3 ms in two stages: every timed repeat reads the clock between the stages, and
+    their medians are the stages' times: no stage is run again on its own."""
+    time_batch, time_stages, calls = staged_clock([1.0, 2.0])
+    result = measure(lambda: None, time_batch, dict(SETTINGS, mode=mode), stages=two_stages(time_stages))
+    assert result.stages_in_run
+    assert [name for name, _ in result.stage_ms] == ["im2col", "gemm"]
+    (_, im2col), (_, gemm) = result.stage_ms
+    assert im2col == pytest.approx(1.0, rel=0.05) and gemm == pytest.approx(2.0, rel=0.05)
+    assert result.median_ms == pytest.approx(3.0, rel=0.05)
+    # the timed repeats were all staged; only the warm-up's later runs went through time_batch
+    assert sum(n for _, n, _ in calls["staged"]) == 1 + result.reps
+    assert calls["runs"] == [SETTINGS["warmup"] - 1]
+    assert all(count == 2 and cold == (mode == "cold") for count, _, cold in calls["staged"])
+
+
+def test_a_short_runs_stages_are_left_to_be_timed_alone():
+    time_batch, time_stages, calls = staged_clock([0.1 * STAGES_IN_RUN_MS, 0.2 * STAGES_IN_RUN_MS])
+    result = measure(lambda: None, time_batch, SETTINGS, stages=two_stages(time_stages))
+    assert not result.stages_in_run and result.stage_ms == ()
+    assert calls["staged"] == [(2, 1, False)]  # the first warm-up run only: the rest went per launch
+
+
+def test_a_slow_kernels_counted_warm_up_gives_its_stages_a_sample_too():
+    """A 300 ms run stops at three repeats once its budget is spent, the warm-up among them: each
+    stage's median is of three samples, as the run's is."""
+    time_batch, time_stages, calls = staged_clock([100.0, 200.0])
+    result = measure(lambda: None, time_batch, dict(SETTINGS, budget_s=0.0), stages=two_stages(time_stages))
+    assert result.reps == 3 and result.stages_in_run and not calls["runs"]
+    assert sum(n for _, n, _ in calls["staged"]) == 3
+    assert dict(result.stage_ms)["gemm"] == pytest.approx(200.0 * 1.001)  # the middle of 1.000, 1.001, 1.002
+
+
+def test_a_graph_timed_runs_stages_are_not_read_from_its_replays():
+    time_batch, time_stages, _ = staged_clock([1.0, 2.0])
+    capture, _ = fake_capture(3.0)
+    result = measure(lambda: None, time_batch, GRAPH, capture, stages=two_stages(time_stages))
+    assert result.applied == "graph" and not result.stages_in_run and result.stage_ms == ()

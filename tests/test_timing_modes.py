@@ -5,11 +5,12 @@ import time
 from dataclasses import replace
 
 import numpy as np
+import pytest
 from cpu_helpers import SabotagedBackend, cell_for
 
 from convlab.backends.base import Backend, PreparedKernel
 from convlab.backends.cpu import CpuBackend
-from convlab.measure.timing import GRAPH_MS
+from convlab.measure.timing import GRAPH_MS, STAGES_IN_RUN_MS
 from convlab.run.runner import run_cell
 
 RUN_MS = 0.2
@@ -70,3 +71,60 @@ def test_the_default_mode_never_captures_and_its_row_is_as_before(image_path):
     assert row["status"] == "ok"
     assert row["timing_mode"] == row["timing_applied"] == "warm"
     assert row["graph_launches"] is None and row["timing_fallback"] is None and row["smem_limit_bytes"] is None
+
+
+def spin(ms: float) -> None:
+    started = time.perf_counter()
+    while time.perf_counter() - started < ms / 1e3:
+        pass
+
+
+class StagedBackend(SabotagedBackend):
+    """The direct kernel's output, written by the first of two stages of a fixed time each; counts
+    the runs it timed with a clock read between their stages."""
+
+    def __init__(self, first_ms: float, second_ms: float) -> None:
+        def prepare(honest, problem, buffers):
+            honest.run()
+            answer = buffers.output.copy()
+
+            def first():
+                np.copyto(buffers.output, answer)
+                spin(first_ms)
+
+            def second():
+                spin(second_ms)
+
+            def run():
+                first()
+                second()
+
+            return PreparedKernel(run, honest.info, stages=[("first", first), ("second", second)])
+
+        super().__init__(prepare)
+        self.staged_runs = 0
+
+    def time_stages(self, stages, n, cold):
+        self.staged_runs += n if len(stages) > 1 else 0  # the cpu's time_batch is a run of one stage
+        return super().time_stages(stages, n, cold)
+
+
+@pytest.mark.parametrize("first_ms, second_ms, in_run", [(0.7, 1.4, True), (0.05, 0.1, False)])
+def test_each_stage_has_its_time_from_the_runs_own_repeats_or_alone(image_path, first_ms, second_ms, in_run):
+    """A run of STAGES_IN_RUN_MS or more: its timed repeats read the clock between its stages, and
+    give the stages' times. A shorter one's stages are timed alone after it. The row has them both ways."""
+    backend = StagedBackend(first_ms, second_ms)
+    row = run_cell(cell_for("direct"), image_path, backend=backend)
+    assert row["status"] == "ok", row["reason"]
+    assert ((first_ms + second_ms) >= STAGES_IN_RUN_MS) is in_run
+    stages = dict(part.split("=") for part in row["stage_ms"].split(";"))
+    assert list(stages) == ["first", "second"]
+    for name, ms in (("first", first_ms), ("second", second_ms)):
+        assert ms <= float(stages[name]) < ms + 5.0, (name, stages)
+    assert row["kernel_ms"] >= first_ms + second_ms
+    # in the run, every timed repeat was a staged one (and the first warm-up run, itself a repeat
+    # where the run is slow for its budget); alone, the first warm-up run only
+    if in_run:
+        assert row["reps"] <= backend.staged_runs <= row["reps"] + 1
+    else:
+        assert backend.staged_runs == 1

@@ -12,7 +12,7 @@ import numpy as np
 from convlab.backends.compileahead import CompileReport
 from convlab.backends.sourcemodule import SourceModule
 from convlab.measure.telemetry import Neighbours, NullObserver
-from convlab.measure.timing import GraphRefused, Sampler
+from convlab.measure.timing import GraphRefused, Sampler, StagedSample
 from convlab.plan.operands import KernelBuffers
 from convlab.plan.registry import KernelSpec
 
@@ -27,7 +27,7 @@ class PreparedKernel:
 
     run: Callable[[], None]
     info: dict[str, Any] = field(default_factory=dict)  # implementation, engine names, ...
-    # (name, run) per stage when the kernel has several (im2col, gemm): each is also timed alone
+    # (name, run) per stage when the kernel has several (im2col, gemm): each has its time too
     stages: list[tuple[str, Callable[[], None]]] = field(default_factory=list)
 
 
@@ -69,6 +69,11 @@ class Backend(ABC):
     @abstractmethod
     def time_batch(self, run: Callable[[], None], n: int, cold: bool) -> list[float]:
         """Device time in ms of each of ``n`` back-to-back repeats of ``run``."""
+
+    @abstractmethod
+    def time_stages(self, stages: Sequence[Callable[[], None]], n: int, cold: bool) -> list[StagedSample]:
+        """``n`` back-to-back runs of ``stages`` in order, the device's clock read before each run
+        and after each stage: each run's time and its stages'."""
 
     def capture_graph(self, run: Callable[[], None], launches: int) -> Sampler:
         """Timing mode ``graph`` (convlab.measure.timing): ``launches`` back-to-back runs recorded

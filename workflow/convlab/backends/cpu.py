@@ -7,7 +7,7 @@ import importlib.util
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
@@ -18,7 +18,7 @@ from threadpoolctl import threadpool_info, threadpool_limits
 
 from convlab.backends.base import Backend, KernelBuffers, PreparedKernel
 from convlab.measure.hostinfo import cpu_name
-from convlab.measure.timing import Sampler
+from convlab.measure.timing import Sampler, StagedSample
 from convlab.paths import REPO_ROOT
 from convlab.plan.registry import CPU_TWINS_DIR, KernelSpec, RegistryError
 from convlab.problem.geometry import ConvProblem, GemmProblem
@@ -141,13 +141,19 @@ class CpuBackend(Backend):
         self._flush_buffer.fill(1)
 
     def time_batch(self, run: Callable[[], None], n: int, cold: bool) -> list[float]:
+        return [sample.run_ms for sample in self.time_stages([run], n, cold)]
+
+    def time_stages(self, stages: Sequence[Callable[[], None]], n: int, cold: bool) -> list[StagedSample]:
         samples = []
         for _ in range(n):
             if cold:
                 self._flush_cache()
-            start = time.perf_counter()
-            run()
-            samples.append((time.perf_counter() - start) * 1e3)
+            marks = [time.perf_counter()]
+            for stage in stages:
+                stage()
+                marks.append(time.perf_counter())
+            samples.append(StagedSample((marks[-1] - marks[0]) * 1e3,
+                                        tuple((end - start) * 1e3 for start, end in zip(marks, marks[1:]))))
         return samples
 
     def capture_graph(self, run: Callable[[], None], launches: int) -> Sampler:

@@ -25,7 +25,7 @@ from convlab.backends.sharedmem import shared_limit
 from convlab.backends.sourcemodule import SourceModule, source_module
 from convlab.measure.ncureport import cell_range
 from convlab.measure.telemetry import GpuTelemetry, Neighbours
-from convlab.measure.timing import Sampler
+from convlab.measure.timing import Sampler, StagedSample
 from convlab.plan.launch import dims, evaluate, problem_names, stage_shared_bytes
 from convlab.plan.registry import KernelSpec
 from convlab.status import DeviceOutOfMemory, KernelFailure, LaunchConfigError
@@ -54,6 +54,10 @@ MODULE_HASHES: dict[SourceModule, str] = {}
 
 def _text(dims3: tuple[int, int, int]) -> str:
     return "x".join(str(d) for d in dims3)
+
+
+def _elapsed(start: cupy.cuda.Event, end: cupy.cuda.Event) -> float:
+    return cupy.cuda.get_elapsed_time(start, end)
 
 
 def _fill_constant(module: cupy.RawModule, symbol: str, buffer: cupy.ndarray) -> None:
@@ -143,7 +147,8 @@ class CudaBackend(Backend):
         self.device = cupy.cuda.Device()
         self.properties = cupy.cuda.runtime.getDeviceProperties(self.device.id)
         self._spin = cupy.RawKernel(SPIN_SOURCE, "convlab_spin")
-        self._host_ms_per_rep = {"run": 0.05, "graph": 0.05}  # enqueue time per repeat, by what is enqueued
+        # enqueue time per repeat, by what is enqueued
+        self._host_ms_per_rep = {"run": 0.05, "stages": 0.05, "graph": 0.05}
         self._graph_stream: cupy.cuda.Stream | None = None
         self._flush_buffer = None
         self._device_info: dict[str, Any] | None = None
@@ -392,25 +397,31 @@ class CudaBackend(Backend):
         self._flush_buffer.fill(1.0)
 
     def time_batch(self, run: Callable[[], None], n: int, cold: bool) -> list[float]:
-        return self._time_events(run, n, "run", self._flush_l2 if cold else None)
+        return [_elapsed(marks[0], marks[-1]) for marks in self._time_events([run], n, "run", self._flush_l2 if cold else None)]
 
-    def _time_events(self, launch: Callable[[], None], n: int, kind: str,
-                     before: Callable[[], None] | None = None) -> list[float]:
-        """An event pair around each of ``n`` launches, on the current stream."""
-        events = [(cupy.cuda.Event(), cupy.cuda.Event()) for _ in range(n)]
+    def time_stages(self, stages: Sequence[Callable[[], None]], n: int, cold: bool) -> list[StagedSample]:
+        timed = self._time_events(stages, n, "stages", self._flush_l2 if cold else None)
+        return [StagedSample(_elapsed(marks[0], marks[-1]), tuple(map(_elapsed, marks, marks[1:]))) for marks in timed]
+
+    def _time_events(self, launches: Sequence[Callable[[], None]], n: int, kind: str,
+                     before: Callable[[], None] | None = None) -> list[list[cupy.cuda.Event]]:
+        """``n`` back-to-back runs of ``launches`` in order on the current stream, an event before
+        each run and after each of its launches; each run's events, synchronized."""
+        runs = [[cupy.cuda.Event() for _ in range(len(launches) + 1)] for _ in range(n)]
         spin_ms = min(MAX_SPIN_MS, 0.2 + 1.5 * n * self._host_ms_per_rep[kind])
         started = time.perf_counter()
         self._spin((1,), (1,), (np.uint64(int(spin_ms * 1e6)),))
-        for start, end in events:
+        for marks in runs:
             if before:
                 before()
-            start.record()
-            launch()
-            end.record()
+            marks[0].record()
+            for launch, mark in zip(launches, marks[1:], strict=True):
+                launch()
+                mark.record()
         enqueue_ms = (time.perf_counter() - started) * 1e3
-        events[-1][1].synchronize()
+        runs[-1][-1].synchronize()
         self._host_ms_per_rep[kind] = enqueue_ms / n
-        return [cupy.cuda.get_elapsed_time(start, end) for start, end in events]
+        return runs
 
     def capture_graph(self, run: Callable[[], None], launches: int) -> Sampler:
         """``launches`` runs recorded once into a CUDA graph on a stream of its own (every launch
@@ -426,7 +437,8 @@ class CudaBackend(Backend):
 
         def samples(n: int) -> list[float]:
             with stream:
-                return [ms / launches for ms in self._time_events(lambda: graph.launch(stream), n, "graph")]
+                replays = self._time_events([lambda: graph.launch(stream)], n, "graph")
+                return [_elapsed(marks[0], marks[-1]) / launches for marks in replays]
 
         return samples
 

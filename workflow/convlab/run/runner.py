@@ -26,7 +26,6 @@ from convlab.backends import get_backend
 from convlab.backends.base import Backend
 from convlab.measure import provenance
 from convlab.measure.observers.base import Observer
-from convlab.measure.observers.stagetimes import StageTimes
 from convlab.measure.observers.standard import OBSERVERS
 from convlab.measure.phases import PhaseClock
 from convlab.measure.row import JobFacts, build_row
@@ -150,9 +149,9 @@ def run_steps(inputs: CellInputs, bandwidth_path: str | Path | None = None,
     refused = refusal(inputs, device["device"], bandwidth_path)
     if refused:
         return finish(started, refused)
-    # The cell's own observers, after the stateless ones. In this order the stages are timed
-    # within the timing's lap, and the telemetry stops after the round trip's lap ends.
-    observers = (*OBSERVERS, StageTimes(), PhaseClock(), TimedWorkTelemetry())
+    # The cell's own observers, after the stateless ones: in this order the telemetry stops after
+    # the round trip's lap ends.
+    observers = (*OBSERVERS, PhaseClock(), TimedWorkTelemetry())
     run = Run(backend, inputs)
     try:
         run.placed = observed("place", run, observers, lambda: place(backend, inputs, layout))

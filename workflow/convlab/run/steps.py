@@ -7,14 +7,14 @@ CellFailure for that step; anything else raises.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from convlab.backends.base import Backend, KernelBuffers, PreparedKernel
-from convlab.measure.timing import TimingResult, measure
+from convlab.measure.timing import Stages, TimingResult, measure, time_stages_alone
 from convlab.plan.cell import Cell
 from convlab.plan.families.inputs import load_operands
 from convlab.plan.operands import Operands
@@ -146,9 +146,16 @@ def launch(backend: Backend, prepared: Prepared) -> None:
 
 
 def time_kernel(backend: Backend, inputs: CellInputs, prepared: Prepared) -> TimingResult:
-    """Warm-up, then repeats until the median is stable or the budget ends."""
+    """Warm-up, then repeats until the median is stable or the budget ends; a kernel of several
+    stages has each stage's time too, from its own repeats or, for a short run, each timed alone."""
+    kernel, settings = prepared.kernel, inputs.cell.timing
+    stages = Stages(tuple(kernel.stages), backend.time_stages) if kernel.stages else None
     with backend.guard("timing"):
-        return measure(prepared.kernel.run, backend.time_batch, inputs.cell.timing, backend.capture_graph)
+        timing = measure(kernel.run, backend.time_batch, settings, backend.capture_graph, stages)
+        if stages and not timing.stages_in_run:
+            timing = replace(timing, stage_ms=time_stages_alone(stages.named, backend.time_batch, settings,
+                                                                backend.capture_graph))
+    return timing
 
 
 def round_trip(backend: Backend, inputs: CellInputs, placed: Placed, prepared: Prepared, timing: TimingResult) -> float:
