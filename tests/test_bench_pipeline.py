@@ -9,6 +9,7 @@ import json
 import math
 import os
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -253,3 +254,21 @@ def test_bench_pipeline_on_the_tiny_cpu_grid(tmp_path):
                   "timing (the GPU work)", "Σ timing", "wall / Σ timing", "no-op", "bare no-op", "targets"):
         assert label in result.stdout, label
     assert "n/a" not in result.stdout, result.stdout
+
+
+def test_cell_jobs_side_by_side_have_no_gap_and_their_targets_are_not_judged(planted):
+    """With more than one core, cell jobs overlap: the time from one's end to the next one's start
+    is negative, no gap of Snakemake's. No gap figure is made of it, and its targets say n/a, never
+    met."""
+    cells, runs = planted
+    overlapping = [cells[0], replace(cells[1], start=cells[0].start + 0.01, end=cells[0].end + 0.01), *cells[2:]]
+    f = pipeline_figures(overlapping, runs)
+    assert f["cells_side_by_side"] and not pipeline_figures(cells, runs)["cells_side_by_side"]
+    assert f["gap_median_ms"] is None and f["gap_p90_ms"] is None and f["gap_per_bare_job"] is None
+    assert f["overhead_median_ms"] is None and f["bare_per_job_ms"] == near(20)
+    assert [t.met for t in targets(f)][:2] == [None, None]
+    table = format_table(f)
+    gap = next(line for line in table.splitlines() if "Snakemake gap per cell (median)" in line)
+    assert "n/a" in gap and "side by side" in gap and "ratio" not in gap
+    marks = table.splitlines()[table.splitlines().index("targets") + 1:]
+    assert [line.split("  ")[1].strip() for line in marks][:2] == ["n/a", "n/a"]

@@ -154,17 +154,21 @@ def p90(values: Sequence[float]) -> float | None:
 
 def gaps_ms(cells: Sequence[CellTimes]) -> list[float]:
     """Snakemake's gap before each cell job but the first, in start order: its start less the
-    previous one's end (negative where jobs overlap, with more than one core)."""
+    previous one's end. Empty where two cell jobs ran at once (with more than one core): the time
+    between one's end and the next one's start is then no gap of Snakemake's between them."""
     ordered = sorted(cells, key=lambda cell: cell.start)
-    return [(later.start - earlier.end) * 1e3 for earlier, later in zip(ordered, ordered[1:])]
+    gaps = [(later.start - earlier.end) * 1e3 for earlier, later in zip(ordered, ordered[1:])]
+    return [] if any(gap < 0 for gap in gaps) else gaps
 
 
 def overheads_ms(cells: Sequence[CellTimes]) -> list[float]:
     """Per cell job but the first: its time outside `timing` and `e2e`, plus the gap before it. A
-    cell refused before it ran has neither phase: all of its time is overhead."""
+    cell refused before it ran has neither phase: all of its time is overhead. Empty where there
+    are no gaps (cell jobs ran at once)."""
     ordered = sorted(cells, key=lambda cell: cell.start)
+    gaps = gaps_ms(ordered)
     return [later.job_ms - later.phases.get("timing", 0.0) - later.phases.get("e2e", 0.0) + gap
-            for later, gap in zip(ordered[1:], gaps_ms(ordered))]
+            for later, gap in zip(ordered[1:], gaps)]
 
 
 def unphased_ms(cells: Sequence[CellTimes]) -> list[float]:
@@ -192,6 +196,7 @@ def pipeline_figures(cells: Sequence[CellTimes], runs: Runs) -> dict[str, Any]:
     """Every figure of the benchmark (ms for per-cell figures, seconds for whole runs; None where
     the rows cannot give it, e.g. ``service_ms`` with the service off)."""
     gaps = gaps_ms(cells)
+    side_by_side = len(cells) > 1 and not gaps
     bare_per_job = per_job_ms(runs.stamps)
     timings = [cell.phases.get("timing", 0.0) for cell in cells]
     services = [cell.service_ms for cell in cells if cell.service_ms is not None]
@@ -203,6 +208,7 @@ def pipeline_figures(cells: Sequence[CellTimes], runs: Runs) -> dict[str, Any]:
     service_sum = sum(services) / 1e3 if services else None
     return {
         "cells": len(cells), "jobs": runs.jobs, "bare_stamps": len(runs.stamps), "noop_idle": runs.noop_idle,
+        "cells_side_by_side": side_by_side,
         "gap_median_ms": median(gaps), "gap_p90_ms": p90(gaps), "bare_per_job_ms": bare_per_job,
         "gap_per_bare_job": _ratio(median(gaps), bare_per_job),
         "phase_median_ms": {name: median([cell.phases[name] for cell in cells if name in cell.phases])
@@ -271,7 +277,9 @@ def format_table(figures: Mapping[str, Any], heading: str = "") -> str:
     f = figures
     per_cell: list[tuple[str, ...]] = [
         ("Snakemake gap per cell (median)", _ms(f["gap_median_ms"]),
-         f"bare Snakemake per job {_ms(f['bare_per_job_ms'])}", f"ratio {_x(f['gap_per_bare_job'])}"),
+         f"bare Snakemake per job {_ms(f['bare_per_job_ms'])}",
+         "cell jobs ran side by side: no gap between them" if f.get("cells_side_by_side")
+         else f"ratio {_x(f['gap_per_bare_job'])}"),
         ("Snakemake gap per cell (p90)", _ms(f["gap_p90_ms"])),
         *((PHASE_LABELS.get(name, name), _ms(ms), f"Σ {_s(f['phase_sum_s'][name])}")
           for name, ms in f["phase_median_ms"].items()),
