@@ -28,7 +28,7 @@ from convlab.service.jobenv import (
     process_age_s,
     stamped_age_s,
 )
-from convlab.snakefile import api, prologue, runlife
+from convlab.snakefile import api, freshness, prologue, runlife
 from convlab.snakefile.jobenvironment import JOB_START_SCRIPT, USER_BASH_ENV, export_job_environment
 from convlab.snakefile.prologue import RunRefused
 from convlab.snakefile.runlock import CLEAN_NAME
@@ -407,6 +407,23 @@ def test_files_dated_in_the_future_are_dated_now_and_a_dry_run_only_says_so(lab)
     said = prologue.files_from_the_future(lab, dry_run=False)
     assert said[0].endswith("dated now") and row.stat().st_mtime < ahead - 300 * 86400
     assert prologue.files_from_the_future(lab, dry_run=False) == []
+
+
+def test_the_walk_for_files_dated_ahead_looks_at_the_grids_rows_by_path_and_not_at_other_rows(tmp_path):
+    """The cell rows' folders (as many as the rows) and the jobs' logs are left out of the walk: each
+    row of the grid is looked at by its path, and a row of a cell outside the grid is in no job."""
+    results = tmp_path / "results" / "h200"
+    ahead = time.time() + 365 * 86400
+    in_grid, outside, summary, log = (results / "cells" / "a" / "x.csv", results / "cells" / "b" / "y.csv",
+                                      results / "summary.csv", results / "logs" / "cells" / "x.log")
+    for path in (in_grid, outside, summary, log):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("x\n")
+        os.utime(path, (ahead, ahead))
+    found = freshness.files_dated_ahead([results], time.time(), [str(in_grid), str(tmp_path / "missing.csv")])
+    assert found == sorted([in_grid, summary])
+    os.utime(in_grid, (time.time(), time.time()))
+    assert freshness.files_dated_ahead([results], time.time(), [str(in_grid)]) == [summary]
 
 
 def test_grid_files_of_other_runs_beyond_a_few_are_dropped(tmp_path):

@@ -11,7 +11,6 @@ targets of the run, which then makes them again.
 from __future__ import annotations
 
 import csv
-import io
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -46,7 +45,10 @@ def table_row_checks(path: str | Path) -> list[str] | None:
     """The row checks a summary or a slice holds (None where it cannot be read)."""
     try:
         with open(path, newline="") as handle:
-            return [row.get("row_check") or "" for row in csv.DictReader(handle)]
+            rows = csv.reader(handle)
+            header = next(rows, [])
+            at = header.index("row_check") if "row_check" in header else len(header)
+            return [row[at] if at < len(row) else "" for row in rows if row]
     except (OSError, UnicodeDecodeError, csv.Error):
         return None
 
@@ -103,11 +105,10 @@ def row_fields(path: str | Path, *names: str) -> tuple[str | None, ...]:
     """The values a cell's row records in columns ``names`` (None for one it has not: a row written
     before rows recorded it, or no readable row)."""
     try:
-        text = ROW_BYTES.read(path).decode("utf-8")
-    except (OSError, UnicodeDecodeError):
-        return (None,) * len(names)
-    rows = list(csv.DictReader(io.StringIO(text)))
-    return tuple((rows[0].get(name) or None) if len(rows) == 1 else None for name in names)
+        row = ROW_BYTES.columns(path)
+    except OSError:
+        row = None
+    return tuple((row.get(name) or None) if row is not None else None for name in names)
 
 
 def row_spec_hash(path: str | Path) -> str | None:
@@ -198,10 +199,17 @@ def remove_rows_of_edited_kernels(rows: list[str], hidden: list[str], dry_run: b
 AHEAD_SLACK_S = 60.0
 
 
-def files_dated_ahead(folders: Iterable[str | Path], now: float) -> list[Path]:
-    """The files under ``folders`` dated more than AHEAD_SLACK_S after ``now``; the jobs' logs
-    aside (no rule reads them, so no time of theirs is compared): they are as many folders again."""
+def files_dated_ahead(folders: Iterable[str | Path], now: float, rows: Iterable[str] = ()) -> list[Path]:
+    """The files under ``folders`` and of ``rows`` dated more than AHEAD_SLACK_S after ``now``. The
+    walk leaves out the jobs' logs (no rule reads them, so no time of theirs is compared) and the
+    cell rows' folders, as many as the rows: each row of ``rows`` (the grid's) is looked at by its
+    path instead, and a row outside the grid is in no job of the run."""
     ahead: list[Path] = []
+
+    def look(path: str, status: os.stat_result) -> None:
+        if status.st_mtime > now + AHEAD_SLACK_S:
+            ahead.append(Path(path))
+
     pending = [str(folder) for folder in folders]
     while pending:
         try:
@@ -211,12 +219,17 @@ def files_dated_ahead(folders: Iterable[str | Path], now: float) -> list[Path]:
         for entry in entries:
             try:
                 if entry.is_dir(follow_symlinks=False):
-                    if entry.name != "logs":
+                    if entry.name not in ("logs", "cells"):
                         pending.append(entry.path)
-                elif entry.stat(follow_symlinks=False).st_mtime > now + AHEAD_SLACK_S:
-                    ahead.append(Path(entry.path))
+                else:
+                    look(entry.path, entry.stat(follow_symlinks=False))
             except OSError:
                 continue
+    for row in rows:
+        try:
+            look(row, os.stat(row, follow_symlinks=False))
+        except OSError:
+            continue
     return sorted(ahead)
 
 

@@ -191,7 +191,8 @@ def files_from_the_future(plan: RunPlan, dry_run: bool) -> list[str]:
     would otherwise find every summary made now older than its rows and stop the run."""
     now = time.time()
     folders = [Path(f"results/{label}") for label in plan.devices] + [Path("data")]
-    return date_now(files_dated_ahead([folder for folder in folders if folder.is_dir()], now), now, dry_run)
+    rows = [path for paths in plan.cell_paths.values() for path in paths]
+    return date_now(files_dated_ahead([folder for folder in folders if folder.is_dir()], now, rows), now, dry_run)
 
 
 def stale_summary_files(plan: RunPlan, dry_run: bool) -> list[str]:
